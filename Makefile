@@ -1,0 +1,52 @@
+# The README's two commands: `make demo` and `make test`.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+TORCH_CPU := torch==2.13.0
+DEMO_OUT ?= runs/demo
+
+.PHONY: demo test install sync-check nbtest pytest export clean-venv
+
+install: $(STAMP)
+
+# Create .venv (seeing the system's packages when the system already has torch, e.g. a CUDA
+# build on a GPU machine, so that one is kept), install the CPU torch wheel only where no torch
+# is importable, then the kit and its dev tools.
+$(STAMP): pyproject.toml
+	@if [ ! -x $(BIN)/python ]; then \
+	  if $(PYTHON) -c "import torch" >/dev/null 2>&1; then $(PYTHON) -m venv --system-site-packages $(VENV); \
+	  else $(PYTHON) -m venv $(VENV); fi; fi
+	@$(BIN)/python -c "import torch" >/dev/null 2>&1 || $(BIN)/python -m pip install -q $(TORCH_CPU)
+	$(BIN)/python -m pip install -q -e ".[dev]"
+	@touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/vimpac-demo --out $(DEMO_OUT) --images images
+
+# Notebooks are the source of truth: nbdev-clean + nbdev-export must change nothing.
+sync-check: $(STAMP)
+	@before="$$(git status --porcelain; git diff | sha1sum)"; \
+	$(BIN)/nbdev-clean && $(BIN)/nbdev-export; \
+	after="$$(git status --porcelain; git diff | sha1sum)"; \
+	if [ "$$before" != "$$after" ]; then \
+	  echo "nbdev-clean/nbdev-export changed files: notebooks and library are out of sync"; \
+	  git status --porcelain; exit 1; fi; \
+	if [ -n "$$CI" ] && [ -n "$$(git status --porcelain)" ]; then \
+	  echo "the tree is not clean after nbdev-clean/nbdev-export:"; git status --porcelain; exit 1; fi
+	@echo "notebooks and library are in sync"
+
+nbtest: $(STAMP)
+	$(BIN)/nbdev-test --n-workers 2
+
+pytest: $(STAMP)
+	$(BIN)/python -m pytest tests
+
+test: sync-check nbtest pytest
+
+export: $(STAMP)
+	$(BIN)/nbdev-export && $(BIN)/nbdev-clean
+
+clean-venv:
+	rm -rf $(VENV)
