@@ -20,6 +20,8 @@ $(STAMP): pyproject.toml
 	  else $(PYTHON) -m venv $(VENV); fi; fi
 	@$(BIN)/python -c "import torch" >/dev/null 2>&1 || $(BIN)/python -m pip install -q $(TORCH_CPU)
 	$(BIN)/python -m pip install -q -e ".[dev]"
+	@# dev-only reference for the DALL-E parity test; --no-deps skips its torchvision pin (it imports only attr, requests, torch)
+	$(BIN)/python -m pip install -q --no-deps dall-e==0.1
 	@touch $(STAMP)
 
 demo: $(STAMP)
