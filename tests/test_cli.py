@@ -8,10 +8,15 @@ def run(bin_dir, script, *args, cwd=None):
     return subprocess.run([str(bin_dir / script), *map(str, args)], capture_output=True, text=True, cwd=cwd, timeout=600)
 
 
+def error_lines(r):
+    "stderr lines that are not progress-bar updates (tqdm also writes to stderr)."
+    return [l for l in r.stderr.splitlines() if l.strip() and not l.startswith("tokenize shard")]
+
+
 def assert_one_line_error(r, script, needle):
     assert r.returncode != 0
     assert "Traceback" not in r.stderr
-    lines = [l for l in r.stderr.splitlines() if l.strip()]
+    lines = error_lines(r)
     assert len(lines) == 1, r.stderr
     assert lines[0].startswith(f"{script}: error: ") and needle in lines[0], lines[0]
 
@@ -26,9 +31,29 @@ def test_missing_path(bin_dir, tmp_path):
 def test_not_a_video(bin_dir, tmp_path):
     bad = tmp_path / "notes.mp4"
     bad.write_bytes(b"this is not a video\n" * 100)
-    r = run(bin_dir, "vimpac-tokenize", sample_videos()[2], bad, "--out", tmp_path / "store", "--tokenizer-steps", "2")
+    r = run(bin_dir, "vimpac-tokenize", bad, "--out", tmp_path / "store", "--size", "64")
     assert_one_line_error(r, "vimpac-tokenize", f"{bad}: not a readable video")
-    assert not (tmp_path / "store" / "meta.json").exists()
+    assert "0 stored, 0 skipped (already stored), 1 failed" in r.stdout
+
+
+def test_failures_do_not_stop_the_run_and_rerun_skips(bin_dir, tmp_path):
+    truncated = tmp_path / "truncated.mp4"
+    truncated.write_bytes(sample_videos()[1].read_bytes()[:20000])
+    text = tmp_path / "readme.txt.mp4"
+    text.write_text("hello")
+    listing = tmp_path / "videos.txt"
+    listing.write_text("\n".join(map(str, sample_videos())) + "\n# a comment\n")
+    args = [listing, truncated, text, "--out", tmp_path / "store", "--size", "64", "--workers", "2"]
+    r = run(bin_dir, "vimpac-tokenize", *args)
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    assert "3 stored, 0 skipped (already stored), 2 failed" in r.stdout
+    errs = error_lines(r)
+    assert len(errs) == 2 and any(str(truncated) in e for e in errs) and any(str(text) in e for e in errs)
+    r2 = run(bin_dir, "vimpac-tokenize", *args)
+    assert "0 stored, 3 skipped (already stored), 2 failed" in r2.stdout
+    from vimpac.store import TokenStore
+    store = TokenStore(tmp_path / "store")
+    assert len(store) == 3 and len(store.failures()) == 2
 
 
 def test_empty_folder(bin_dir, tmp_path):
@@ -45,16 +70,12 @@ def test_pretrain_bad_store(bin_dir, tmp_path):
 
 def test_tokenize_then_pretrain(bin_dir, tmp_path):
     store = tmp_path / "store"
-    r = run(bin_dir, "vimpac-tokenize", *sample_videos(), "--out", store, "--size", "64", "--tokenizer-steps", "30")
+    r = run(bin_dir, "vimpac-tokenize", *sample_videos(), "--out", store, "--size", "64")
     assert r.returncode == 0, r.stderr
     meta = json.loads((store / "meta.json").read_text())
-    assert [v["frames"] for v in meta["videos"]] == [11, 20, 8]  # 5.3 s, 10 s and 4 s at 2 FPS
-    assert (store / "tokenizer" / "model.safetensors").is_file()
-    # a second run reuses the saved tokenizer, so the store is identical
-    r2 = run(bin_dir, "vimpac-tokenize", *sample_videos(), "--out", tmp_path / "store2", "--size", "64",
-             "--tokenizer", store / "tokenizer")
-    assert r2.returncode == 0, r2.stderr
-    assert (tmp_path / "store2" / "tokens.safetensors").read_bytes() == (store / "tokens.safetensors").read_bytes()
+    assert meta["tokenizer"]["name"] == "vimpac-vqvae" and meta["views"] == ["1x-center"]
+    from vimpac.store import TokenStore
+    assert TokenStore(store).lengths == [11, 20, 8]  # 5.3 s, 10 s and 4 s at 2 FPS
     run_dir = tmp_path / "run"
     r = run(bin_dir, "vimpac-pretrain", store, "--out", run_dir, "--steps", "12", "--batch-size", "3")
     assert r.returncode == 0, r.stderr

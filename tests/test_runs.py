@@ -9,7 +9,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_pretrain_run_notebook(tmp_path):
     out = tmp_path / "run"
     pm.execute_notebook(str(ROOT / "nbs/runs/pretrain.ipynb"), str(tmp_path / "executed.ipynb"),
-                        parameters=dict(out=str(out), size=64, steps=12, tokenizer_steps=10, batch_size=3),
+                        parameters=dict(out=str(out), size=64, steps=12, batch_size=3),
                         kernel_name="python3", progress_bar=False)
     ev = json.loads((out / "eval.json").read_text())
     assert ev["masked_tokens"] > 0 and 0 <= ev["mask_acc"] <= 1
