@@ -8,7 +8,7 @@ not depend on the weight values, and no official file is needed. Figures are med
 (sampled frames of the centre view at S = 128). On CUDA, encoding is also timed under bf16 / fp16 autocast and with
 channels_last.
 """
-import argparse, json, os, platform, statistics, sys, tempfile, time
+import argparse, json, os, platform, shutil, statistics, sys, tempfile, time
 from pathlib import Path
 import torch
 from vimpac.video import sample_videos, read_views
@@ -32,6 +32,7 @@ def main():
     ap.add_argument("--fps", type=float, default=8.0)
     ap.add_argument("--size", type=int, default=128)
     ap.add_argument("--out", default=None)
+    ap.add_argument("--parts", default="decode,encode,e2e", help="comma-separated subset of decode,encode,e2e")
     a = ap.parse_args()
     dev = torch.device(a.device)
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
@@ -39,8 +40,9 @@ def main():
                torch=torch.__version__, threads=torch.get_num_threads(), fps=a.fps, size=a.size, decode={}, encode={}, end_to_end={})
     videos = sample_videos() * a.copies
 
+    parts = a.parts.split(",")
     # decoding alone, by worker count
-    for workers in [0, 1, 2, 4]:
+    for workers in ([0, 1, 2, 4] if "decode" in parts else []):
         if workers > (os.cpu_count() or 1) * 2: continue
         ds = _DecodeVideos([(str(i), v) for i, v in enumerate(videos)], a.fps, a.size, ["1x-center"])
         n = sum(len(read_views(v, a.fps, a.size)["1x-center"]) for v in sample_videos()) * a.copies
@@ -54,7 +56,7 @@ def main():
     torch.manual_seed(0)
     toks = {"default VQ-VAE": load_tokenizer("default", device=dev),
             "DALL-E dVAE": DalleTokenizer(DalleEncoder(), DalleDecoder()).to(dev)}
-    for name, tok in toks.items():
+    for name, tok in (toks.items() if "encode" in parts else []):
         sizes = [8, 32, 64] if name == "default VQ-VAE" else ([1, 4, 8] if dev.type == "cpu" else [8, 32, 64])
         for bs in sizes:
             x = frames[:bs].repeat(-(-bs // len(frames)), 1, 1, 1)[:bs].to(dev)
@@ -71,18 +73,19 @@ def main():
                 if cl: tok.to(memory_format=torch.contiguous_format)
 
     # end to end: decode workers + encode + LMDB writes, into a fresh store each time
-    for name, tok in toks.items():
+    for name, tok in (toks.items() if "e2e" in parts else []):
         vids = sample_videos() * (a.copies if name == "default VQ-VAE" or dev.type == "cuda" else 1)
         n = sum(len(read_views(v, a.fps, a.size)["1x-center"]) for v in vids)
+        stage = Path(tempfile.mkdtemp())  # real copies: a store keys videos by resolved path, so symlinks would be deduplicated
+        paths = []
+        for i, v in enumerate(vids):
+            p = stage / f"v{i}{v.suffix}"; shutil.copyfile(v, p); paths.append(p)
         for workers in [0, 2]:
             def e2e():
                 with tempfile.TemporaryDirectory() as d:
-                    # copies get distinct keys only if paths differ, so stage symlinks
-                    paths = []
-                    for i, v in enumerate(vids):
-                        p = Path(d) / f"v{i}{v.suffix}"; p.symlink_to(v); paths.append(p)
-                    build_store(paths, tok, Path(d) / "store", fps=a.fps, frame_size=a.size, batch_size=32,
-                                workers=workers, progress=False)
+                    s = build_store(paths, tok, Path(d) / "store", fps=a.fps, frame_size=a.size, batch_size=32,
+                                    workers=workers, progress=False)
+                    assert len(s.stored) == len(vids), (len(s.stored), len(vids))
             t = median_time(e2e, max(1, a.repeats - 1), sync)
             res["end_to_end"][f"{name} | workers {workers}"] = n / t
             print(f"end2end  {name:15s} workers={workers}: {n / t:8.1f} frames/s")
