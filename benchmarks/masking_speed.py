@@ -1,0 +1,78 @@
+"""Block-mask generation speed: `vimpac.masking.block_mask` (vectorized over the batch and the blocks) against a
+plain per-sample, per-block loop like the authors' code (`mask_3d` in airsplay/vimpac: Python `random` draws and one
+slice assignment per block), run on the same device. Also times `nearest_neighbour_fill`. Prints a table and writes
+JSON; asserts nothing about time.
+
+    python benchmarks/masking_speed.py --device cpu --threads 1 [--out benchmarks/results/masking_cpu.json]
+    python benchmarks/masking_speed.py --device cuda [--out benchmarks/results/masking_cuda.json]
+
+Sizes: pre-training (1024, 5, 16, 16) with 5 blocks, fine-tuning (1024, 10, 32, 32) with 7 blocks (Table 9's choices).
+Figures are medians over repeats, in milliseconds per batch; the speed-up is the ratio of the two medians, measured
+side by side in one run.
+"""
+import argparse, json, os, platform, random, statistics, time
+import torch
+from vimpac.masking import block_mask, iid_mask, nearest_neighbour_fill
+
+SIZES = {"pre-training": ((1024, 5, 16, 16), 5), "fine-tuning": ((1024, 10, 32, 32), 7)}
+
+
+def loop_block_mask(shape, num_blocks, device):
+    "The reference: one sample and one block at a time, as the paper's code does."
+    b, l, h, w = shape
+    mask = torch.zeros(shape, dtype=torch.bool, device=device)
+    for i in range(b):
+        for _ in range(num_blocks):
+            lt, lh, lw = random.randint(1, l * 2 // 3), random.randint(1, h // 2), random.randint(1, w // 2)
+            t0, h0, w0 = random.randint(0, l - lt), random.randint(0, h - lh), random.randint(0, w - lw)
+            mask[i, t0:t0 + lt, h0:h0 + lh, w0:w0 + lw] = True
+    return mask
+
+
+def median_ms(fn, repeats, sync):
+    fn(); sync()  # warm-up
+    ts = []
+    for _ in range(repeats):
+        t = time.perf_counter(); fn(); sync(); ts.append(time.perf_counter() - t)
+    return 1e3 * statistics.median(ts)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--threads", type=int, default=None, help="torch intra-op threads (CPU)")
+    ap.add_argument("--repeats", type=int, default=21)
+    ap.add_argument("--loop-repeats", type=int, default=5)
+    ap.add_argument("--out", default=None)
+    a = ap.parse_args()
+    if a.threads: torch.set_num_threads(a.threads)
+    dev = torch.device(a.device)
+    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
+    res = dict(machine=f"{platform.machine()} {os.cpu_count()} cores" + (f", {torch.cuda.get_device_name()}" if dev.type == "cuda" else ""),
+               torch=torch.__version__, device=str(dev), threads=torch.get_num_threads(), rows=[])
+    g = torch.Generator(device=dev).manual_seed(0)
+    random.seed(0)
+    print(f"{res['machine']}, torch {res['torch']}, device {dev}, {res['threads']} threads")
+    print(f"{'size':13s} {'shape':>20s} {'blocks':>6s} {'loop ms':>9s} {'vectorized ms':>14s} {'speed-up':>9s}")
+    for name, (shape, k) in SIZES.items():
+        t_loop = median_ms(lambda: loop_block_mask(shape, k, dev), a.loop_repeats, sync)
+        t_vec = median_ms(lambda: block_mask(shape, k, generator=g), a.repeats, sync)
+        row = dict(size=name, shape=shape, blocks=k, loop_ms=t_loop, vectorized_ms=t_vec, speedup=t_loop / t_vec)
+        res["rows"].append(row)
+        print(f"{name:13s} {str(shape):>20s} {k:6d} {t_loop:9.2f} {t_vec:14.3f} {t_loop / t_vec:8.1f}x")
+    # nearest-neighbour fill on one pre-training batch of random codes (the worst case for copying)
+    shape, k = SIZES["pre-training"]
+    toks = torch.randint(0, 1024, shape, generator=g, device=dev)
+    res["nn_fill_ms"] = {}
+    for kind, m in [("block 15%", block_mask(shape, k, generator=g)), ("i.i.d. 15%", iid_mask(shape, 0.15, generator=g))]:
+        for mode in ("spatial", "spatiotemporal"):
+            t = median_ms(lambda: nearest_neighbour_fill(toks, m, mode), max(3, a.repeats // 4), sync)
+            res["nn_fill_ms"][f"{kind}, {mode}"] = t
+            print(f"nearest_neighbour_fill {kind:10s} {mode:15s} batch {shape}: {t:8.2f} ms")
+    if a.out:
+        with open(a.out, "w") as f: json.dump(res, f, indent=1)
+        print("wrote", a.out)
+
+
+if __name__ == "__main__":
+    main()
