@@ -1,0 +1,110 @@
+"""Pre-training throughput of the VIMPAC model per layout (Table 13): forward + backward of the full objective
+(block-masked mask-then-predict + InfoNCE over the two clips of each video) on random tokens, in videos/s, where one
+video is 2 clips of T x h x w tokens. Prints FLOPs per video (`vimpac.model.model_flops`), peak memory and, on a GPU,
+MFU. Asserts nothing about time.
+
+    python benchmarks/model_throughput.py --device cpu --videos 2 [--out benchmarks/results/model_cpu.json]
+    python benchmarks/model_throughput.py --device cuda --videos 64 --precision bf16 [--compile] [--out ...]
+
+Each layout runs in its own subprocess, so that peak memory (CPU: peak resident set size; GPU: peak allocated) is
+its own. Figures are medians over `--repeats` timed steps after `--warmup` steps. The paper's Table 13 (one V100,
+Small, T = 5, S = 128): TxHxW 12.6, T,HxW 20.0, T,H,W 26.4, T,H|W 32.0 videos/s.
+"""
+import argparse, json, os, platform, resource, statistics, subprocess, sys, time
+import torch
+
+PAPER = {"TxHxW": 12.6, "T,HxW": 20.0, "T,H,W": 26.4, "T,H|W": 32.0}
+# dense bf16 / fp16 tensor-core peaks in FLOP/s (vendor data sheets, SXM parts)
+PEAK = {"H100": 989e12, "H200": 989e12, "A100": 312e12, "V100": 125e12, "L4": 121e12, "A10": 125e12}
+
+
+def worker(a):
+    from vimpac.model import VimpacConfig, VimpacForPreTraining, model_flops
+    from vimpac.pretrain import PretrainConfig, mask_clip_pairs
+    from vimpac.losses import mask_loss, info_nce, pretraining_loss
+    if a.threads: torch.set_num_threads(a.threads)
+    dev = torch.device(a.device)
+    cfg = VimpacConfig.from_preset(a.preset, layout=a.layout, max_frames=a.clip_len, token_map=(a.size // 8, a.size // 8),
+                                   gradient_checkpointing=a.checkpointing)
+    model = VimpacForPreTraining(cfg).to(dev).train()
+    step_model = torch.compile(model) if a.compile else model
+    pcfg = PretrainConfig(clip_len=a.clip_len)
+    g = torch.Generator(device=dev).manual_seed(0)
+    pairs = torch.randint(0, cfg.vocab_size, (a.videos, 2, a.clip_len, *cfg.token_map), device=dev, generator=g)
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(a.precision)
+    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
+
+    def step():
+        inputs, labels, _ = mask_clip_pairs(pairs, cfg, pcfg, g)
+        with torch.autocast(dev.type, dtype=dtype, enabled=dtype is not None):
+            out = step_model(inputs, labels)
+            l_mask, _ = mask_loss(out["logits"], out["targets"])
+            l_cl, _ = info_nce(out["features"][:a.videos], out["features"][a.videos:], pcfg.temperature)
+            loss = pretraining_loss(l_mask, l_cl, pcfg.alpha, pcfg.temperature)
+        loss.backward()
+        model.zero_grad(set_to_none=True)
+
+    for _ in range(a.warmup): step()
+    sync()
+    if dev.type == "cuda": torch.cuda.reset_peak_memory_stats()
+    ts = []
+    for _ in range(a.repeats):
+        t = time.perf_counter(); step(); sync(); ts.append(time.perf_counter() - t)
+    t = statistics.median(ts)
+    flops = 2 * model_flops(cfg, a.clip_len)            # per video: 2 clips
+    res = dict(layout=a.layout, videos_per_s=a.videos / t, step_s=t, flops_per_video=flops,
+               achieved_flops=flops * a.videos / t,
+               peak_mem_gb=(torch.cuda.max_memory_allocated() if dev.type == "cuda"
+                            else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024) / 1e9)
+    if dev.type == "cuda":
+        name = torch.cuda.get_device_name()
+        peak = next((v for k, v in PEAK.items() if k in name), None)
+        res["mfu"] = res["achieved_flops"] / peak if peak else None
+    print(json.dumps(res))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--preset", default="small")
+    ap.add_argument("--layout", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--videos", type=int, default=2, help="videos (clip pairs) per step")
+    ap.add_argument("--clip-len", type=int, default=5)
+    ap.add_argument("--size", type=int, default=128, help="frame size S (token map S/8)")
+    ap.add_argument("--precision", default="fp32", choices=["fp32", "bf16", "fp16"])
+    ap.add_argument("--compile", action="store_true")
+    ap.add_argument("--checkpointing", action="store_true")
+    ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--warmup", type=int, default=1)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--out", default=None)
+    a = ap.parse_args()
+    if a.layout: return worker(a)
+    layouts = ["TxHxW", "T,HxW", "T,H,W", "T,H|W"]
+    machine = f"{platform.machine()} {os.cpu_count()} cores"
+    if a.device.startswith("cuda"): machine += ", " + torch.cuda.get_device_name()
+    print(f"{machine}, torch {torch.__version__}, {a.preset}, T={a.clip_len}, S={a.size}, {a.videos} videos/step, "
+          f"{a.precision}{', compiled' if a.compile else ''}")
+    rows = []
+    for layout in layouts:
+        cmd = [sys.executable, __file__, "--layout", layout] + [x for x in sys.argv[1:] if x != "--out" and not x.endswith(".json")]
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        if r.returncode:
+            print(f"{layout}: failed\n{r.stderr[-2000:]}"); continue
+        rows.append(json.loads(r.stdout.strip().splitlines()[-1]))
+    ref = next(r for r in rows if r["layout"] == "T,H|W")
+    print(f"{'layout':7s} {'videos/s':>9s} {'GFLOP/video':>12s} {'TFLOP/s':>8s} {'MFU':>6s} {'peak GB':>8s} "
+          f"{'ratio to T,H|W':>15s} {'paper ratio':>12s}")
+    for r in rows:
+        r["ratio"] = r["videos_per_s"] / ref["videos_per_s"]; r["paper_ratio"] = PAPER[r["layout"]] / PAPER["T,H|W"]
+        mfu = f"{100 * r['mfu']:5.1f}%" if r.get("mfu") else "    -"
+        print(f"{r['layout']:7s} {r['videos_per_s']:9.2f} {r['flops_per_video'] / 1e9:12.1f} {r['achieved_flops'] / 1e12:8.3f} "
+              f"{mfu:>6s} {r['peak_mem_gb']:8.2f} {r['ratio']:15.2f} {r['paper_ratio']:12.2f}")
+    if a.out:
+        with open(a.out, "w") as f:
+            json.dump(dict(machine=machine, torch=torch.__version__, args=vars(a), rows=rows, paper_v100=PAPER), f, indent=1)
+        print("wrote", a.out)
+
+
+if __name__ == "__main__":
+    main()
