@@ -14,13 +14,11 @@ import argparse, json, os, platform, resource, statistics, subprocess, sys, time
 import torch
 
 PAPER = {"TxHxW": 12.6, "T,HxW": 20.0, "T,H,W": 26.4, "T,H|W": 32.0}
-# dense bf16 / fp16 tensor-core peaks in FLOP/s (vendor data sheets, SXM parts)
-PEAK = {"H100": 989e12, "H200": 989e12, "A100": 312e12, "V100": 125e12, "L4": 121e12, "A10": 125e12}
 
 
 def worker(a):
     from vimpac.model import VimpacConfig, VimpacForPreTraining, model_flops
-    from vimpac.pretrain import PretrainConfig, mask_clip_pairs
+    from vimpac.pretrain import PretrainConfig, mask_clip_pairs, peak_flops
     from vimpac.losses import mask_loss, info_nce, pretraining_loss
     if a.threads: torch.set_num_threads(a.threads)
     dev = torch.device(a.device)
@@ -57,8 +55,7 @@ def worker(a):
                peak_mem_gb=(torch.cuda.max_memory_allocated() if dev.type == "cuda"
                             else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024) / 1e9)
     if dev.type == "cuda":
-        name = torch.cuda.get_device_name()
-        peak = next((v for k, v in PEAK.items() if k in name), None)
+        peak = peak_flops(dev)
         res["mfu"] = res["achieved_flops"] / peak if peak else None
     print(json.dumps(res))
 

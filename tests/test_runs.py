@@ -14,8 +14,27 @@ def test_pretrain_run_notebook(tmp_path):
     ev = json.loads((out / "eval.json").read_text())
     assert ev["masked_tokens"] > 0 and 0 <= ev["mask_acc"] <= 1
     assert len((out / "model" / "metrics.jsonl").read_text().splitlines()) == 3
+    assert list((out / "model" / "checkpoints").glob("step-*.pt"))
     assert (out / "training_curves.png").stat().st_size > 10_000
     # the injected parameters cell follows the tagged defaults
     nb = json.loads((tmp_path / "executed.ipynb").read_text())
     tags = [c["metadata"].get("tags", []) for c in nb["cells"]]
     assert ["parameters"] in tags and ["injected-parameters"] in tags
+
+
+def test_pretrain_run_notebook_stages(tmp_path):
+    "§4.2's progressive resolution as two stages: the second starts from the first, its positional tables interpolated."
+    from vimpac.video import sample_videos
+    from vimpac.tokenizer import load_tokenizer
+    from vimpac.store import build_store
+    from vimpac.model import VimpacForPreTraining
+    tok = load_tokenizer("default")
+    for s in (32, 64): build_store(sample_videos(), tok, tmp_path / f"store{s}", fps=2, frame_size=s, progress=False)
+    out = tmp_path / "run"
+    stages = [dict(store=str(tmp_path / "store32"), steps=4), dict(store=str(tmp_path / "store64"), steps=3)]
+    pm.execute_notebook(str(ROOT / "nbs/runs/pretrain.ipynb"), str(tmp_path / "executed.ipynb"),
+                        parameters=dict(out=str(out), stages=stages, batch_size=3),
+                        kernel_name="python3", progress_bar=False)
+    first, second = (VimpacForPreTraining.from_pretrained(out / f"stage{i}") for i in (0, 1))
+    assert first.config.token_map == (4, 4) and second.config.token_map == (8, 8)
+    assert (out / "eval.json").is_file()
