@@ -38,3 +38,16 @@ def test_pretrain_run_notebook_stages(tmp_path):
     first, second = (VimpacForPreTraining.from_pretrained(out / f"stage{i}") for i in (0, 1))
     assert first.config.token_map == (4, 4) and second.config.token_map == (8, 8)
     assert (out / "eval.json").is_file()
+
+
+def test_pretrain_run_notebook_launches_torchrun(tmp_path):
+    "With gpus > 1 the notebook launches torchrun itself (here 2 CPU processes with gloo)."
+    out = tmp_path / "run"
+    pm.execute_notebook(str(ROOT / "nbs/runs/pretrain.ipynb"), str(tmp_path / "executed.ipynb"),
+                        parameters=dict(out=str(out), size=32, steps=3, batch_size=2, gpus=2, precision="fp32"),
+                        kernel_name="python3", progress_bar=False)
+    nb = json.loads((tmp_path / "executed.ipynb").read_text())
+    printed = "".join(o.get("text", "") if isinstance(o.get("text", ""), str) else "".join(o["text"])
+                      for c in nb["cells"] for o in c.get("outputs", []))
+    assert "--nproc-per-node=2" in printed
+    assert [json.loads(l)["step"] for l in (out / "model" / "metrics.jsonl").read_text().splitlines()] == [0, 2]  # first, last
