@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-stamp
 TORCH_CPU := torch==2.13.0
 DEMO_OUT ?= runs/demo
 
-.PHONY: demo test install sync-check nbtest pytest export clean-venv
+.PHONY: demo test install lint sync-check nbtest pytest export clean-venv
 
 install: $(STAMP)
 
@@ -45,7 +45,11 @@ nbtest: $(STAMP)
 pytest: $(STAMP)
 	$(BIN)/python -m pytest tests
 
-test: sync-check nbtest pytest
+# pyflakes-level rules over the package, tests, benchmarks and the notebooks' code (pyproject.toml [tool.ruff])
+lint: $(STAMP)
+	$(BIN)/ruff check --no-cache .
+
+test: lint sync-check nbtest pytest
 
 export: $(STAMP)
 	$(BIN)/nbdev-export && $(BIN)/nbdev-clean

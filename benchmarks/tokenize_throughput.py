@@ -8,7 +8,7 @@ not depend on the weight values, and no official file is needed. Figures are med
 (sampled frames of the centre view at S = 128). On CUDA, encoding is also timed under bf16 / fp16 autocast and with
 channels_last.
 """
-import argparse, json, os, platform, shutil, statistics, sys, tempfile, time
+import argparse, json, os, platform, shutil, statistics, tempfile, time
 from pathlib import Path
 import torch
 from vimpac.video import sample_videos, read_views

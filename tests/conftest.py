@@ -1,4 +1,4 @@
-import os, sys
+import sys
 from pathlib import Path
 import pytest
 

@@ -1,6 +1,5 @@
 "Console scripts: bad input gives one clear line naming the file and a non-zero exit; good input writes a store and a run."
 import json, subprocess
-import pytest
 from vimpac.video import sample_videos
 
 

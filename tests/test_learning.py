@@ -1,8 +1,7 @@
 """The method learns on real video: on the sample videos, pre-training with both losses lowers the loss, and mask
 accuracy on fresh block masks beats always predicting the most frequent code (issue 2, item 6)."""
 import numpy as np
-import torch
-from vimpac.video import sample_videos, read_video
+from vimpac.video import sample_videos
 from vimpac.tokenizer import load_tokenizer
 from vimpac.store import build_store, TokenStore
 from vimpac.pretrain import PretrainConfig, pretrain, evaluate_masking

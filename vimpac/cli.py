@@ -6,7 +6,7 @@ Docs: https://vimpac.github.io/vimpac/cli.html.md"""
 
 # %% ../nbs/11_cli.ipynb #a533b2f8
 from __future__ import annotations
-import argparse, json, os, sys, time
+import argparse, os, sys, time
 from pathlib import Path
 from .utils import VimpacError, write_json, make_generator, get_device
 from .video import read_video, sample_videos

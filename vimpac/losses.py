@@ -6,7 +6,6 @@ Docs: https://vimpac.github.io/vimpac/losses.html.md"""
 
 # %% ../nbs/05_losses.ipynb #1b83970a
 from __future__ import annotations
-import math
 import torch
 import torch.nn.functional as F
 import torch.distributed as dist

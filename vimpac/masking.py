@@ -6,7 +6,7 @@ Docs: https://vimpac.github.io/vimpac/masking.html.md"""
 
 # %% ../nbs/03_masking.ipynb #fdb10937
 from __future__ import annotations
-import functools, math
+import functools
 import torch
 from .utils import VimpacError
 

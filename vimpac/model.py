@@ -7,7 +7,7 @@ Docs: https://vimpac.github.io/vimpac/model.html.md"""
 # %% ../nbs/04_model.ipynb #70cd752a
 from __future__ import annotations
 import json
-from dataclasses import dataclass, asdict, field, fields, replace
+from dataclasses import dataclass, asdict, fields, replace
 import re, warnings
 from pathlib import Path
 import torch
@@ -459,7 +459,7 @@ def from_official(cls: VimpacForPreTraining, path, num_heads: int | None = None,
     return _load_checked(model, convert_official_state(sd, base, path), path).to(device)
 
 @patch(cls_method=True)
-def from_official(cls: VimpacForVideoClassification, path, num_classes: int | None = None, num_heads: int | None = None,
+def from_official(cls: VimpacForVideoClassification, path, num_classes: int | None = None, num_heads: int | None = None,  # noqa: F811 (fastcore @patch)
                   device="cpu", **overrides):
     """A classification model from an authors' checkpoint: a fine-tuned `classifier.pt` (backbone and `cls_fc`), or a
     pre-training one (backbone, with a new zero FC of `num_classes` outputs). `num_classes` defaults to the file's;

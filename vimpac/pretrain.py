@@ -346,7 +346,7 @@ def pretrain(store, model: VimpacForPreTraining | VimpacConfig | str = "tiny", c
             if device.type == "cuda":
                 rec["peak_mem_gb"] = torch.cuda.max_memory_allocated(device) / 1e9
                 peak = peak_flops(device)
-                if peak: rec["mfu"] = rec["videos_per_s"] * 2 * model_flops(c, T) / (peak * world)
+                if peak: rec["mfu"] = rec["videos_per_s"] * 2 * model_flops(c, cfg.clip_len) / (peak * world)
             if not finite: rec["skipped"] = "non-finite loss or gradient"
             history.append(rec)
             if log: log.write(json.dumps(rec) + "\n"); log.flush()

@@ -9,8 +9,6 @@ from __future__ import annotations
 from pathlib import Path
 import numpy as np
 import torch
-import torch.nn.functional as F
-import matplotlib
 import matplotlib.pyplot as plt
 from .utils import VimpacError, atomic_path
 from .masking import apply_mask, nearest_neighbour_fill
