@@ -1,4 +1,4 @@
-"""Small helpers that belong to no single stage: the kit's user-facing error, device choice, seeded generators and atomic file writes.
+"""Small helpers that belong to no single stage: the kit's user-facing error, safe readers for the files users give, device choice, seeded generators and atomic file writes.
 
 Docs: https://vimpac.github.io/vimpac/utils.html.md"""
 
@@ -6,16 +6,66 @@ Docs: https://vimpac.github.io/vimpac/utils.html.md"""
 
 # %% ../nbs/00a_utils.ipynb #b36c610f
 from __future__ import annotations
-import contextlib, hashlib, json, os, tempfile
+import contextlib, hashlib, json, os, pickletools, re, tempfile, warnings
 from pathlib import Path
 import torch
 
 # %% auto #0
-__all__ = ['VimpacError', 'get_device', 'make_generator', 'derive_seed', 'warmup_linear', 'atomic_path', 'write_json']
+__all__ = ['VimpacError', 'load_torch_file', 'read_json', 'get_device', 'make_generator', 'derive_seed', 'warmup_linear',
+           'atomic_path', 'write_json']
 
 # %% ../nbs/00a_utils.ipynb #6eaf13c8
 class VimpacError(ValueError):
     "A user-facing error: bad input named with what was expected. The CLI prints it in one line."
+
+# %% ../nbs/00a_utils.ipynb #7e164a26
+def _refusal(msg: str) -> str | None:
+    "What torch's weights-only unpickler refused, from its message: a global or a pickle opcode."
+    m = re.search(r"GLOBAL ([\w.]+)", msg)
+    if m: return f"it references the global {m.group(1)}, which is not allowed"
+    m = re.search(r"Unsupported operand (\d+)", msg)
+    if m:
+        code = int(m.group(1))
+        op = next((o.name for o in pickletools.opcodes if ord(o.code) == code), None)
+        return f"it uses the pickle opcode {op or code} ({code}), which the weights-only loader does not admit"
+    return None
+
+def load_torch_file(path, what: str, safe_globals=()):
+    """`torch.load(path, map_location="cpu", weights_only=True)` with one-line errors. `what` names the expected
+    content in messages (e.g. "a vimpac checkpoint"); `safe_globals` are extra classes the file may reference.
+    Nothing in the file runs: torch's restricted unpickler refuses any other global before it is called.
+
+    Raises `VimpacError` naming `path` when it is missing, a folder, empty (0 bytes), refused (naming the global or
+    the pickle opcode), or otherwise unreadable (truncated, not a torch file). torch's warnings are not printed."""
+    path = Path(path)
+    if not path.exists(): raise VimpacError(f"{path}: no such file, expected {what}")
+    if path.is_dir(): raise VimpacError(f"{path}: is a folder, expected {what} file")
+    if path.stat().st_size == 0: raise VimpacError(f"{path}: empty file (0 bytes), expected {what}")
+    try:
+        with warnings.catch_warnings(), torch.serialization.safe_globals(list(safe_globals)):
+            warnings.simplefilter("ignore")
+            return torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:
+        why = _refusal(str(e))
+        if why: raise VimpacError(f"{path}: refused to load as {what}: {why}; nothing in the file was run") from None
+        first = next((l for l in str(e).splitlines() if l.strip()), "")[:120]
+        raise VimpacError(f"{path}: not a readable torch file, expected {what} "
+                          f"({type(e).__name__}{': ' + first if first else ''}; truncated or corrupt?)") from None
+
+# %% ../nbs/00a_utils.ipynb #0db2dec8
+def read_json(path, what: str, required=()) -> dict:
+    """The JSON object in `path`. Raises `VimpacError` naming `path` and `what` it should be (e.g. "a token store's
+    meta.json") when it is missing, empty, not valid JSON, not an object, or lacks one of the `required` fields."""
+    path = Path(path)
+    if not path.is_file(): raise VimpacError(f"{path}: no such file, expected {what}")
+    try: obj = json.loads(path.read_text())
+    except UnicodeDecodeError: raise VimpacError(f"{path}: not text, expected {what} (JSON)") from None
+    except json.JSONDecodeError as e:
+        raise VimpacError(f"{path}: invalid JSON at line {e.lineno} column {e.colno} ({e.msg}), expected {what}") from None
+    if not isinstance(obj, dict): raise VimpacError(f"{path}: holds a JSON {type(obj).__name__}, expected {what} (an object)")
+    missing = [k for k in required if k not in obj]
+    if missing: raise VimpacError(f"{path}: lacks the field(s) {', '.join(missing)}, expected {what}")
+    return obj
 
 # %% ../nbs/00a_utils.ipynb #6bbc020a
 def get_device(device: str | torch.device | None = None) -> torch.device:
