@@ -6,10 +6,11 @@ Docs: https://vimpac.github.io/vimpac/model.html.md"""
 
 # %% ../nbs/04_model.ipynb #70cd752a
 from __future__ import annotations
-import json
+import argparse, io, json, pickle
 from dataclasses import dataclass, asdict, fields, replace
-import re, warnings
+import warnings
 from pathlib import Path
+import numpy as np
 import torch
 from torch import nn
 import torch.nn.functional as F
@@ -17,12 +18,13 @@ from torch.utils.checkpoint import checkpoint
 from einops import rearrange, repeat
 from safetensors.torch import save_file, load_file
 from fastcore.basics import patch
-from .utils import VimpacError, atomic_path, write_json
+from .utils import VimpacError, atomic_path, load_torch_file, write_json
 
 # %% auto #0
-__all__ = ['PRESETS', 'LAYOUTS', 'VimpacConfig', 'parse_layout', 'AxialAttentionBlock', 'Embeddings', 'MLPBlock', 'VimpacLayer',
-           'VimpacModel', 'count_parameters', 'TokenHead', 'cls_head', 'interpolate_pos_embed', 'VimpacForPreTraining',
-           'VimpacForVideoClassification', 'official_config', 'convert_official_state', 'model_flops']
+__all__ = ['PRESETS', 'LAYOUTS', 'OFFICIAL_LAYOUTS', 'VimpacConfig', 'parse_layout', 'AxialAttentionBlock', 'Embeddings',
+           'MLPBlock', 'VimpacLayer', 'check_tokens', 'VimpacModel', 'count_parameters', 'TokenHead', 'cls_head',
+           'interpolate_pos_embed', 'VimpacForPreTraining', 'VimpacForVideoClassification', 'read_official_args',
+           'official_config', 'convert_official_state', 'model_flops']
 
 # %% ../nbs/04_model.ipynb #900795c5
 PRESETS = {
@@ -31,7 +33,8 @@ PRESETS = {
     "base": dict(num_layers=12, hidden_size=768, num_heads=12, head_dim=64, mlp_size=3072),
     "large_half": dict(num_layers=24, hidden_size=1024, num_heads=16, head_dim=32, mlp_size=2048),
 }
-LAYOUTS = ("T,H|W", "T,H,W", "T,HxW", "TxHxW")
+LAYOUTS = ("T,H|W", "T,H,W", "T,HxW", "TxHxW", "T", "T,H", "T|H|W", "H|W,T")
+# "T,H|W" (the paper's), "T,H,W", "T", "T,H", "T|H|W", "H|W,T": every `--model efflayout...` of the authors' param.py
 
 @dataclass
 class VimpacConfig:
@@ -61,8 +64,10 @@ class VimpacConfig:
         self.token_map = tuple(self.token_map)
         if self.layout not in LAYOUTS: raise VimpacError(f"layout: expected one of {LAYOUTS}, got {self.layout!r}")
         if self.norm not in ("post", "pre"): raise VimpacError(f"norm: expected 'post' or 'pre', got {self.norm!r}")
-        if "|" in self.layout and self.num_heads % 2:
-            raise VimpacError(f"num_heads: layout {self.layout} splits heads in two halves, got {self.num_heads} heads")
+        for n in {b.count("|") + 1 for b in self.layout.split(",")}:
+            if self.num_heads % n:
+                raise VimpacError(f"num_heads: layout {self.layout} splits the heads of a block into {n} equal groups, "
+                                  f"got {self.num_heads} heads (not divisible by {n})")
         if self.cls_pad_rows not in ("exclude", "include"):
             raise VimpacError(f"cls_pad_rows: expected 'exclude' or 'include', got {self.cls_pad_rows!r}")
         if self.pad_id is None: self.pad_id = self.vocab_size
@@ -188,9 +193,37 @@ def _init_weights(m):
     elif isinstance(m, (nn.LayerNorm, nn.BatchNorm1d)) and m.weight is not None:
         nn.init.ones_(m.weight); nn.init.zeros_(m.bias)
 
+def _vocab(c: VimpacConfig) -> str:
+    return f"codes 0..{c.vocab_size - 1}, [PAD] = {c.pad_id}, [MASK] = {c.mask_id}"
+
+def check_tokens(tokens, config: VimpacConfig, device=None) -> torch.Tensor:
+    """`tokens` as the model takes them: an int64 tensor (B, T, h, w) on `device` (default: where they are). Any
+    integer tensor or numpy array is accepted, e.g. the int16 of `TokenStore.tokens()`, and converted. Raises
+    `VimpacError` for a float, bool or complex dtype, a shape other than (B, 1..max_frames, h, w) of the config's token
+    map, or ids other than the codes 0..V-1 and [PAD]/[MASK], naming the values and the vocabulary. The id check is
+    one reduction: on a GPU it waits for the tokens (a host sync). It is skipped while `torch.compile` traces."""
+    c = config
+    if not isinstance(tokens, torch.Tensor):
+        try: tokens = torch.as_tensor(np.ascontiguousarray(tokens) if isinstance(tokens, np.ndarray) else tokens)
+        except (TypeError, ValueError, RuntimeError) as e:
+            raise VimpacError(f"tokens: expected an integer tensor or array (B, T, h, w), got {type(tokens).__name__} ({e})") from None
+    if tokens.dtype == torch.bool or tokens.is_floating_point() or tokens.is_complex():
+        raise VimpacError(f"tokens: expected integer token ids ({_vocab(c)}), got dtype {tokens.dtype}")
+    (h, w), shape = c.token_map, tuple(tokens.shape)
+    if len(shape) != 4 or not 1 <= shape[1] <= c.max_frames or shape[2:] != (h, w):
+        raise VimpacError(f"tokens: expected shape (B, T, h, w) = (B, 1..{c.max_frames}, {h}, {w}) for this model, got {shape}")
+    tokens = tokens.to(device=device if device is not None else tokens.device, dtype=torch.long)
+    if not torch.compiler.is_compiling():
+        bad = ((tokens < 0) | (tokens >= c.vocab_size)) & (tokens != c.pad_id) & (tokens != c.mask_id)
+        if bool(bad.any()):
+            vals = torch.unique(tokens[bad]).tolist()
+            raise VimpacError(f"tokens: ids {vals[:6]}{' ...' if len(vals) > 6 else ''} are outside the vocabulary ({_vocab(c)})")
+    return tokens
+
 class VimpacModel(nn.Module):
-    """The VIMPAC backbone: int64 tokens (B, T, h, w) with codes in [0, V) and [PAD]/[MASK] ids → hidden states
-    (B, T, h, w, D) and the [CLS] state (B, D). [PAD] positions are excluded as keys. Paper §3.4, appendix A."""
+    """The VIMPAC backbone: tokens (B, T, h, w), integer ids (codes in [0, V) and [PAD]/[MASK]; any integer dtype or
+    a numpy array, converted to int64 by `check_tokens`) → hidden states (B, T, h, w, D) and the [CLS] state (B, D).
+    [PAD] positions are excluded as keys. Raises `VimpacError` for tokens `check_tokens` refuses. §3.4, appendix A."""
     def __init__(self, config: VimpacConfig):
         super().__init__()
         self.config = config
@@ -202,7 +235,7 @@ class VimpacModel(nn.Module):
         for p in (self.embeddings.pos_t, self.embeddings.pos_h, self.embeddings.pos_w, self.cls): nn.init.normal_(p, std=0.02)
 
     def forward(self, tokens: torch.Tensor):
-        if tokens.ndim != 4: raise VimpacError(f"tokens: expected int64 (B, T, h, w), got shape {tuple(tokens.shape)}")
+        tokens = check_tokens(tokens, self.config, self.cls.device)
         pad = tokens == self.config.pad_id
         pad = pad if bool(pad.any()) else None
         x = self.embeddings(tokens)
@@ -305,11 +338,35 @@ class _Pretrained(nn.Module):
         model = cls(VimpacConfig(**{**cfg, **overrides}), **model_kw)
         return _load_checked(model, model._adapt_state(load_file(str(path/"model.safetensors")), kind, path), path).to(device)
 
+def _check_labels(labels, shape, c: VimpacConfig, device) -> torch.Tensor:
+    "Labels as int64 on `device`: codes 0..V-1 or -100, in the tokens' `shape`; else `VimpacError` naming what is wrong."
+    labels = labels if isinstance(labels, torch.Tensor) else torch.as_tensor(np.ascontiguousarray(labels))
+    if tuple(labels.shape) != tuple(shape):
+        raise VimpacError(f"labels: expected the tokens' shape {tuple(shape)} (a code 0..{c.vocab_size - 1} or -100 "
+                          f"per position), got {tuple(labels.shape)}")
+    if labels.dtype == torch.bool or labels.is_floating_point() or labels.is_complex():
+        raise VimpacError(f"labels: expected integer codes 0..{c.vocab_size - 1} or -100 (ignored), got dtype {labels.dtype}")
+    labels = labels.to(device=device, dtype=torch.long)
+    if not torch.compiler.is_compiling():
+        bad = (labels != -100) & ((labels < 0) | (labels >= c.vocab_size))
+        if bool(bad.any()):
+            vals = torch.unique(labels[bad]).tolist()
+            raise VimpacError(f"labels: values {vals[:6]}{' ...' if len(vals) > 6 else ''} are neither codes "
+                              f"0..{c.vocab_size - 1} (the token head predicts codes only) nor -100 (ignored)")
+    return labels
+
+def _batchnorm_needs_two(head: nn.Module) -> bool:
+    "True when a batch of one cannot train `head`: it has BatchNorm and no process group to gather statistics over."
+    dist = torch.distributed
+    multi = dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+    return any(isinstance(m, nn.BatchNorm1d) or (isinstance(m, nn.SyncBatchNorm) and not multi) for m in head.modules())
+
 class VimpacForPreTraining(_Pretrained):
-    """Backbone + token head + CLS head (§3.4). `forward(inputs, labels=None)` takes int64 (B, T, h, w) tokens
-    (with [MASK]) and labels (-100 = ignore) and returns a dict: `hidden` (B, T, h, w, D), `cls` (B, D),
-    `features` (B, 256) L2-normalised, and when labels are given `logits` (M, V) and `targets` (M,) at the M
-    labelled positions."""
+    """Backbone + token head + CLS head (§3.4). `forward(inputs, labels=None)` takes (B, T, h, w) token ids (with
+    [MASK]; any integer dtype or array, see `check_tokens`) and labels of the same shape (codes 0..V-1, -100 =
+    ignore) and returns a dict: `hidden` (B, T, h, w, D), `cls` (B, D), `features` (B, 256) L2-normalised, and when
+    labels are given `logits` (M, V) and `targets` (M,) at the M labelled positions. Raises `VimpacError` for tokens
+    or labels it cannot take, and for a batch of one in training mode (the CLS head's BatchNorm needs two clips)."""
     kind = "vimpac-pretraining"
     def __init__(self, config: VimpacConfig):
         super().__init__()
@@ -326,16 +383,21 @@ class VimpacForPreTraining(_Pretrained):
         return self
 
     def forward(self, inputs, labels=None):
+        if self.training and len(getattr(inputs, "shape", ())) == 4 and inputs.shape[0] == 1 and _batchnorm_needs_two(self.cls_head):
+            raise VimpacError("tokens: a batch of 1 clip in training mode, but the CLS head's BatchNorm needs at least 2 "
+                              "clips per batch; use a batch of 2 or more, or call .eval() to run the model on one clip")
         hidden, cls = self.backbone(inputs)
         out = dict(hidden=hidden, cls=cls, features=F.normalize(self.cls_head(cls).float(), dim=-1))
         if labels is not None:
+            labels = _check_labels(labels, hidden.shape[:4], self.config, hidden.device)
             sel = labels != -100
             out["logits"] = self.token_head(hidden[sel], self.backbone.embeddings.token.weight)
             out["targets"] = labels[sel]
         return out
 
 class VimpacForVideoClassification(_Pretrained):
-    "Backbone + zero-initialised FC layer on [CLS] (appendix A.2). int64 (B, T, h, w) → logits (B, num_classes)."
+    """Backbone + zero-initialised FC layer on [CLS] (appendix A.2). Token ids (B, T, h, w) (any integer dtype or array,
+    see `check_tokens`) → logits (B, num_classes). Raises `VimpacError` for tokens `check_tokens` refuses."""
     kind = "vimpac-classification"
     def __init__(self, config: VimpacConfig, num_classes: int = 2):
         super().__init__()
@@ -352,45 +414,123 @@ class VimpacForVideoClassification(_Pretrained):
         return sd
 
 # %% ../nbs/04_model.ipynb #a6df0905
-def _load_official_state(path) -> dict:
+def _official_file(path) -> Path:
     path = Path(path)
-    if path.is_dir(): path = path/"classifier.pt"
-    if not path.is_file(): raise VimpacError(f"{path}: no such checkpoint file (expected the authors' classifier.pt)")
-    try: sd = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as e:           # torch's weights-only unpickler names a refused global, or the file is not a pickle
-        msg = str(e)
-        bad = re.search(r"GLOBAL ([\w.]+)", msg)
-        if bad:
-            raise VimpacError(f"{path}: refused to load: it references {bad.group(1)}, and an authors' checkpoint holds "
-                              f"only tensors (loaded with weights_only=True)") from None
-        detail = msg.split("WeightsUnpickler error:")[-1].strip().splitlines()[0] if "WeightsUnpickler error:" in msg else msg.splitlines()[0]
-        raise VimpacError(f"{path}: not a readable torch checkpoint ({type(e).__name__}: {detail[:200]})") from None
+    return path/"classifier.pt" if path.is_dir() else path
+
+def _load_official_state(path) -> dict:
+    path = _official_file(path)
+    sd = load_torch_file(path, "an authors' classifier.pt checkpoint")
     if isinstance(sd, dict) and "state_dict" in sd and isinstance(sd["state_dict"], dict): sd = sd["state_dict"]
     if not isinstance(sd, dict) or not all(isinstance(v, torch.Tensor) for v in sd.values()):
         raise VimpacError(f"{path}: expected a state dict of tensors (the authors' classifier.pt)")
     return {(k[7:] if k.startswith("module.") else k): v for k, v in sd.items()}
 
-_OFFICIAL_LAYOUTS = {(1, 2): "T,H|W", (1, 1, 1): "T,H,W", (1, 1): "T,HxW", (1,): "TxHxW"}
+class _Refused(Exception): pass
 
-def official_config(sd: dict, num_heads: int | None = None, source="checkpoint", **overrides) -> VimpacConfig:
+class _ArgsUnpickler(pickle.Unpickler):
+    "Admits `argparse.Namespace` and plain builtin values; any other global is refused before it is imported."
+    SAFE = {("argparse", "Namespace"), ("builtins", "set"), ("builtins", "frozenset"), ("builtins", "bytearray"),
+            ("builtins", "complex"), ("builtins", "slice")}
+    def find_class(self, module, name):
+        if (module, name) in self.SAFE: return super().find_class(module, name)
+        raise _Refused(f"{module}.{name}")
+    def persistent_load(self, pid): raise _Refused(f"persistent id {str(pid)[:40]!r}")
+
+def read_official_args(path) -> argparse.Namespace:
+    """The run settings the authors' code saves beside `classifier.pt` (`pickle.dump(args, open(".../args.pickle"))`),
+    read by an unpickler that admits only `argparse.Namespace` and plain values, so nothing in the file runs.
+    Raises `VimpacError` naming the file when it is missing, empty, refers to any other global (named), or is not
+    such a pickle."""
+    path, what = Path(path), "the authors' args.pickle (a pickled argparse.Namespace)"
+    if not path.is_file(): raise VimpacError(f"{path}: no such file, expected {what}")
+    data = path.read_bytes()
+    if not data: raise VimpacError(f"{path}: empty file (0 bytes), expected {what}")
+    try: args = _ArgsUnpickler(io.BytesIO(data)).load()
+    except _Refused as e:
+        raise VimpacError(f"{path}: refused to load as {what}: it references {e}, which is not a plain value; "
+                          f"nothing in the file was run") from None
+    except Exception as e:           # truncated, not a pickle, bad opcodes: the unpickler raises many kinds
+        first = next((l for l in str(e).splitlines() if l.strip()), "")[:120]
+        raise VimpacError(f"{path}: not a readable pickle, expected {what} ({type(e).__name__}{': ' + first if first else ''})") from None
+    if not isinstance(args, argparse.Namespace):
+        raise VimpacError(f"{path}: holds a {type(args).__name__}, expected {what}")
+    return args
+
+OFFICIAL_LAYOUTS = ("T,H,W", "T", "T,H", "T,H|W", "T|H|W", "H|W,T")   # their param.py: --model efflayout<layout>
+
+def _structure(layout: str) -> tuple:
+    return tuple(len(groups) for groups in parse_layout(layout))
+
+def _official_layout(sd: dict, layout: str | None, args, source) -> str:
+    "The layout of an authors' state dict: `layout` if given, else `args.model`, else the only layout its tensors fit."
+    pre = "backbone.transformer.resblocks.0.attention_blocks."
+    def groups(j): return sum(1 for k in sd if k.startswith(f"{pre}{j}.attentions.") and k.endswith("query.weight"))
+    shape, j = [], 0
+    while groups(j): shape.append(groups(j)); j += 1
+    shape = tuple(shape)
+    fits = sorted((l for l in LAYOUTS if _structure(l) == shape), key=lambda l: l not in OFFICIAL_LAYOUTS)
+    theirs = None
+    if args is not None:
+        model = getattr(args, "model", None)
+        if not isinstance(model, str) or not model.startswith("efflayout"):
+            raise VimpacError(f"{source}: args.pickle has model={model!r}; expected the authors' 'efflayout<layout>', "
+                              f"one of {['efflayout' + l for l in OFFICIAL_LAYOUTS]}")
+        theirs = model[len("efflayout"):]             # as their finetune.py: layout=args.model[len("efflayout"):]
+        if theirs not in OFFICIAL_LAYOUTS:
+            raise VimpacError(f"{source}: args.pickle has model={model!r}; the layouts of the authors' code are "
+                              f"{list(OFFICIAL_LAYOUTS)}")
+    chosen, why = (layout, f"layout={layout!r}") if layout is not None else (theirs, f"args.pickle (model={args.model!r})" if theirs else None)
+    if chosen is not None:
+        if chosen not in LAYOUTS: raise VimpacError(f"layout: expected one of {LAYOUTS}, got {chosen!r}")
+        if _structure(chosen) != shape:
+            raise VimpacError(f"{source}: {why} means attention blocks of {list(_structure(chosen))} head groups, but the "
+                              f"checkpoint's have {list(shape)}" + (f" (they fit {fits})" if fits else ""))
+        if layout is not None and theirs is not None and theirs != layout:
+            warnings.warn(f"{source}: loading as layout={layout!r}, although its args.pickle says {theirs!r}")
+        return chosen
+    if not fits:
+        raise VimpacError(f"{source}: attention blocks of {list(shape)} head groups match none of the layouts {LAYOUTS}")
+    if len(fits) > 1:
+        raise VimpacError(f"{source}: attention blocks of {list(shape)} head groups fit the layouts {' and '.join(map(repr, fits))}, "
+                          f"which attend along different axes, and there is no args.pickle beside it to say which; pass "
+                          f"layout={fits[0]!r} (the authors' 'efflayout{fits[0]}') or layout={fits[1]!r}, or put the run's "
+                          f"args.pickle beside the checkpoint")
+    return fits[0]
+
+def official_config(sd: dict, num_heads: int | None = None, source="checkpoint", layout: str | None = None,
+                    args: argparse.Namespace | None = None, **overrides) -> VimpacConfig:
     """The `VimpacConfig` of an authors' state dict (airsplay/vimpac `classifier.pt`), read from its tensors: hidden
-    size, vocabulary (rows - 5; [PAD] = V + 1, [MASK] = V + 4), layers, layout (from the attention blocks), attention
-    width, MLP size, positional tables, CLS head. `num_heads` defaults to hidden / 64, the authors' rule.
-    Raises `VimpacError` when the file is not such a checkpoint or uses pre-activation (not supported)."""
+    size, vocabulary (rows - 5; [PAD] = V + 1, [MASK] = V + 4), layers, attention width, MLP size, positional tables,
+    CLS head. `num_heads` defaults to hidden / 64, the authors' rule. The layout is `layout` when given, else the
+    `model` of the run's `args` (`read_official_args`), else the only layout the attention blocks' head groups fit;
+    either way it must fit them. Raises `VimpacError` when the file is not such a checkpoint, uses pre-activation or a
+    positional embedding other than `hw_separation`, or its head groups fit several layouts and neither says which."""
     if "backbone.embedding.weight" not in sd:
         raise VimpacError(f"{source}: not an airsplay/vimpac checkpoint (no 'backbone.embedding.weight')")
     if any(k.startswith("backbone.ln_post") for k in sd):
         raise VimpacError(f"{source}: a pre-activation (pre-LN) checkpoint; only the released post-LN models convert")
     rows, D = sd["backbone.embedding.weight"].shape
-    pre = "backbone.transformer.resblocks."
+    pre, pe = "backbone.transformer.resblocks.", "backbone.positional_embedding."
+    for key, kind in (("positional_embedding", "default"), ("spatial_pos_embedding", "temporal_separation")):
+        if pe + key in sd:
+            raise VimpacError(f"{source}: uses the authors' {kind!r} positional embedding ({pe}{key}, shape "
+                              f"{list(sd[pe + key].shape)}); only 'hw_separation' (separate temporal, height and width "
+                              f"tables, as the released models) converts: the kit's model sums those three tables")
+    tables = [pe + f"{a}_pos_embedding" for a in ("temporal", "height", "width")]
+    if any(t not in sd for t in tables):
+        raise VimpacError(f"{source}: no positional tables {[t for t in tables if t not in sd]}; expected the authors' "
+                          f"'hw_separation' positional embedding")
     L = 1 + max(int(k[len(pre):].split(".")[0]) for k in sd if k.startswith(pre))
-    def groups(j): return sum(1 for k in sd if k.startswith(f"{pre}0.attention_blocks.{j}.attentions.") and k.endswith("query.weight"))
-    shape = tuple(n for n in (groups(j) for j in range(4)) if n)
-    if shape not in _OFFICIAL_LAYOUTS:
-        raise VimpacError(f"{source}: attention blocks {shape} match none of the layouts {LAYOUTS}")
-    inner = sum(sd[f"{pre}0.attention_blocks.0.attentions.{g}.attention.query.weight"].shape[0] for g in range(shape[0]))
+    if args is not None:
+        for name, n in (("hid_dim", D), ("layers", L)):
+            if getattr(args, name, n) != n:
+                raise VimpacError(f"{source}: its args.pickle says {name}={getattr(args, name)!r}, but the checkpoint "
+                                  f"has {n}: the args.pickle belongs to another run")
+    lay = _official_layout(sd, layout, args, source)
+    ngroups = _structure(lay)[0]
+    inner = sum(sd[f"{pre}0.attention_blocks.0.attentions.{g}.attention.query.weight"].shape[0] for g in range(ngroups))
     heads = num_heads or max(1, D // 64)
-    pe = "backbone.positional_embedding."
     lin = sorted(int(k.split("linear_")[1].split(".")[0]) for k in sd if k.startswith("cls_head.mlp.linear_") and k.endswith("weight"))
     cls_kw = {}
     if lin:
@@ -399,11 +539,15 @@ def official_config(sd: dict, num_heads: int | None = None, source="checkpoint",
     V = rows - 5
     kw = dict(vocab_size=V, pad_id=V + 1, mask_id=V + 4, num_embeddings=rows, num_layers=L, hidden_size=D,
               num_heads=heads, head_dim=inner // heads, mlp_size=sd[f"{pre}0.mlp.c_fc.weight"].shape[0],
-              max_frames=sd[pe + "temporal_pos_embedding"].shape[0],
-              token_map=(sd[pe + "height_pos_embedding"].shape[0], sd[pe + "width_pos_embedding"].shape[0]),
-              layout=_OFFICIAL_LAYOUTS[shape], norm="post", layer_norm_eps=1e-12, cls_pad_rows="include", **cls_kw)
+              max_frames=sd[tables[0]].shape[0], token_map=(sd[tables[1]].shape[0], sd[tables[2]].shape[0]),
+              layout=lay, norm="post", layer_norm_eps=1e-12, cls_pad_rows="include", **cls_kw)
     if inner % heads: raise VimpacError(f"{source}: attention width {inner} is not divisible by num_heads={heads}")
     return VimpacConfig(**{**kw, **overrides})
+
+def _official_args(path):
+    "The run's args.pickle beside the checkpoint `path`, or None when there is none."
+    p = _official_file(path).parent/"args.pickle"
+    return read_official_args(p) if p.exists() else None
 
 def convert_official_state(sd: dict, config: VimpacConfig, source="checkpoint") -> dict:
     """Rename and regroup an authors' state dict into ours (see the table above). Every key must be used, except the
@@ -445,13 +589,16 @@ def convert_official_state(sd: dict, config: VimpacConfig, source="checkpoint") 
     return out
 
 @patch(cls_method=True)
-def from_official(cls: VimpacForPreTraining, path, num_heads: int | None = None, device="cpu", **overrides):
+def from_official(cls: VimpacForPreTraining, path, num_heads: int | None = None, layout: str | None = None,
+                  device="cpu", **overrides):
     """A pre-training model from an authors' pre-training `classifier.pt` (a file, or the folder holding it), loaded
-    with `weights_only=True`. `overrides` change config fields (e.g. `token_map=(32, 32)`: the positional tables are
-    interpolated). Raises `VimpacError` for a file that needs more than tensors, is not such a checkpoint, or has
-    no pre-training heads."""
+    with `weights_only=True`. The layout is `layout` if given, else read from the run's `args.pickle` beside the file
+    (`read_official_args`), else from the tensors when they fit only one (`official_config`). `overrides` change
+    config fields (e.g. `token_map=(32, 32)`: the positional tables are interpolated). Raises `VimpacError` for a
+    file that needs more than tensors, is empty or not such a checkpoint, has no pre-training heads, or whose layout
+    is unknown or contradicts its tensors."""
     sd = _load_official_state(path)
-    base = official_config(sd, num_heads, path)
+    base = official_config(sd, num_heads, path, layout=layout, args=_official_args(path))
     if "mlm_head.bias" not in sd or not any(k.startswith("cls_head.") for k in sd):
         raise VimpacError(f"{path}: no pre-training heads (mlm_head, cls_head) in this checkpoint; "
                           f"a fine-tuned classifier loads with VimpacForVideoClassification.from_official")
@@ -460,13 +607,13 @@ def from_official(cls: VimpacForPreTraining, path, num_heads: int | None = None,
 
 @patch(cls_method=True)
 def from_official(cls: VimpacForVideoClassification, path, num_classes: int | None = None, num_heads: int | None = None,  # noqa: F811 (fastcore @patch)
-                  device="cpu", **overrides):
+                  layout: str | None = None, device="cpu", **overrides):
     """A classification model from an authors' checkpoint: a fine-tuned `classifier.pt` (backbone and `cls_fc`), or a
     pre-training one (backbone, with a new zero FC of `num_classes` outputs). `num_classes` defaults to the file's;
-    when it differs, the FC starts again from zero. Loaded with `weights_only=True`; `overrides` as
+    when it differs, the FC starts again from zero. Loaded with `weights_only=True`; `layout` and `overrides` as
     `VimpacForPreTraining.from_official`. Raises `VimpacError` as it does, or when `num_classes` is unknown."""
     sd = _load_official_state(path)
-    base = official_config(sd, num_heads, path)
+    base = official_config(sd, num_heads, path, layout=layout, args=_official_args(path))
     sd = {k: v for k, v in sd.items() if k.startswith(("backbone.", "cls_fc."))}
     n_file = sd["cls_fc.weight"].shape[0] if "cls_fc.weight" in sd else None
     if num_classes is None and n_file is None:
