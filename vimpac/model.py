@@ -597,6 +597,7 @@ def from_official(cls: VimpacForPreTraining, path, num_heads: int | None = None,
     config fields (e.g. `token_map=(32, 32)`: the positional tables are interpolated). Raises `VimpacError` for a
     file that needs more than tensors, is empty or not such a checkpoint, has no pre-training heads, or whose layout
     is unknown or contradicts its tensors."""
+    path = _official_file(path)
     sd = _load_official_state(path)
     base = official_config(sd, num_heads, path, layout=layout, args=_official_args(path))
     if "mlm_head.bias" not in sd or not any(k.startswith("cls_head.") for k in sd):
@@ -612,6 +613,7 @@ def from_official(cls: VimpacForVideoClassification, path, num_classes: int | No
     pre-training one (backbone, with a new zero FC of `num_classes` outputs). `num_classes` defaults to the file's;
     when it differs, the FC starts again from zero. Loaded with `weights_only=True`; `layout` and `overrides` as
     `VimpacForPreTraining.from_official`. Raises `VimpacError` as it does, or when `num_classes` is unknown."""
+    path = _official_file(path)
     sd = _load_official_state(path)
     base = official_config(sd, num_heads, path, layout=layout, args=_official_args(path))
     sd = {k: v for k, v in sd.items() if k.startswith(("backbone.", "cls_fc."))}
