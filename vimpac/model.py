@@ -6,7 +6,7 @@ Docs: https://vimpac.github.io/vimpac/model.html.md"""
 
 # %% ../nbs/04_model.ipynb #70cd752a
 from __future__ import annotations
-import argparse, io, json, pickle
+import argparse, io, pickle
 from dataclasses import dataclass, asdict, fields, replace
 import warnings
 from pathlib import Path
@@ -18,7 +18,7 @@ from torch.utils.checkpoint import checkpoint
 from einops import rearrange, repeat
 from safetensors.torch import save_file, load_file
 from fastcore.basics import patch
-from .utils import VimpacError, atomic_path, load_torch_file, write_json
+from .utils import VimpacError, atomic_path, load_torch_file, read_json, write_json
 
 # %% auto #0
 __all__ = ['PRESETS', 'LAYOUTS', 'OFFICIAL_LAYOUTS', 'VimpacConfig', 'parse_layout', 'AxialAttentionBlock', 'Embeddings',
@@ -323,11 +323,12 @@ class _Pretrained(nn.Module):
         token_map=(32, 32)` to continue at frame size 256 (the positional tables are then interpolated,
         `interpolate_pos_embed`) or `dropout=0.0`; `num_classes` goes to the classification model.
         A classification model also loads a pre-training checkpoint (its backbone, with a new zero FC layer).
-        Raises `VimpacError` naming missing, unexpected or mis-shaped weights, or a folder with no checkpoint."""
+        Raises `VimpacError` naming missing, unexpected or mis-shaped weights, a folder with no checkpoint, an invalid
+        `config.json` or an unreadable `model.safetensors`."""
         path = Path(path)
         if not (path/"config.json").is_file() or not (path/"model.safetensors").is_file():
             raise VimpacError(f"{path}: not a saved vimpac model (expected config.json and model.safetensors)")
-        cfg = json.loads((path/"config.json").read_text())
+        cfg = read_json(path/"config.json", "a saved vimpac model's config.json")
         kind = cfg.pop("kind", None); saved_classes = cfg.pop("num_classes", None)
         names = {f.name for f in fields(VimpacConfig)}
         unknown = sorted(set(cfg) - names)
@@ -336,7 +337,11 @@ class _Pretrained(nn.Module):
         if cls.kind == "vimpac-classification" and "num_classes" not in model_kw and saved_classes is not None:
             model_kw["num_classes"] = saved_classes
         model = cls(VimpacConfig(**{**cfg, **overrides}), **model_kw)
-        return _load_checked(model, model._adapt_state(load_file(str(path/"model.safetensors")), kind, path), path).to(device)
+        try: sd = load_file(str(path/"model.safetensors"))
+        except Exception as e:          # safetensors raises its own error types for truncated or corrupt files
+            raise VimpacError(f"{path/'model.safetensors'}: not a readable safetensors file ({type(e).__name__}: "
+                              f"{str(e).splitlines()[0][:120] if str(e) else ''}); truncated or corrupt?") from None
+        return _load_checked(model, model._adapt_state(sd, kind, path), path).to(device)
 
 def _check_labels(labels, shape, c: VimpacConfig, device) -> torch.Tensor:
     "Labels as int64 on `device`: codes 0..V-1 or -100, in the tokens' `shape`; else `VimpacError` naming what is wrong."
