@@ -106,6 +106,12 @@ def test_args_pickle_of_another_run(tmp_path):
         bad = argparse.Namespace(**{**vars(args), field: value})
         with open(d / "args.pickle", "wb") as f: pickle.dump(bad, f)
         refused(lambda: VimpacForVideoClassification.from_official(d, num_heads=HEADS), str(d / "classifier.pt"), says)
+        # an explicit layout= wins over a stale args.pickle (only a differing layout is worth a warning)
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            clf = VimpacForVideoClassification.from_official(d, num_heads=HEADS, layout="T,H")
+        assert [str(w.message).split("says ")[-1] for w in seen] == ([] if field != "model" else [repr(value[9:] if value.startswith("efflayout") else value)])
+        assert clf.config.layout == "T,H" and max_gap(clf, "T_H") < 1e-5
 
 
 class Evil:

@@ -476,7 +476,10 @@ def _official_layout(sd: dict, layout: str | None, args, source) -> str:
     shape = tuple(shape)
     fits = sorted((l for l in LAYOUTS if _structure(l) == shape), key=lambda l: l not in OFFICIAL_LAYOUTS)
     theirs = None
-    if args is not None:
+    if args is not None and layout is not None:     # layout= wins; args.model only earns a warning when it differs
+        model = getattr(args, "model", None)
+        theirs = model[len("efflayout"):] if isinstance(model, str) and model.startswith("efflayout") else model
+    elif args is not None:
         model = getattr(args, "model", None)
         if not isinstance(model, str) or not model.startswith("efflayout"):
             raise VimpacError(f"{source}: args.pickle has model={model!r}; expected the authors' 'efflayout<layout>', "
@@ -508,9 +511,10 @@ def official_config(sd: dict, num_heads: int | None = None, source="checkpoint",
     """The `VimpacConfig` of an authors' state dict (airsplay/vimpac `classifier.pt`), read from its tensors: hidden
     size, vocabulary (rows - 5; [PAD] = V + 1, [MASK] = V + 4), layers, attention width, MLP size, positional tables,
     CLS head. `num_heads` defaults to hidden / 64, the authors' rule. The layout is `layout` when given, else the
-    `model` of the run's `args` (`read_official_args`), else the only layout the attention blocks' head groups fit;
-    either way it must fit them. Raises `VimpacError` when the file is not such a checkpoint, uses pre-activation or a
-    positional embedding other than `hw_separation`, or its head groups fit several layouts and neither says which."""
+    `model` of the run's `args` (`read_official_args`; its `hid_dim` and `layers` must match the tensors), else the
+    only layout the attention blocks' head groups fit; either way it must fit them. Raises `VimpacError` when the
+    file is not such a checkpoint, uses pre-activation or a positional embedding other than `hw_separation`, or its
+    head groups fit several layouts and neither says which."""
     if "backbone.embedding.weight" not in sd:
         raise VimpacError(f"{source}: not an airsplay/vimpac checkpoint (no 'backbone.embedding.weight')")
     if any(k.startswith("backbone.ln_post") for k in sd):
@@ -527,7 +531,7 @@ def official_config(sd: dict, num_heads: int | None = None, source="checkpoint",
         raise VimpacError(f"{source}: no positional tables {[t for t in tables if t not in sd]}; expected the authors' "
                           f"'hw_separation' positional embedding")
     L = 1 + max(int(k[len(pre):].split(".")[0]) for k in sd if k.startswith(pre))
-    if args is not None:
+    if args is not None and layout is None:
         for name, n in (("hid_dim", D), ("layers", L)):
             if getattr(args, name, n) != n:
                 raise VimpacError(f"{source}: its args.pickle says {name}={getattr(args, name)!r}, but the checkpoint "
