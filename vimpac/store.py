@@ -49,14 +49,16 @@ _ENVS: dict = {}  # (process id, path) -> (environment, writable). LMDB allows o
 
 def _env(path, write: bool = False) -> lmdb.Environment:
     """The process's environment for the LMDB shard at `path`; readers open it read-only, a writer reopens it writable.
-    An existing shard is checked against its own LMDB header before LMDB maps it (`_check_shard`: a truncated file
-    would otherwise kill the process with SIGBUS). Raises `VimpacError` naming the shard when it is truncated, not an
-    LMDB database, or LMDB cannot open it."""
+    A process never uses an environment opened by another: in a forked worker, the copy inherited from the parent is
+    closed (in the worker only) and the shard opened again. An existing shard is checked against its own LMDB header
+    before LMDB maps it (`_check_shard`: a truncated file would otherwise kill the process with SIGBUS). Raises
+    `VimpacError` naming the shard when it is truncated, not an LMDB database, or LMDB cannot open it."""
     path = Path(path).resolve()
     key = (os.getpid(), str(path))
     env, writable = _ENVS.get(key, (None, False))
     if env is not None and (writable or not write): return env
-    if env is not None: _ENVS.pop(key); env.close()
+    for k in [k for k in _ENVS if k[1] == key[1]]:  # this process's reader, or a parent's environment copied by fork()
+        _ENVS.pop(k)[0].close()  # lmdb refuses a second open of the same files in one process
     if not write or (path/"data.mdb").exists(): _check_shard(path)
     try:
         env = (lmdb.open(str(path), map_size=MAP_SIZE, subdir=True) if write else
