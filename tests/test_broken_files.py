@@ -360,3 +360,20 @@ def test_store_tokens_decode_as_they_are(good_store, tok):
     x = s.tokens(s.keys()[0])
     assert x.dtype == np.int16
     assert torch.equal(tok.decode(x), tok.decode(torch.from_numpy(x).long()))
+
+
+@pytest.mark.parametrize("psize", [4096, 16384, 65536])
+def test_lmdb_header_page_sizes(psize, tmp_path):
+    "The parser reads the page size from the header (4 KiB here; 16 KiB on Apple silicon, 64 KiB on some arm64 / ppc64le)."
+    buf = bytearray(2 * psize)
+    for i, (last, txnid) in enumerate([(30, 5), (33, 6)]):  # the second meta page is the newer one
+        store_mod._PAGE_HEAD.pack_into(buf, i * psize, i, 0, store_mod._P_META)
+        store_mod._META.pack_into(buf, i * psize + store_mod._PAGE_HEAD.size, store_mod._MDB_MAGIC, 1, 1 << 30, psize, last, txnid)
+    shard = tmp_path / "shard-00000-of-00001.lmdb"; shard.mkdir()
+    (shard / "data.mdb").write_bytes(bytes(buf) + bytes(32 * psize))  # exactly the 34 pages the header needs
+    h = store_mod._lmdb_header(shard / "data.mdb")
+    assert (h["page_size"], h["last_page"], h["txnid"], h["needed"]) == (psize, 33, 6, 34 * psize)
+    store_mod._check_shard(shard)
+    os.truncate(shard / "data.mdb", 34 * psize - 1)
+    with pytest.raises(VimpacError) as e: store_mod._check_shard(shard)
+    one_line(str(e.value), shard, f"holds {34 * psize - 1} bytes, its header needs at least {34 * psize} (34 pages of {psize} bytes)")
