@@ -123,7 +123,7 @@ def _reading(shard):
     "Turn LMDB's errors (and unreadable records) while reading `shard` into one `VimpacError` naming it."
     try: yield
     except VimpacError: raise
-    except (lmdb.Error, ValueError, TypeError) as e:
+    except (lmdb.Error, ValueError) as e:  # ValueError: undecodable record
         raise VimpacError(f"{shard}: unreadable LMDB shard ({type(e).__name__}: {_first_line(e)}); corrupt?") from None
 
 # %% ../nbs/02_store.ipynb #b4234606
