@@ -44,18 +44,87 @@ def expand_inputs(inputs) -> list[Path]:
 
 def shard_name(index: int, num_shards: int) -> str: return f"shard-{index:05d}-of-{num_shards:05d}.lmdb"
 
-_ENVS: dict = {}  # LMDB allows one open environment per database per process: share it
+_ENVS: dict = {}  # (process id, path) -> (environment, writable). LMDB allows one open environment per database per
+# process, and an environment must not be used across fork(): a forked DataLoader worker opens its own
 
 def _env(path, write: bool = False) -> lmdb.Environment:
-    "The process's environment for the LMDB at `path`; readers open it read-only, a writer reopens it writable."
-    key = str(Path(path).resolve())
+    """The process's environment for the LMDB shard at `path`; readers open it read-only, a writer reopens it writable.
+    A process never uses an environment opened by another: in a forked worker, the copy inherited from the parent is
+    closed (in the worker only) and the shard opened again. An existing shard is checked against its own LMDB header
+    before LMDB maps it (`_check_shard`: a truncated file would otherwise kill the process with SIGBUS). Raises
+    `VimpacError` naming the shard when it is truncated, not an LMDB database, or LMDB cannot open it."""
+    path = Path(path).resolve()
+    key = (os.getpid(), str(path))
     env, writable = _ENVS.get(key, (None, False))
     if env is not None and (writable or not write): return env
-    if env is not None: env.close()
-    env = (lmdb.open(key, map_size=MAP_SIZE, subdir=True) if write else
-           lmdb.open(key, readonly=True, lock=False, readahead=False, subdir=True))
+    for k in [k for k in _ENVS if k[1] == key[1]]:  # this process's reader, or a parent's environment copied by fork()
+        _ENVS.pop(k)[0].close()  # lmdb refuses a second open of the same files in one process
+    if not write or (path/"data.mdb").exists(): _check_shard(path)
+    try:
+        env = (lmdb.open(str(path), map_size=MAP_SIZE, subdir=True) if write else
+               lmdb.open(str(path), readonly=True, lock=False, readahead=False, subdir=True))
+    except lmdb.Error as e:
+        raise VimpacError(f"{path}: LMDB cannot open this shard ({type(e).__name__}: {_first_line(e)})") from None
     _ENVS[key] = (env, write)
     return env
+
+# %% ../nbs/02_store.ipynb #cd9d1741
+import contextlib, struct
+from .utils import read_json
+
+_MDB_MAGIC, _MDB_VERSION, _P_META = 0xBEEFC0DE, 1, 0x08
+_PAGE_HEAD = struct.Struct("=QHH4x")  # MDB_page: page number, pad, flags, lower/upper bounds: 16 bytes
+# MDB_meta after the page header: magic, version, address (8), map size, 2 x MDB_db of 48 bytes whose first md_pad is
+# the page size (at 24), last used page number (at 120), transaction id (at 128): 136 bytes
+_META = struct.Struct("=II8xQI92xQQ")
+
+def _first_line(e: BaseException) -> str: return next((l for l in str(e).splitlines() if l.strip()), "")[:160]
+
+def _lmdb_meta(f: Path, buf: bytes, i: int) -> dict:
+    "Meta page `i` of the LMDB data file `f`, parsed from `buf` (its first bytes)."
+    if len(buf) < _PAGE_HEAD.size + _META.size:
+        raise VimpacError(f"{f}: {len(buf)} bytes where LMDB meta page {i} should be: not an LMDB file, or truncated")
+    _, _, flags = _PAGE_HEAD.unpack_from(buf)
+    magic, version, mapsize, psize, last, txnid = _META.unpack_from(buf, _PAGE_HEAD.size)
+    if magic != _MDB_MAGIC or not flags & _P_META:
+        raise VimpacError(f"{f}: not an LMDB data file (meta page {i} lacks LMDB's magic number 0xBEEFC0DE)")
+    if version != _MDB_VERSION: raise VimpacError(f"{f}: LMDB data version {version}, expected {_MDB_VERSION}")
+    return dict(page_size=psize, last_page=last, txnid=txnid, map_size=mapsize)
+
+def _lmdb_header(f) -> dict:
+    """What the header of the LMDB data file `f` records, from the current (higher transaction id) of its two meta
+    pages: `page_size` (bytes), `last_page`, `txnid`, `map_size`, and `needed`, the least file size in bytes,
+    (last_page + 1) x page_size. Raises `VimpacError` naming `f` when it holds no valid LMDB header."""
+    f = Path(f)
+    with open(f, "rb") as fh:
+        m0 = _lmdb_meta(f, fh.read(_PAGE_HEAD.size + _META.size), 0)
+        ps = m0["page_size"]
+        if ps < 512 or ps > 65536 or ps & (ps - 1):
+            raise VimpacError(f"{f}: LMDB header gives the page size {ps}, not a power of two in [512, 65536]")
+        fh.seek(ps)
+        m1 = _lmdb_meta(f, fh.read(_PAGE_HEAD.size + _META.size), 1)
+    m = m1 if m1["txnid"] > m0["txnid"] else m0
+    return dict(m, page_size=ps, needed=max(2, m["last_page"] + 1) * ps)
+
+def _check_shard(shard):
+    """Raise `VimpacError` naming the LMDB shard folder `shard` unless its `data.mdb` holds a valid LMDB header and at
+    least as many bytes as that header needs. Reads two meta pages; nothing is memory-mapped."""
+    shard = Path(shard)
+    if not shard.is_dir(): raise VimpacError(f"{shard}: not an LMDB shard folder")
+    f = shard/"data.mdb"
+    if not f.is_file(): raise VimpacError(f"{shard}: LMDB shard without its data.mdb")
+    size, h = f.stat().st_size, _lmdb_header(f)
+    if size < h["needed"]:
+        raise VimpacError(f"{shard}: truncated LMDB shard: data.mdb holds {size} bytes, its header needs at least "
+                          f"{h['needed']} ({h['last_page'] + 1} pages of {h['page_size']} bytes)")
+
+@contextlib.contextmanager
+def _reading(shard):
+    "Turn LMDB's errors (and unreadable records) while reading `shard` into one `VimpacError` naming it."
+    try: yield
+    except VimpacError: raise
+    except (lmdb.Error, ValueError) as e:  # ValueError: undecodable record
+        raise VimpacError(f"{shard}: unreadable LMDB shard ({type(e).__name__}: {_first_line(e)}); corrupt?") from None
 
 # %% ../nbs/02_store.ipynb #b4234606
 class _DecodeVideos(torch.utils.data.Dataset):
@@ -84,7 +153,7 @@ class StoreSummary:
 def _check_meta(out: Path, meta: dict):
     f = out/"meta.json"
     if not f.is_file(): return
-    old = json.loads(f.read_text())
+    old = _read_meta(f)
     keys = ("format", "fps", "frame_size", "views", "tokenizer", "vocab_size")
     diff = {k: (old.get(k), meta[k]) for k in keys if old.get(k) != meta[k]}
     if diff:
@@ -149,25 +218,47 @@ def build_store(inputs, tokenizer, out, fps: float = 2.0, frame_size: int = 128,
     finally: env.sync()
     return summary
 
+# %% ../nbs/02_store.ipynb #8950e13b
+_META_FIELDS = dict(  # what a reader needs from meta.json -> (check, what it must be)
+    fps=(lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0, "a positive number"),
+    frame_size=(lambda v: isinstance(v, int) and not isinstance(v, bool) and v > 0, "a positive integer"),
+    views=(lambda v: isinstance(v, list) and len(v) > 0 and all(isinstance(x, str) for x in v), "a list of view names"),
+    token_map=(lambda v: isinstance(v, list) and len(v) == 2 and all(isinstance(x, int) and x > 0 for x in v),
+               "[h, w], two positive integers"),
+    vocab_size=(lambda v: isinstance(v, int) and not isinstance(v, bool) and v > 0, "a positive integer"),
+    tokenizer=(lambda v: isinstance(v, dict), "an object {name, hash}"))
+
+def _read_meta(f: Path) -> dict:
+    """The token store's `meta.json` at `f`. Raises `VimpacError` naming `f` when it is not valid JSON, of another
+    store format, or lacks (or has a wrong-typed) one of the fields a reader needs."""
+    meta = read_json(f, "a token store's meta.json", required=("format",))
+    if meta["format"] != STORE_FORMAT:
+        raise VimpacError(f"{f.parent}: store format {meta['format']!r}, expected {STORE_FORMAT!r}")
+    missing = [k for k in _META_FIELDS if k not in meta]
+    if missing: raise VimpacError(f"{f}: lacks the field(s) {', '.join(missing)}, expected a token store's meta.json")
+    for k, (ok, what) in _META_FIELDS.items():
+        if not ok(meta[k]): raise VimpacError(f"{f}: field {k} is {meta[k]!r}, expected {what}")
+    return meta
+
 # %% ../nbs/02_store.ipynb #1f5ac7a3
 class TokenStore:
     """A token store on disk (all its shards). `len`, `keys()`, `tokens(key, view)` (the whole int16 array
     (T, h, w)), `clip(key, start, length, view)` (only frames [start, start + length)), `failures()`, and for
     training `store[i]`: the centre view of video i as int64 (T, h, w). Passing `tokenizer` checks that the store
-    was built by it; otherwise raises `VimpacError`. Also raised for a folder that is not a store."""
+    was built by it; otherwise raises `VimpacError`. Also raised, naming the file, for a folder that is not a store,
+    a `meta.json` that is invalid or lacks a field, and a shard that is truncated, not LMDB, or unreadable (every
+    shard is checked against its LMDB header when opened, in each process, so a truncated shard never ends in SIGBUS)."""
     def __init__(self, path, tokenizer=None):
         self.path = Path(path)
         if not (self.path/"meta.json").is_file():
             raise VimpacError(f"{self.path}: not a token store (expected meta.json and shard-*.lmdb)")
-        self.meta = json.loads((self.path/"meta.json").read_text())
-        if self.meta.get("format") != STORE_FORMAT:
-            raise VimpacError(f"{self.path}: store format {self.meta.get('format')!r}, expected {STORE_FORMAT!r}")
+        self.meta = _read_meta(self.path/"meta.json")
         if tokenizer is not None and tokenizer.identity != self.meta["tokenizer"]:
             raise VimpacError(f"{self.path}: store was built by tokenizer {self.meta['tokenizer']}, not by {tokenizer.identity}")
         self.shards = sorted(self.path.glob("shard-*-of-*.lmdb"))
         self._records, self._where = {}, {}
         for i, shard in enumerate(self.shards):
-            with _env(shard).begin() as txn:
+            with _reading(shard), _env(shard).begin() as txn:
                 for k, v in txn.cursor():
                     if k.startswith(b"m/"):
                         key = k[2:].decode(); self._records[key] = json.loads(v); self._where[key] = i
@@ -192,8 +283,13 @@ class TokenStore:
         if key not in self._records: raise VimpacError(f"{self.path}: no video {key!r} in the store")
         if view not in self.views: raise VimpacError(f"{self.path}: no view {view!r}; the store has {self.views}")
         T, h, w = self._records[key]["shape"]
-        with _env(self.shards[self._where[key]]).begin(buffers=True) as txn:
+        shard = self.shards[self._where[key]]
+        with _reading(shard), _env(shard).begin(buffers=True) as txn:
             buf = txn.get(f"v/{key}/{view}".encode())
+            dt = np.dtype(self.dtype)
+            if buf is None or len(buf) != T * h * w * dt.itemsize:
+                found = "missing" if buf is None else f"{len(buf)} bytes"
+                raise VimpacError(f"{shard}: tokens of {key!r} in view {view!r} are {found}, expected {T}x{h}x{w} {dt.name}")
             arr = np.frombuffer(buf, dtype=self.dtype).reshape(T, h, w)
             end = T if length is None else min(T, start + length)
             return arr[start:end].copy()  # copies only the pages of the requested frames out of the memory map
@@ -213,7 +309,7 @@ class TokenStore:
         "The videos that failed to decode, with the reason: dicts with `key`, `path`, `reason`."
         out = []
         for shard in self.shards:
-            with _env(shard).begin() as txn:
+            with _reading(shard), _env(shard).begin() as txn:
                 out += [json.loads(v) for k, v in txn.cursor() if k.startswith(b"f/")]
         return out
 

@@ -6,17 +6,18 @@ Docs: https://vimpac.github.io/vimpac/tokenizer.html.md"""
 
 # %% ../nbs/01_tokenizer.ipynb #a137b6e2
 from __future__ import annotations
-import hashlib, importlib.resources, json, math, re
+import hashlib, importlib.resources, math
 from collections import OrderedDict
-from dataclasses import dataclass, asdict
+from dataclasses import dataclass, asdict, fields
 from pathlib import Path
 import torch
 from torch import nn
 import torch.nn.functional as F
+from safetensors import SafetensorError
 from safetensors.torch import save_file, load_file
 from tqdm.auto import tqdm
 from vector_quantize_pytorch import VectorQuantize
-from .utils import VimpacError, make_generator, atomic_path, write_json, warmup_linear
+from .utils import VimpacError, make_generator, atomic_path, write_json, warmup_linear, load_torch_file, read_json
 
 # %% auto #0
 __all__ = ['LOGIT_LAPLACE_EPS', 'DEFAULT_TOKENIZER', 'to_float_frames', 'check_frame_size', 'check_tokens', 'weights_hash',
@@ -26,18 +27,25 @@ __all__ = ['LOGIT_LAPLACE_EPS', 'DEFAULT_TOKENIZER', 'to_float_frames', 'check_f
 
 # %% ../nbs/01_tokenizer.ipynb #bb4ab7f6
 def to_float_frames(frames, device=None) -> torch.Tensor:
-    """Frames as float (N, 3, H, W) in [0, 1]. Accepts uint8 (N, H, W, 3) (numpy or torch), or float (N, 3, H, W).
-    Raises `VimpacError` for any other shape or dtype."""
+    """Frames as float (N, 3, H, W) in [0, 1]. Accepts uint8 (N, H, W, 3) (numpy or torch), or float (N, 3, H, W)
+    with values in [0, 1]. Raises `VimpacError` for any other shape or dtype, and for float frames with values
+    outside [0, 1] or NaN (e.g. floats in 0..255: pass uint8 frames or divide by 255). The range check is one
+    `aminmax` pass over the frames, on `device`."""
     x = torch.as_tensor(frames)
     if x.ndim != 4: raise VimpacError(f"frames: expected 4-D (N, H, W, 3) uint8 or (N, 3, H, W) float, got shape {tuple(x.shape)}")
     if x.dtype == torch.uint8:
         if x.shape[-1] != 3: raise VimpacError(f"frames: uint8 frames must be (N, H, W, 3), got {tuple(x.shape)}")
-        x = x.permute(0, 3, 1, 2).float().div_(255)
-    elif x.is_floating_point():
-        if x.shape[1] != 3: raise VimpacError(f"frames: float frames must be (N, 3, H, W), got {tuple(x.shape)}")
-        x = x.float()
-    else: raise VimpacError(f"frames: expected uint8 or float, got {x.dtype}")
-    return x.to(device) if device is not None else x
+        x = x.to(device) if device is not None else x
+        return x.permute(0, 3, 1, 2).float().div_(255)
+    if not x.is_floating_point(): raise VimpacError(f"frames: expected uint8 or float, got {x.dtype}")
+    if x.shape[1] != 3: raise VimpacError(f"frames: float frames must be (N, 3, H, W), got {tuple(x.shape)}")
+    x = (x.to(device) if device is not None else x).float()
+    if x.numel():
+        lo, hi = (float(v) for v in torch.aminmax(x))
+        if not (lo >= 0 and hi <= 1):  # also catches NaN
+            raise VimpacError(f"frames: float frames must lie in [0, 1], found values in [{lo:g}, {hi:g}]; "
+                              "pass uint8 (N, H, W, 3) frames, or divide 0..255 floats by 255")
+    return x
 
 def check_frame_size(x: torch.Tensor, downsample: int = 8):
     "Raise `VimpacError` unless the height and width of frames (N, 3, H, W) are multiples of `downsample`."
@@ -45,11 +53,19 @@ def check_frame_size(x: torch.Tensor, downsample: int = 8):
         raise VimpacError(f"frames: height and width must be multiples of {downsample}, got {tuple(x.shape[-2:])}")
 
 def check_tokens(tokens, vocab_size: int) -> torch.Tensor:
-    "Token maps as int64 (N, h, w); raises `VimpacError` for another shape or codes outside [0, vocab_size)."
-    t = torch.as_tensor(tokens).long()
+    """Token maps (N, h, w) of any integer dtype (numpy or torch; e.g. the int16 of `TokenStore.tokens`) as int64.
+    Raises `VimpacError` for float, bool or complex tokens (they would be truncated silently), another shape, or
+    codes outside [0, vocab_size)."""
+    t = torch.as_tensor(tokens)
+    if t.is_floating_point() or t.is_complex() or t.dtype == torch.bool:
+        raise VimpacError(f"tokens: got dtype {t.dtype}, expected integer codes (int64, or any integer dtype such as "
+                          f"the int16 of a token store) in [0, {vocab_size})")
     if t.ndim != 3: raise VimpacError(f"tokens: expected (N, h, w), got shape {tuple(t.shape)}")
-    if t.numel() and (t.min() < 0 or t.max() >= vocab_size):
-        raise VimpacError(f"tokens: codes must lie in [0, {vocab_size}), got range [{int(t.min())}, {int(t.max())}]")
+    t = t.long()
+    if t.numel():
+        lo, hi = (int(v) for v in torch.aminmax(t))
+        if lo < 0 or hi >= vocab_size:
+            raise VimpacError(f"tokens: codes must lie in [0, {vocab_size}), got range [{lo}, {hi}]")
     return t
 
 def weights_hash(module: nn.Module) -> str:
@@ -80,6 +96,31 @@ class ResBlock(nn.Module):
     def forward(self, x): return x + self.net(x)
 
 # %% ../nbs/01_tokenizer.ipynb #01ca7615
+def _is_int(v) -> bool: return isinstance(v, int) and not isinstance(v, bool)
+def _is_num(v) -> bool: return isinstance(v, (int, float)) and not isinstance(v, bool)
+_VQVAE_FIELDS = dict(  # field -> (check, what it must be)
+    vocab_size=(lambda v: _is_int(v) and v > 0, "a positive integer"),
+    code_dim=(lambda v: _is_int(v) and v > 0, "a positive integer"),
+    channels=(lambda v: isinstance(v, (list, tuple)) and len(v) == 3 and all(_is_int(c) and c > 0 for c in v),
+              "a list of 3 positive integers"),
+    num_res_blocks=(lambda v: _is_int(v) and v >= 0, "a non-negative integer"),
+    commitment_weight=(_is_num, "a number"), ema_decay=(_is_num, "a number"), dead_code_threshold=(_is_num, "a number"),
+    name=(lambda v: isinstance(v, str) and v != "", "a non-empty string"))
+
+def _read_vqvae_config(f: Path) -> VQVAEConfig:
+    "The `VQVAEConfig` in the `config.json` file `f`; every field is required and checked. Raises `VimpacError` naming `f`."
+    cfg = read_json(f, "a vimpac VQ-VAE config", required=("kind",))
+    kind = cfg.pop("kind")
+    if kind != "vimpac-vqvae": raise VimpacError(f"{f}: kind {kind!r}, expected 'vimpac-vqvae' (not a vimpac VQ-VAE config)")
+    known = [fl.name for fl in fields(VQVAEConfig)]
+    unknown = sorted(set(cfg) - set(known))
+    if unknown: raise VimpacError(f"{f}: unknown key(s) {', '.join(unknown)}; a vimpac VQ-VAE config has kind, {', '.join(known)}")
+    missing = [k for k in known if k not in cfg]
+    if missing: raise VimpacError(f"{f}: lacks the field(s) {', '.join(missing)}, expected a vimpac VQ-VAE config")
+    for k, (ok, what) in _VQVAE_FIELDS.items():
+        if not ok(cfg[k]): raise VimpacError(f"{f}: field {k} is {cfg[k]!r}, expected {what}")
+    return VQVAEConfig(**{**cfg, "channels": tuple(cfg["channels"])})
+
 class VQVAE(nn.Module):
     """The kit's frame tokenizer: frames (N, 3, H, W) → token maps (N, H/8, W/8) over `vocab_size` codes, and back.
     H and W must be multiples of 8. Paper §3.1 (the role of DALL-E's dVAE)."""
@@ -114,7 +155,8 @@ class VQVAE(nn.Module):
 
     @torch.no_grad()
     def encode(self, frames) -> torch.Tensor:
-        "uint8 (N, H, W, 3) or float (N, 3, H, W) in [0, 1] → int64 token maps (N, H/8, W/8) in [0, V)."
+        """uint8 (N, H, W, 3) or float (N, 3, H, W) in [0, 1] → int64 token maps (N, H/8, W/8) in [0, V). Raises
+        `VimpacError` for other shapes or dtypes, float frames outside [0, 1], or H, W not multiples of 8."""
         dev = next(self.parameters()).device
         x = to_float_frames(frames, dev); check_frame_size(x)
         was = self.training; self.eval()
@@ -124,7 +166,8 @@ class VQVAE(nn.Module):
 
     @torch.no_grad()
     def decode(self, tokens) -> torch.Tensor:
-        "int64 token maps (N, h, w) with codes in [0, V) → float frames (N, 3, 8h, 8w) in [0, 1]."
+        """Integer token maps (N, h, w) (int64, or any integer dtype such as a store's int16) with codes in [0, V) →
+        float frames (N, 3, 8h, 8w) in [0, 1]. Raises `VimpacError` for float or bool tokens, codes out of range."""
         dev = next(self.parameters()).device
         zq = self.quantizer.get_output_from_indices(check_tokens(tokens, self.vocab_size).to(dev))
         return ((self.decoder(zq) + 1) / 2).clamp(0, 1)
@@ -145,18 +188,23 @@ class VQVAE(nn.Module):
 
     @classmethod
     def from_pretrained(cls, path, device="cpu") -> "VQVAE":
-        "Load a VQ-VAE saved by `save_pretrained`. Raises `VimpacError` if the folder holds no such checkpoint."
+        """Load a VQ-VAE saved by `save_pretrained` (a folder with `config.json` and `model.safetensors`). Raises
+        `VimpacError` naming the file when the folder lacks one, `config.json` is not valid JSON, has another `kind`,
+        an unknown key, a missing or wrong-typed field, or `model.safetensors` is corrupt, truncated or does not
+        match the config."""
         path = Path(path)
         if not (path/"config.json").is_file() or not (path/"model.safetensors").is_file():
             raise VimpacError(f"{path}: not a saved VQ-VAE (expected config.json and model.safetensors)")
-        cfg = json.loads((path/"config.json").read_text())
-        if cfg.pop("kind", None) != "vimpac-vqvae": raise VimpacError(f"{path}/config.json: not a vimpac VQ-VAE config")
-        cfg["channels"] = tuple(cfg["channels"])
-        model = cls(VQVAEConfig(**cfg))
-        sd = load_file(str(path/"model.safetensors"))
+        model = cls(_read_vqvae_config(path/"config.json"))
+        wf = path/"model.safetensors"
+        try: sd = load_file(str(wf))
+        except (SafetensorError, OSError) as e:
+            first = next((l for l in str(e).splitlines() if l.strip()), "")[:160]
+            raise VimpacError(f"{wf}: not a readable safetensors file ({type(e).__name__}: {first}); truncated or corrupt?") from None
         try: model.load_state_dict(sd)
-        except RuntimeError as e:
-            raise VimpacError(f"{path}: weights do not match its config.json ({str(e).splitlines()[0]})") from None
+        except RuntimeError as e:  # torch's first line is a header; the second names the keys or the shapes
+            lines = [l.strip() for l in str(e).splitlines() if l.strip()]
+            raise VimpacError(f"{wf}: weights do not match {path/'config.json'} ({(lines[1:] or lines)[0][:200]})") from None
         return model.to(device).eval().requires_grad_(False)
 
 # %% ../nbs/01_tokenizer.ipynb #b6030651
@@ -329,18 +377,10 @@ _DALLE_SAFE = [(DalleEncoder, "dall_e.encoder.Encoder"), (DalleEncoderBlock, "da
                nn.Sequential, nn.ReLU, nn.Identity, nn.MaxPool2d, nn.Upsample]
 
 def _load_official(path) -> dict:
-    "State dict of an official dVAE pickle, through torch's weights-only unpickler with the `dall_e` classes mapped."
-    path = Path(path)
-    if not path.is_file(): raise VimpacError(f"{path}: no such DALL-E weight file")
-    try:
-        with torch.serialization.safe_globals(_DALLE_SAFE):
-            obj = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as e:  # torch raises UnpicklingError (or others) naming the refused global
-        msg = str(e)
-        m = re.search(r"GLOBAL ([\w.]+)", msg)
-        bad = m.group(1) if m else None
-        why = f"it references {bad}, which is not a DALL-E dVAE class or a tensor" if bad else f"{e.__class__.__name__}: {msg.splitlines()[0][:200]}"
-        raise VimpacError(f"{path}: refused to load as a DALL-E dVAE file: {why}") from None
+    """State dict of an official dVAE pickle, through torch's weights-only unpickler with the `dall_e` classes mapped
+    (`vimpac.utils.load_torch_file`). Raises `VimpacError` naming `path` when it is missing, empty, refused (naming
+    the global or pickle opcode; nothing in it runs), unreadable, or holds something other than an Encoder / Decoder."""
+    obj = load_torch_file(path, "a DALL-E dVAE file (the official encoder.pkl or decoder.pkl)", safe_globals=_DALLE_SAFE)
     if not isinstance(obj, (DalleEncoder, DalleDecoder)):
         raise VimpacError(f"{path}: expected a pickled dall_e Encoder or Decoder, found {type(obj).__name__}")
     return dict(kind="encoder" if isinstance(obj, DalleEncoder) else "decoder", state=obj.state_dict())
@@ -395,12 +435,16 @@ class DalleTokenizer(nn.Module):
 
     @torch.no_grad()
     def encode(self, frames) -> torch.Tensor:
+        """uint8 (N, H, W, 3) or float (N, 3, H, W) in [0, 1] → int64 (N, H/8, W/8) codes in [0, V). Raises
+        `VimpacError` for other shapes or dtypes, float frames outside [0, 1], or H, W not multiples of 8."""
         dev = self.encoder.blocks.input.w.device
         x = to_float_frames(frames, dev); check_frame_size(x)
         return self.encoder(map_pixels(x)).argmax(1)
 
     @torch.no_grad()
     def decode(self, tokens) -> torch.Tensor:
+        """Integer (N, h, w) codes in [0, V) (any integer dtype) → float (N, 3, 8h, 8w) in [0, 1]. Raises `VimpacError`
+        without the decoder, for float or bool tokens, or codes out of range."""
         if self.decoder is None: raise VimpacError("decode: this DALL-E tokenizer was loaded without decoder.pkl")
         t = check_tokens(tokens, self.vocab_size).to(self.decoder.blocks.input.w.device)
         return unmap_pixels(torch.sigmoid(self.decoder.forward_tokens(t)[:, :3].float()))
