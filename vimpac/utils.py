@@ -27,7 +27,7 @@ def _refusal(msg: str) -> str | None:
     if m:
         code = int(m.group(1))
         op = next((o.name for o in pickletools.opcodes if ord(o.code) == code), None)
-        return f"it uses the pickle opcode {op or code} ({code}), which the weights-only loader does not admit"
+        if op: return f"it uses the pickle opcode {op} ({code}), which the weights-only loader does not admit"
     return None
 
 def load_torch_file(path, what: str, safe_globals=()):
@@ -48,7 +48,7 @@ def load_torch_file(path, what: str, safe_globals=()):
     except Exception as e:
         why = _refusal(str(e))
         if why: raise VimpacError(f"{path}: refused to load as {what}: {why}; nothing in the file was run") from None
-        first = next((l for l in str(e).splitlines() if l.strip()), "")[:120]
+        first = "" if "Weights only load failed" in str(e) else next((l for l in str(e).splitlines() if l.strip()), "")[:120]
         raise VimpacError(f"{path}: not a readable torch file, expected {what} "
                           f"({type(e).__name__}{': ' + first if first else ''}; truncated or corrupt?)") from None
 
