@@ -16,8 +16,8 @@ import torch.distributed as dist
 import torch.distributed.nn.functional as dist_nn
 from einops import rearrange
 from tqdm.auto import tqdm
-from .utils import (VimpacError, get_device, check_number, make_generator, derive_seed, atomic_path, write_json,
-                          warmup_linear, load_torch_file, read_json)
+from .utils import VimpacError, get_device, check_number, make_generator, derive_seed, atomic_path, write_json
+from .utils import warmup_linear, load_torch_file, read_json
 from .masking import block_mask, block_mask_from_uniform, blocks_for_ratio, apply_mask
 from .model import PRESETS, VimpacConfig, VimpacForPreTraining, model_flops
 from .losses import info_nce, info_nce_distributed, pretraining_loss
