@@ -64,10 +64,14 @@ def test_resume_errors_are_one_line(bin_dir, store, tmp_path):
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert r.stderr.strip().splitlines()[-1].startswith("vimpac-pretrain: error: --resume: no checkpoint in")
     (tmp_path / "bad" / "checkpoints").mkdir(parents=True)
-    (tmp_path / "bad" / "checkpoints" / "step-00000002.pt").write_bytes(b"\x80\x02truncated")
+    bad = tmp_path / "bad" / "checkpoints" / "step-00000002.pt"
+    bad.write_bytes(b"")                                                          # empty: named, one line
     r = subprocess.run(pretrain_cmd(bin_dir, store, tmp_path / "bad", "--steps", 2, "--batch-size", 3, "--resume"),
                        env=ENV, capture_output=True, text=True, timeout=600)
-    assert r.returncode == 2 and "corrupt or unreadable checkpoint" in r.stderr and "Traceback" not in r.stderr
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert r.stderr.strip().splitlines() == [
+        f"vimpac-pretrain: error: --resume: none of the 1 checkpoint(s) in {bad.parent} loads; the newest: {bad}: "
+        "empty file (0 bytes), expected a vimpac pre-training checkpoint"]
 
 
 def test_two_processes_follow_one(bin_dir, store, tmp_path):

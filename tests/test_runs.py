@@ -2,6 +2,8 @@
 import json
 from pathlib import Path
 import papermill as pm
+import pytest
+from papermill.exceptions import PapermillExecutionError
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -51,3 +53,42 @@ def test_pretrain_run_notebook_launches_torchrun(tmp_path):
                       for c in nb["cells"] for o in c.get("outputs", []))
     assert "--nproc-per-node=2" in printed
     assert [json.loads(l)["step"] for l in (out / "model" / "metrics.jsonl").read_text().splitlines()] == [0, 2]  # first, last
+
+
+PRETRAIN_PARAMETERS = {  # name: (type, default), as papermill's own inspector reads the tagged cell
+    "store": ("Optional[str]", "None"), "videos": ("Optional[list]", "None"), "size": ("int", "64"),
+    "fps": ("float", "2.0"), "tokenizer": ("str", '"default"'), "out": ("Optional[str]", "None"),
+    "preset": ("str", '"tiny"'), "layout": ("str", '"T,H|W"'), "steps": ("int", "6"), "batch_size": ("int", "3"),
+    "micro_batch_size": ("Optional[int]", "None"), "lr": ("float", "1e-3"), "save_every": ("int", "0"),
+    "precision": ("str", '"auto"'), "compile": ("bool", "False"), "gpus": ("int", "0"), "resume": ("bool", "False"),
+    "stages": ("Optional[list]", "None"), "seed": ("int", "0")}
+TOKENIZER_PARAMETERS = {
+    "videos": ("Optional[list]", "None"), "out": ("Optional[str]", "None"), "figure": ("Optional[str]", "None"),
+    "fps": ("float", "8.0"), "size": ("int", "128"), "steps": ("int", "20"), "batch_size": ("int", "32"),
+    "crop": ("int", "64"), "scale_min": ("float", "0.6"), "scale_max": ("float", "1.4"), "lr": ("float", "2e-3"),
+    "vocab_size": ("int", "512"), "seed": ("int", "0")}
+
+
+@pytest.mark.parametrize("name,expected", [("pretrain", PRETRAIN_PARAMETERS), ("train_tokenizer", TOKENIZER_PARAMETERS)])
+def test_papermill_reads_every_parameter(name, expected):
+    "`papermill --help-notebook` lists every parameter with its type, default and help (a comment with `=` hides one)."
+    params = pm.inspect_notebook(str(ROOT / f"nbs/runs/{name}.ipynb"))
+    assert {k: (p["inferred_type_name"], p["default"]) for k, p in params.items()} == expected
+    assert all(p["help"] for p in params.values())
+
+
+def test_kit_error_is_the_error_papermill_reports(tmp_path):
+    "A bad store inside the run: papermill raises with the kit's one line, not SystemExit."
+    missing = tmp_path / "no-store"
+    with pytest.raises(PapermillExecutionError) as e:
+        pm.execute_notebook(str(ROOT / "nbs/runs/pretrain.ipynb"), str(tmp_path / "executed.ipynb"),
+                            parameters=dict(out=str(tmp_path / "run"), store=str(missing)),
+                            kernel_name="python3", progress_bar=False)
+    assert e.value.ename == "VimpacError"
+    assert e.value.evalue == f"{missing}: not a token store (expected meta.json and shard-*.lmdb)"
+    with pytest.raises(PapermillExecutionError) as e:
+        pm.execute_notebook(str(ROOT / "nbs/runs/pretrain.ipynb"), str(tmp_path / "executed2.ipynb"),
+                            parameters=dict(out=str(tmp_path / "run2"), store=str(missing), lr=float("nan")),
+                            kernel_name="python3", progress_bar=False)
+    assert (e.value.ename, e.value.evalue) == ("VimpacError", "argument --lr: expected a finite number > 0, got 'nan'")
+    assert not (tmp_path / "run2" / "model").exists()

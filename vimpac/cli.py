@@ -6,28 +6,64 @@ Docs: https://vimpac.github.io/vimpac/cli.html.md"""
 
 # %% ../nbs/11_cli.ipynb #a533b2f8
 from __future__ import annotations
-import argparse, os, sys, time
+import argparse, os, sys, time, warnings
 from pathlib import Path
-from .utils import VimpacError, write_json, make_generator, get_device
+from .utils import VimpacError, write_json, make_generator, get_device, check_device, check_number
 from .video import read_video, sample_videos
 from .tokenizer import load_tokenizer
 from .store import build_store, TokenStore
 from .masking import block_mask, blocks_for_ratio
-from .pretrain import PretrainConfig, pretrain, evaluate_masking
-from .model import VimpacConfig
+from .pretrain import PRECISIONS, PretrainConfig, pretrain, evaluate_masking
+from .model import LAYOUTS, PRESETS
 from .viz import plot_curves, plot_reconstruction
 
 # %% auto #0
-__all__ = ['tokenize_videos', 'tokenize_main', 'pretrain_main', 'run_demo', 'demo_main']
+__all__ = ['tokenize_videos', 'tokenize_main', 'pretrain_parser', 'pretrain_args', 'pretrain_main', 'run_demo', 'demo_main']
 
 # %% ../nbs/11_cli.ipynb #d4c797d1
+def _one_line(e: BaseException) -> str:
+    "The first non-empty line of an exception's message, or its class name."
+    return next((l.strip() for l in str(e).splitlines() if l.strip()), type(e).__name__)
+
 def _run(prog: str, fn, *args, **kwargs):
-    "Call `fn`; a `VimpacError` becomes one line on stderr and exit status 2, Ctrl-C exit status 130."
-    try: return fn(*args, **kwargs)
-    except VimpacError as e:
-        print(f"{prog}: error: {e}", file=sys.stderr); sys.exit(2)
-    except KeyboardInterrupt:
-        print(f"{prog}: interrupted", file=sys.stderr); sys.exit(130)
+    """Call `fn` at a tool's edge. A `VimpacError`, or any `ValueError` / `OSError` (missing, unreadable or busy
+    files), becomes one line on stderr, `PROG: error: MESSAGE`, and exit status 2; Ctrl-C exit status 130. Warnings
+    print as one line, `PROG: warning: MESSAGE`. Other exceptions are bugs and keep their traceback."""
+    def show(message, category, filename, lineno, file=None, line=None):
+        print(f"{prog}: warning: {_one_line(message)}", file=sys.stderr)
+    with warnings.catch_warnings():
+        warnings.simplefilter("default"); warnings.showwarning = show
+        try: return fn(*args, **kwargs)
+        except (ValueError, OSError) as e:
+            print(f"{prog}: error: {_one_line(e)}", file=sys.stderr); sys.exit(2)
+        except KeyboardInterrupt:
+            print(f"{prog}: interrupted", file=sys.stderr); sys.exit(130)
+
+class _Parser(argparse.ArgumentParser):
+    """argparse whose errors are one line, `PROG: error: MESSAGE` and exit status 2 (the usage is left to `--help`),
+    or with `raise_errors` a `VimpacError` of the message (for notebooks and papermill)."""
+    def __init__(self, *args, raise_errors: bool = False, **kwargs):
+        super().__init__(*args, **kwargs); self.raise_errors = raise_errors
+    def error(self, message):
+        if self.raise_errors: raise VimpacError(message)
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+def _number(**bounds):
+    "An argparse `type=`: a number checked by `check_number`; argparse prints `PROG: error: argument --X: ...`, exit 2."
+    def number(s):
+        try: return check_number(None, s, **bounds)
+        except VimpacError as e: raise argparse.ArgumentTypeError(str(e)) from None
+    return number
+
+def _device(s: str) -> str:
+    "An argparse `type=`: a device that exists here (`check_device`)."
+    try: check_device(s); return s
+    except VimpacError as e: raise argparse.ArgumentTypeError(str(e)) from None
+
+def _folder(s: str) -> str:
+    "An argparse `type=`: a folder to write, new or existing, but not a file."
+    if Path(s).exists() and not Path(s).is_dir(): raise argparse.ArgumentTypeError(f"{s} is a file; expected a folder (new or existing)")
+    return s
 
 # %% ../nbs/11_cli.ipynb #04162286
 def tokenize_videos(inputs, out, tokenizer="default", fps: float = 2.0, size: int = 128, views="center",
@@ -35,11 +71,21 @@ def tokenize_videos(inputs, out, tokenizer="default", fps: float = 2.0, size: in
                     shard_index: int | None = None, progress: bool = True):
     """Tokenize `inputs` into the store `out` with the tokenizer named `tokenizer` (see `load_tokenizer`). Without
     `num_shards`, the shard comes from torchrun's `WORLD_SIZE` / `RANK` when set, else 1 / 0. Returns
-    (`StoreSummary`, tokenizer). Raises `VimpacError` for bad arguments, a missing path or an empty folder."""
+    (`StoreSummary`, tokenizer). Raises `VimpacError` for a missing path or an empty folder, and before anything
+    is written for a bad option: `fps` not a finite number > 0, `size` < 1 or not a multiple of the tokenizer's
+    downsample, `batch_size` < 1, `workers` < 0, a `device` that does not exist here, an `out` that is a file."""
+    fps = check_number("fps", fps, gt=0); size = check_number("size", size, integer=True, ge=1)
+    batch_size = check_number("batch_size", batch_size, integer=True, ge=1)
+    workers = check_number("workers", workers, integer=True, ge=0)
+    if Path(out).exists() and not Path(out).is_dir(): raise VimpacError(f"out: {out} is a file; expected a store folder (new or existing)")
     if num_shards is None:
         num_shards = int(os.environ.get("WORLD_SIZE", 1)); shard_index = int(os.environ.get("RANK", 0))
     device = get_device(device)
     tok = load_tokenizer(tokenizer, device=device)
+    if size % tok.downsample:
+        lo = max(tok.downsample, size // tok.downsample * tok.downsample)
+        raise VimpacError(f"size: {size} is not a multiple of the tokenizer's downsample {tok.downsample} "
+                          f"(e.g. {lo} or {lo + tok.downsample})")
     summary = build_store(inputs, tok, out, fps=fps, frame_size=size, views=views, batch_size=batch_size,
                           device=device, workers=workers, num_shards=num_shards, shard_index=shard_index or 0,
                           progress=progress)
@@ -47,19 +93,22 @@ def tokenize_videos(inputs, out, tokenizer="default", fps: float = 2.0, size: in
 
 def tokenize_main(argv=None):
     "Console script `vimpac-tokenize`."
-    p = argparse.ArgumentParser(prog="vimpac-tokenize", description="Tokenize videos into a vimpac token store (LMDB).")
+    p = _Parser(prog="vimpac-tokenize", description="Tokenize videos into a vimpac token store (LMDB).")
     p.add_argument("inputs", nargs="+", help="video files, folders of videos, or .txt lists of paths")
-    p.add_argument("--out", required=True, help="token store folder to write or extend")
-    p.add_argument("--fps", type=float, default=2.0, help="frames per second to sample (paper: 2)")
-    p.add_argument("--size", type=int, default=128, help="frame size S in pixels (paper: 128, then 256)")
+    p.add_argument("--out", required=True, type=_folder, help="token store folder to write or extend")
+    p.add_argument("--fps", type=_number(gt=0), default=2.0, help="frames per second to sample (paper: 2)")
+    p.add_argument("--size", type=_number(integer=True, ge=1), default=128,
+                   help="frame size S in pixels, a multiple of the tokenizer's downsample (paper: 128, then 256)")
     p.add_argument("--views", default="center", choices=["center", "all", "noflip"],
                    help="center (pre-training), all 12 fine-tuning views, or the 6 without flips (SSV2)")
     p.add_argument("--tokenizer", default="default", help="default | dalle:ENCODER.pkl,DECODER.pkl | a saved VQ-VAE folder")
-    p.add_argument("--batch-size", type=int, default=64, help="frames per encoder batch")
-    p.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
-    p.add_argument("--workers", type=int, default=0, help="decoding worker processes")
-    p.add_argument("--num-shards", type=int, default=None, help="number of writers (default: torchrun's WORLD_SIZE or 1)")
-    p.add_argument("--shard-index", type=int, default=None, help="this writer's shard (default: torchrun's RANK or 0)")
+    p.add_argument("--batch-size", type=_number(integer=True, ge=1), default=64, help="frames per encoder batch")
+    p.add_argument("--device", type=_device, default=None, help="cpu, cuda or cuda:N (default: cuda when available)")
+    p.add_argument("--workers", type=_number(integer=True, ge=0), default=0, help="decoding worker processes")
+    p.add_argument("--num-shards", type=_number(integer=True, ge=1), default=None,
+                   help="number of writers (default: torchrun's WORLD_SIZE or 1)")
+    p.add_argument("--shard-index", type=_number(integer=True, ge=0), default=None,
+                   help="this writer's shard (default: torchrun's RANK or 0)")
     a = p.parse_args(argv)
     if (a.num_shards is None) != (a.shard_index is None): p.error("--num-shards and --shard-index go together")
     summary, tok = _run(p.prog, tokenize_videos, a.inputs, a.out, a.tokenizer, a.fps, a.size, a.views, a.batch_size,
@@ -70,60 +119,72 @@ def tokenize_main(argv=None):
     if summary.failed: sys.exit(1)
 
 # %% ../nbs/11_cli.ipynb #e764564f
-def pretrain_main(argv=None):
-    "Console script `vimpac-pretrain`."
+def pretrain_parser(raise_errors: bool = False) -> argparse.ArgumentParser:
+    """The options of `vimpac-pretrain`. With `raise_errors`, a bad option raises `VimpacError` (its one line)
+    instead of printing it and exiting: for notebooks and papermill runs."""
     d = PretrainConfig()
-    p = argparse.ArgumentParser(prog="vimpac-pretrain", description="Pre-train VIMPAC on a token store (alone or under torchrun).")
+    p = _Parser(prog="vimpac-pretrain", description="Pre-train VIMPAC on a token store (alone or under torchrun).",
+                raise_errors=raise_errors)
     p.add_argument("store_pos", nargs="?", metavar="STORE", help=argparse.SUPPRESS)
     p.add_argument("--store", help="token store folder (from vimpac-tokenize)")
-    p.add_argument("--out", required=True, help="run folder to write")
-    p.add_argument("--preset", default="tiny", choices=["tiny", "small", "base", "large_half"])
-    p.add_argument("--layout", default="T,H|W", choices=["T,H|W", "T,H,W", "T,HxW", "TxHxW"])
+    p.add_argument("--out", required=True, type=_folder, help="run folder to write")
+    p.add_argument("--preset", default=None, choices=list(PRESETS), help="model size (default: tiny; with --init/--resume: the saved one's)")
+    p.add_argument("--layout", default=None, choices=LAYOUTS, help="attention layout (default: T,H|W; with --init/--resume: the saved one's)")
     n = p.add_mutually_exclusive_group()
-    n.add_argument("--steps", type=int, default=d.steps)
-    n.add_argument("--epochs", type=float, default=None, help="passes over the store, instead of --steps")
-    p.add_argument("--batch-size", type=int, default=d.batch_size, help="global clip pairs per update (paper: 1024)")
-    p.add_argument("--micro-batch-size", type=int, default=None, help="clip pairs per process and forward pass")
-    p.add_argument("--lr", type=float, default=d.lr)
-    p.add_argument("--clip-len", type=int, default=d.clip_len, help="T, frames per clip")
-    p.add_argument("--d-max", type=float, default=None, help="largest distance in seconds between the two clips (§5.3.2)")
-    p.add_argument("--alpha", type=float, default=d.alpha, help="contrastive loss weight")
-    p.add_argument("--temperature", type=float, default=d.temperature, help="InfoNCE temperature gamma")
-    p.add_argument("--save-every", type=int, default=d.save_every, help="checkpoint every N steps (0: at the end)")
-    p.add_argument("--keep-last", type=int, default=d.keep_last, help="checkpoints to keep")
-    p.add_argument("--log-every", type=int, default=d.log_every)
-    p.add_argument("--seed", type=int, default=d.seed)
+    n.add_argument("--steps", type=_number(integer=True, ge=1), default=d.steps)
+    n.add_argument("--epochs", type=_number(gt=0), default=None, help="passes over the store, instead of --steps")
+    p.add_argument("--batch-size", type=_number(integer=True, ge=2), default=d.batch_size,
+                   help="global clip pairs per update, at most the store's videos (paper: 1024)")
+    p.add_argument("--micro-batch-size", type=_number(integer=True, ge=1), default=None, help="clip pairs per process and forward pass")
+    p.add_argument("--lr", type=_number(gt=0), default=d.lr)
+    p.add_argument("--clip-len", type=_number(integer=True, ge=1), default=d.clip_len, help="T, frames per clip")
+    p.add_argument("--d-max", type=_number(ge=0), default=None, help="largest distance in seconds between the two clips (§5.3.2)")
+    p.add_argument("--alpha", type=_number(ge=0), default=d.alpha, help="contrastive loss weight")
+    p.add_argument("--temperature", type=_number(gt=0), default=d.temperature, help="InfoNCE temperature gamma")
+    p.add_argument("--save-every", type=_number(integer=True, ge=0), default=d.save_every, help="checkpoint every N steps (0: at the end)")
+    p.add_argument("--keep-last", type=_number(integer=True, ge=0), default=d.keep_last, help="checkpoints to keep")
+    p.add_argument("--log-every", type=_number(integer=True, ge=1), default=d.log_every)
+    p.add_argument("--seed", type=_number(integer=True), default=d.seed)
     p.add_argument("--resume", action="store_true", help="continue from the last checkpoint in --out")
     p.add_argument("--init", default=None, help="start from a saved model folder (positional tables interpolated)")
-    p.add_argument("--precision", default="auto", choices=["auto", "bf16", "fp16", "fp32"])
+    p.add_argument("--precision", default="auto", choices=PRECISIONS, help="auto: bf16 or fp16 on a GPU, fp32 on a CPU (fp16/bf16 need a GPU)")
     p.add_argument("--compile", action="store_true", help="torch.compile the model")
     p.add_argument("--gradient-checkpointing", action="store_true")
-    p.add_argument("--num-workers", type=int, default=0, help="data-loading processes")
-    p.add_argument("--dropout", type=float, default=None, help="override the preset's dropout (0.1)")
-    p.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
+    p.add_argument("--num-workers", type=_number(integer=True, ge=0), default=0, help="data-loading processes")
+    p.add_argument("--dropout", type=_number(ge=0, lt=1), default=None, help="override the preset's dropout (0.1)")
+    p.add_argument("--device", type=_device, default=None, help="cpu, cuda or cuda:N (default: cuda when available)")
     p.add_argument("--no-eval", action="store_true", help="skip the final mask-accuracy evaluation and plot")
-    a = p.parse_args(argv)
+    return p
+
+def pretrain_args(a: argparse.Namespace, progress: bool = True) -> dict | None:
+    """Run `vimpac-pretrain` from parsed options (`pretrain_parser().parse_args(argv)`) in this process: pre-train,
+    then (on rank 0, unless `no_eval`) evaluate and plot. Returns the evaluation dict, or None. Raises
+    `VimpacError` for bad input, so a notebook sees the kit's one line as the error. `--preset`, `--layout` and
+    `--dropout`, when given with `--init` or `--resume`, must agree with the saved model."""
     store_path = a.store or a.store_pos
-    if store_path is None: p.error("the following arguments are required: --store")
+    if store_path is None: raise VimpacError("the following arguments are required: --store")
     rank = int(os.environ.get("RANK", "0"))
-    def go():
-        store = TokenStore(store_path)
-        cfg = PretrainConfig(steps=a.steps, epochs=a.epochs, batch_size=a.batch_size, micro_batch_size=a.micro_batch_size,
-                             lr=a.lr, clip_len=a.clip_len, d_max=a.d_max, alpha=a.alpha, temperature=a.temperature,
-                             save_every=a.save_every, keep_last=a.keep_last, log_every=a.log_every, seed=a.seed,
-                             precision=a.precision, compile=a.compile, gradient_checkpointing=a.gradient_checkpointing,
-                             num_workers=a.num_workers)
-        extra = {} if a.dropout is None else dict(dropout=a.dropout)
-        model = VimpacConfig.from_preset(a.preset, layout=a.layout, vocab_size=store.vocab_size, token_map=store.token_map,
-                                         max_frames=a.clip_len, **extra)
-        model, hist = pretrain(store, model, cfg, device=a.device, out=a.out, resume=a.resume, init=a.init,
-                               progress=rank == 0)
-        if rank != 0 or a.no_eval: return None
-        ev = evaluate_masking(model, store, cfg)
-        write_json(Path(a.out)/"eval.json", ev)
-        plot_curves(hist, Path(a.out)/"training_curves.png", baseline=ev["majority_acc"])
-        return ev
-    ev = _run(p.prog, go)
+    store = TokenStore(store_path)
+    cfg = PretrainConfig(steps=a.steps, epochs=a.epochs, batch_size=a.batch_size, micro_batch_size=a.micro_batch_size,
+                         lr=a.lr, clip_len=a.clip_len, d_max=a.d_max, alpha=a.alpha, temperature=a.temperature,
+                         save_every=a.save_every, keep_last=a.keep_last, log_every=a.log_every, seed=a.seed,
+                         precision=a.precision, compile=a.compile, gradient_checkpointing=a.gradient_checkpointing,
+                         num_workers=a.num_workers)
+    given = {k: v for k, v in dict(preset=a.preset, layout=a.layout, dropout=a.dropout).items() if v is not None}
+    model, hist = pretrain(store, given or None, cfg, device=a.device, out=a.out, resume=a.resume, init=a.init,
+                           progress=progress and rank == 0)
+    if rank != 0 or a.no_eval: return None
+    ev = evaluate_masking(model, store, cfg)
+    write_json(Path(a.out)/"eval.json", ev)
+    plot_curves(hist, Path(a.out)/"training_curves.png", baseline=ev["majority_acc"])
+    return ev
+
+def pretrain_main(argv=None):
+    "Console script `vimpac-pretrain`."
+    p = pretrain_parser()
+    a = p.parse_args(argv)
+    if (a.store or a.store_pos) is None: p.error("the following arguments are required: --store")
+    ev = _run(p.prog, pretrain_args, a)
     if ev is not None:
         print(f"mask accuracy {ev['mask_acc']:.3f} (majority-token baseline {ev['majority_acc']:.3f}), "
               f"CL accuracy {ev['cl_acc']:.3f}; wrote {a.out}")
@@ -156,11 +217,11 @@ def run_demo(out="runs/demo", images="images", size: int = 128, fps: float = 2.0
 
 def demo_main(argv=None):
     "Console script `vimpac-demo`."
-    p = argparse.ArgumentParser(prog="vimpac-demo", description="VIMPAC end to end on the bundled sample videos.")
-    p.add_argument("--out", default="runs/demo"); p.add_argument("--images", default="images")
-    p.add_argument("--size", type=int, default=128); p.add_argument("--fps", type=float, default=2.0)
-    p.add_argument("--steps", type=int, default=400); p.add_argument("--tokenizer", default="default")
-    p.add_argument("--seed", type=int, default=0); p.add_argument("--device", default=None)
+    p = _Parser(prog="vimpac-demo", description="VIMPAC end to end on the bundled sample videos.")
+    p.add_argument("--out", type=_folder, default="runs/demo"); p.add_argument("--images", type=_folder, default="images")
+    p.add_argument("--size", type=_number(integer=True, ge=1), default=128); p.add_argument("--fps", type=_number(gt=0), default=2.0)
+    p.add_argument("--steps", type=_number(integer=True, ge=1), default=400); p.add_argument("--tokenizer", default="default")
+    p.add_argument("--seed", type=_number(integer=True), default=0); p.add_argument("--device", type=_device, default=None)
     a = p.parse_args(argv)
     s = _run(p.prog, run_demo, a.out, a.images, a.size, a.fps, a.steps, a.tokenizer, a.seed, a.device)
     print(f"tokenizer: {s['tokenizer']['name']} ({s['tokenizer']['hash']})")

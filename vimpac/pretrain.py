@@ -6,8 +6,8 @@ Docs: https://vimpac.github.io/vimpac/pretrain.html.md"""
 
 # %% ../nbs/07_pretrain.ipynb #688c95fb
 from __future__ import annotations
-import contextlib, json, math, os, time
-from dataclasses import dataclass, asdict
+import contextlib, json, math, os, time, warnings
+from dataclasses import dataclass, asdict, fields
 from pathlib import Path
 import torch
 from torch import nn
@@ -16,22 +16,25 @@ import torch.distributed as dist
 import torch.distributed.nn.functional as dist_nn
 from einops import rearrange
 from tqdm.auto import tqdm
-from .utils import VimpacError, get_device, make_generator, derive_seed, atomic_path, write_json, warmup_linear
+from .utils import VimpacError, get_device, check_number, make_generator, derive_seed, atomic_path, write_json
+from .utils import warmup_linear, load_torch_file, read_json
 from .masking import block_mask, block_mask_from_uniform, blocks_for_ratio, apply_mask
-from .model import VimpacConfig, VimpacForPreTraining, model_flops
+from .model import PRESETS, VimpacConfig, VimpacForPreTraining, model_flops
 from .losses import info_nce, info_nce_distributed, pretraining_loss
 from .data import ClipPairDataset
 
 # %% auto #0
-__all__ = ['RUNTIME_FIELDS', 'GPU_PEAK_FLOPS', 'PretrainConfig', 'param_groups', 'mask_clip_pairs', 'batch_indices',
-           'init_distributed', 'GlobalBatchNorm1d', 'sync_batchnorm', 'peak_flops', 'list_checkpoints',
-           'load_checkpoint', 'pretrain', 'evaluate_masking']
+__all__ = ['PRECISIONS', 'RUNTIME_FIELDS', 'GPU_PEAK_FLOPS', 'CHECKPOINT_FIELDS', 'PretrainConfig', 'param_groups',
+           'mask_clip_pairs', 'batch_indices', 'init_distributed', 'GlobalBatchNorm1d', 'sync_batchnorm', 'peak_flops',
+           'list_checkpoints', 'load_checkpoint', 'latest_checkpoint', 'log_record', 'pretrain', 'evaluate_masking']
 
 # %% ../nbs/07_pretrain.ipynb #b9637bec
 @dataclass
 class PretrainConfig:
-    "Pre-training hyper-parameters (Table 12; `steps`, `batch_size` and `lr` are scaled down for CPU runs)."
-    steps: int = 300
+    """Pre-training hyper-parameters (Table 12; `steps`, `batch_size` and `lr` are scaled down for CPU runs).
+    Every field is checked when the config is made: a value out of range (`lr` NaN or <= 0, `temperature` <= 0,
+    `clip_len` 0, ...) raises `VimpacError` naming the field, what is allowed and the value given."""
+    steps: int = 300               # 0: no update (the initial model is returned)
     epochs: float | None = None    # instead of steps: passes over the store (each video gives one pair per pass)
     batch_size: int = 8            # global clip pairs per update (paper: 1024), at most one pair per video
     micro_batch_size: int | None = None  # pairs per process and forward; None: batch_size / processes
@@ -56,6 +59,22 @@ class PretrainConfig:
     gradient_checkpointing: bool = False
     num_workers: int = 0           # data-loading processes
     max_bad_steps: int = 5         # non-finite steps in a row before the run stops
+
+    def __post_init__(self):
+        def n(name, **bounds):
+            if getattr(self, name) is not None: check_number(name, getattr(self, name), **bounds)
+        for name in ("steps", "save_every", "keep_last", "num_workers"): n(name, integer=True, ge=0)
+        for name in ("micro_batch_size", "clip_len", "log_every", "max_bad_steps", "num_blocks"): n(name, integer=True, ge=1)
+        n("batch_size", integer=True, ge=2)   # InfoNCE needs a negative: 2 clip pairs at least
+        n("seed", integer=True)
+        for name in ("epochs", "lr", "temperature", "grad_clip", "eps"): n(name, gt=0)
+        for name in ("d_max", "alpha", "weight_decay"): n(name, ge=0)
+        n("warmup_ratio", ge=0, le=1); n("mask_ratio", gt=0, lt=1)
+        for b in self.betas: check_number("betas", b, ge=0, lt=1)
+        if self.precision not in PRECISIONS:
+            raise VimpacError(f"precision: expected one of {', '.join(PRECISIONS)}, got {self.precision!r}")
+
+PRECISIONS = ("auto", "bf16", "fp16", "fp32")
 
 # Fields a resumed run may change; the others must match the checkpoint.
 RUNTIME_FIELDS = ("steps", "epochs", "log_every", "save_every", "keep_last", "precision", "compile",
@@ -146,9 +165,15 @@ def peak_flops(device) -> float | None:
     return next((v for k, v in GPU_PEAK_FLOPS.items() if k in name), None)
 
 def _resolve_precision(precision: str, device: torch.device):
-    "(autocast dtype or None, use a GradScaler): bf16 where the GPU supports it, else fp16 + scaler; fp32 on CPU."
-    if precision not in ("auto", "bf16", "fp16", "fp32"):
-        raise VimpacError(f"precision: expected auto, bf16, fp16 or fp32, got {precision!r}")
+    """(autocast dtype or None, use a GradScaler): bf16 where the GPU supports it, else fp16 + scaler; fp32 on CPU.
+    Mixed precision off a GPU is refused: on a CPU, fp16 skips every step (its gradients overflow the scaler) and
+    bf16 runs several times slower than fp32, so neither is what a user asking for speed wants."""
+    if precision not in PRECISIONS:
+        raise VimpacError(f"precision: expected one of {', '.join(PRECISIONS)}, got {precision!r}")
+    if precision in ("fp16", "bf16") and device.type != "cuda":
+        raise VimpacError(f"precision {precision}: mixed precision needs a CUDA GPU, the device is {device}; use fp32 or auto")
+    if precision == "bf16" and not torch.cuda.is_bf16_supported():
+        raise VimpacError(f"precision bf16: {torch.cuda.get_device_name(device)} does not support bf16; use fp16 or auto")
     if precision == "auto":
         precision = "fp32" if device.type != "cuda" else ("bf16" if torch.cuda.is_bf16_supported() else "fp16")
     return {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision), precision == "fp16"
@@ -158,14 +183,34 @@ def list_checkpoints(out) -> list[Path]:
     "The checkpoints of the run folder `out`, oldest first."
     return sorted((Path(out)/"checkpoints").glob("step-*.pt"))
 
+CHECKPOINT_FIELDS = ("step", "model", "optimizer", "scheduler", "rng", "model_config", "pretrain_config", "tokenizer")
+
 def load_checkpoint(path) -> dict:
-    "A checkpoint written by `pretrain`, loaded with `weights_only=True`. Raises `VimpacError` if it is unreadable."
-    try: state = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as e:
-        raise VimpacError(f"{path}: corrupt or unreadable checkpoint ({type(e).__name__}: {str(e).splitlines()[0][:160]})") from None
+    """A checkpoint written by `pretrain`, read by `load_torch_file` (weights only: nothing in it runs). Raises
+    `VimpacError` naming `path` when it is empty, truncated or corrupt, refused, not a pre-training checkpoint,
+    or lacks one of `CHECKPOINT_FIELDS`."""
+    state = load_torch_file(path, "a vimpac pre-training checkpoint")
     if not isinstance(state, dict) or state.get("kind") != "vimpac-pretrain-checkpoint":
         raise VimpacError(f"{path}: not a vimpac pre-training checkpoint")
+    missing = [k for k in CHECKPOINT_FIELDS if k not in state]
+    if missing: raise VimpacError(f"{path}: a vimpac pre-training checkpoint without {', '.join(missing)} (written by another version?)")
     return state
+
+def latest_checkpoint(out) -> tuple[Path, dict]:
+    """The newest readable checkpoint of the run folder `out` and its state. A newer checkpoint that does not load
+    (truncated by a full disk, corrupted) is passed over with one warning naming it and the one used instead.
+    Raises `VimpacError` when there is no checkpoint, or none loads (naming the newest and why)."""
+    found = list_checkpoints(out)
+    if not found: raise VimpacError(f"--resume: no checkpoint in {Path(out)/'checkpoints'} (expected step-*.pt)")
+    bad = []
+    for ckpt in reversed(found):
+        try: state = load_checkpoint(ckpt)
+        except VimpacError as e: bad.append(str(e)); continue
+        if bad:
+            warnings.warn(f"--resume: passed over {len(bad)} unreadable checkpoint(s), newest first: {'; '.join(bad)}; "
+                          f"resuming from {ckpt.name}", stacklevel=3)
+        return ckpt, state
+    raise VimpacError(f"--resume: none of the {len(found)} checkpoint(s) in {Path(out)/'checkpoints'} loads; the newest: {bad[0]}")
 
 def _save_checkpoint(out, state: dict, keep_last: int) -> Path:
     path = Path(out)/"checkpoints"/f"step-{state['step']:08d}.pt"
@@ -208,41 +253,94 @@ class _StepBatches(torch.utils.data.Sampler):
 def _collate(items):
     return torch.stack([p for p, _ in items]), torch.stack([u for _, u in items])
 
+def log_record(step: int, stats: torch.Tensor, n_masked, batch: int, cfg: PretrainConfig, lr: float, grad_norm: float,
+               clips: int, seconds: float, model_config: VimpacConfig | None = None, peak: float | None = None,
+               world: int = 1) -> dict:
+    """One logged step, as `pretrain` writes it to `metrics.jsonl`. `stats` float (4,): the step's token
+    cross-entropy summed over its `n_masked` masked tokens, their correct predictions, the InfoNCE loss summed over
+    its `batch` clip pairs, and the correct contrastive matches (of 2 x `batch`); `clips` clips were seen in `seconds`
+    since the last record. With a GPU's dense `peak` FLOP/s (`peak_flops`) it adds `mfu`, the model FLOPs
+    utilisation over the `world` processes: videos/s x 2 clips x `model_flops(model_config, cfg.clip_len)` / (peak x world)."""
+    nm = max(float(n_masked), 1)
+    rec = dict(step=step, loss=pretraining_loss(stats[0] / nm, stats[2] / batch, cfg.alpha, cfg.temperature).item(),
+               mask_loss=(stats[0] / nm).item(), mask_acc=(stats[1] / nm).item(), cl_loss=(stats[2] / batch).item(),
+               cl_acc=(stats[3] / (2 * batch)).item(), lr=lr, grad_norm=float(grad_norm), clips_per_s=clips / seconds,
+               videos_per_s=clips / 2 / seconds)
+    if peak: rec["mfu"] = rec["videos_per_s"] * 2 * model_flops(model_config, cfg.clip_len) / (peak * world)
+    return rec
+
+_NOT_COMPARED = ("token_map", "max_frames", "gradient_checkpointing")   # adapted to the store and clip length
+
+def _model_spec(model) -> dict:
+    "{config field: (value asked for, the option that asked)} of a `pretrain` `model` argument given with resume/init."
+    if isinstance(model, VimpacForPreTraining): model = model.config
+    if isinstance(model, VimpacConfig):
+        return {k: (v, k) for k, v in asdict(model).items() if k not in _NOT_COMPARED}
+    if isinstance(model, str): model = dict(preset=model)
+    if not isinstance(model, dict):
+        raise VimpacError(f"model: expected a preset name, a dict of config fields, a VimpacConfig or a model, got {type(model).__name__}")
+    spec, preset = {}, model.get("preset")
+    if preset is not None:
+        if preset not in PRESETS: raise VimpacError(f"preset: expected one of {list(PRESETS)}, got {preset!r}")
+        spec = {k: (v, f"preset {preset!r}") for k, v in PRESETS[preset].items()}
+    return {**spec, **{k: (v, k) for k, v in model.items() if k != "preset"}}
+
+def _check_same_model(model, saved: dict, where: str, option: str):
+    """Raise `VimpacError` when `model` (as `_model_spec` reads it) asks for another model than the saved config
+    `saved` of `where`: the options are not silently dropped."""
+    diff = [f"{label + ': ' if label != k else ''}{k} {v!r}" + (f" (saved: {_norm(saved[k])!r})" if k in saved else " (not a saved field)")
+            for k, (v, label) in _model_spec(model).items() if k not in saved or _norm(saved[k]) != _norm(v)]
+    if diff: raise VimpacError(f"{option}: {where} holds another model than asked ({'; '.join(diff)}); leave these "
+                               "options out to use the saved model")
+
 def _tokenizer_of(store) -> dict | None:
     return getattr(store, "meta", {}).get("tokenizer")
 
-def pretrain(store, model: VimpacForPreTraining | VimpacConfig | str = "tiny", cfg: PretrainConfig | None = None,
+def pretrain(store, model: VimpacForPreTraining | VimpacConfig | dict | str | None = None, cfg: PretrainConfig | None = None,
              device=None, out=None, progress: bool = True, resume: bool = False, init=None) -> tuple[VimpacForPreTraining, list[dict]]:
     """Pre-train on a `TokenStore` with both losses (§3.3, Table 12), in one process or under `torchrun`.
-    - `model`: a model, a `VimpacConfig`, or a preset name; a preset takes its vocabulary and token map from the store.
+    - `model`: a model, a `VimpacConfig`, a preset name, or a dict of config fields with an optional `preset` (e.g.
+      `dict(preset="small", layout="T,H,W", dropout=0.0)`); None is the `tiny` preset. A preset or a dict takes its
+      vocabulary and token map from the store. With `resume` or `init` the model is the saved one: a `model` given
+      as well must agree with it (a dict is compared field by field), else `VimpacError` names what differs.
     - `init`: a folder saved by `save_pretrained` to start from. Its positional tables are interpolated to this
       store's token map, which is how §4.2's stage at S = 256 continues from the stage at S = 128.
     - `out`: the run folder. It receives `metrics.jsonl` (one JSON object per logged step), checkpoints under
       `checkpoints/`, TensorBoard events when `tensorboard` is installed, and at the end `model.safetensors`,
       `config.json` and `pretrain_config.json`.
-    - `resume=True`: continue from the last checkpoint in `out`.
+    - `resume=True`: continue from the newest checkpoint in `out` that loads; newer ones that do not (truncated,
+      corrupt) are passed over with one warning naming them.
 
     Returns the model (unwrapped, eval mode) and the logged metrics, one dict per `log_every` steps with step,
     loss, mask_loss, mask_acc, cl_loss, cl_acc, lr, grad_norm, clips_per_s and videos_per_s. A step with a
     non-finite loss or gradient is skipped and logged; `max_bad_steps` of them in a row stop the run.
 
-    Raises `VimpacError` for:
+    Warns (one line) when `cfg.batch_size` exceeds the store's videos: the batch is then the number of videos.
+
+    Raises `VimpacError`, before anything is written, for:
+    - an `out` that is a file, a `device` that does not exist here (`check_device`), fp16/bf16 off a GPU;
+    - a `model` that differs from the checkpoint's or `init`'s, a `dropout` outside [0, 1);
     - a store whose tokenizer, vocabulary or token map differs from the model's or the checkpoint's;
     - a store with fewer than 2 videos;
-    - `resume` with no checkpoint, or a corrupt checkpoint;
+    - `resume` with no checkpoint, or none that loads;
     - a batch size not divisible by processes x micro-batch;
     - too many bad steps in a row."""
     cfg = cfg or PretrainConfig()
-    rank, world, device = init_distributed(device)
-    if len(store) < 2: raise VimpacError(f"{store.path}: contrastive pre-training needs at least 2 videos, got {len(store)}")
-    tok_id = _tokenizer_of(store)
     out = Path(out) if out is not None else None
+    if out is not None and out.exists() and not out.is_dir():
+        raise VimpacError(f"out: {out} is a file; expected a run folder (new, or a run's to resume)")
+    if resume and out is None: raise VimpacError("--resume: needs the run folder `out` that holds the checkpoints")
+    rank, world, device = init_distributed(device)
+    amp_dtype, use_scaler = _resolve_precision(cfg.precision, device)
+    if len(store) < 2: raise VimpacError(f"{store.path}: contrastive pre-training needs at least 2 videos, got {len(store)}")
+    if cfg.batch_size > len(store) and rank == 0:
+        warnings.warn(f"batch size {cfg.batch_size} is larger than the {len(store)} videos of {store.path}; using "
+                      f"{len(store)} (a batch holds at most one clip pair per video)", stacklevel=2)
+    tok_id = _tokenizer_of(store)
     state = None
     if resume:
-        found = list_checkpoints(out) if out is not None else []
-        if not found: raise VimpacError(f"--resume: no checkpoint in {out}/checkpoints (expected step-*.pt)")
-        ckpt = found[-1]
-        state = load_checkpoint(ckpt)
+        ckpt, state = latest_checkpoint(out)
+        if model is not None: _check_same_model(model, state["model_config"], f"the checkpoint {ckpt}", "--resume")
         saved = state["pretrain_config"]
         diff = {k: (saved[k], v) for k, v in asdict(cfg).items() if k not in RUNTIME_FIELDS and k in saved and _norm(saved[k]) != _norm(v)}
         if diff: raise VimpacError(f"--resume: settings differ from the checkpoint {ckpt} (checkpoint, now): {diff}")
@@ -253,15 +351,24 @@ def pretrain(store, model: VimpacForPreTraining | VimpacConfig | str = "tiny", c
         model.load_state_dict(state["model"])
     elif init is not None:
         init = Path(init)
+        saved_model = read_json(init/"config.json", "a saved vimpac model's config.json")
+        if model is not None: _check_same_model(model, saved_model, str(init), "--init")
         pc = init/"pretrain_config.json"
         init_tok = json.loads(pc.read_text()).get("tokenizer") if pc.is_file() else None
         if init_tok is not None and tok_id is not None and init_tok != tok_id:
             raise VimpacError(f"{store.path}: store was built by tokenizer {tok_id}, but {init} was trained on tokens of {init_tok}")
         model = VimpacForPreTraining.from_pretrained(init, token_map=store.token_map, max_frames=cfg.clip_len)
-    elif isinstance(model, str):
-        model = VimpacConfig.from_preset(model, vocab_size=store.vocab_size, token_map=store.token_map, max_frames=cfg.clip_len)
+    elif model is None or isinstance(model, (str, dict)):
+        spec = dict(preset=model) if isinstance(model, str) else dict(model or {})
+        unknown = sorted(set(spec) - {f.name for f in fields(VimpacConfig)} - {"preset"})
+        if unknown: raise VimpacError(f"model: unknown config field(s) {', '.join(unknown)}")
+        model = VimpacConfig.from_preset(spec.pop("preset", None) or "tiny", **{**dict(vocab_size=store.vocab_size,
+                                         token_map=store.token_map, max_frames=cfg.clip_len), **spec})
     if isinstance(model, VimpacConfig): torch.manual_seed(cfg.seed); model = VimpacForPreTraining(model)
+    if not isinstance(model, VimpacForPreTraining):
+        raise VimpacError(f"model: expected a preset name, a dict of config fields, a VimpacConfig or a model, got {type(model).__name__}")
     c = model.config
+    check_number("dropout", c.dropout, ge=0, lt=1)
     if c.vocab_size != store.vocab_size or tuple(c.token_map) != tuple(store.token_map):
         raise VimpacError(f"{store.path}: store has vocabulary {store.vocab_size} and token map {store.token_map}, "
                           f"the model expects {c.vocab_size} and {c.token_map}")
@@ -272,7 +379,6 @@ def pretrain(store, model: VimpacForPreTraining | VimpacConfig | str = "tiny", c
     ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None) if world > 1 else None
     fwd = ddp or model
     if cfg.compile: fwd = torch.compile(fwd)
-    amp_dtype, use_scaler = _resolve_precision(cfg.precision, device)
     scaler = torch.amp.GradScaler(device.type, enabled=use_scaler)
     opt = torch.optim.AdamW(param_groups(model, cfg.weight_decay), lr=cfg.lr, betas=tuple(cfg.betas), eps=cfg.eps)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: warmup_linear(s, steps, cfg.warmup_ratio))
@@ -300,7 +406,7 @@ def pretrain(store, model: VimpacForPreTraining | VimpacConfig | str = "tiny", c
             from torch.utils.tensorboard import SummaryWriter
             tb = SummaryWriter(str(out/"tensorboard"))
         except ImportError: tb = None
-    history, bad = [], 0
+    history, bad, peak = [], 0, peak_flops(device)
     it = iter(loader)
     t0, clips = time.perf_counter(), 0
     bar = tqdm(range(start, steps), desc="pre-train", disable=not progress or rank != 0, initial=start, total=steps)
@@ -337,16 +443,9 @@ def pretrain(store, model: VimpacForPreTraining | VimpacConfig | str = "tiny", c
         lr = opt.param_groups[0]["lr"]; sched.step()
         clips += 2 * G
         if rank == 0 and (not finite or step % cfg.log_every == 0 or step == steps - 1):
-            dt = time.perf_counter() - t0
-            nm = max(n_masked.item(), 1)
-            rec = dict(step=step, loss=pretraining_loss(stats[0] / nm, stats[2] / G, cfg.alpha, cfg.temperature).item(),
-                       mask_loss=(stats[0] / nm).item(), mask_acc=(stats[1] / nm).item(), cl_loss=(stats[2] / G).item(),
-                       cl_acc=(stats[3] / (2 * G)).item(), lr=lr, grad_norm=float(grad_norm), clips_per_s=clips / dt,
-                       videos_per_s=clips / 2 / dt)
-            if device.type == "cuda":
-                rec["peak_mem_gb"] = torch.cuda.max_memory_allocated(device) / 1e9
-                peak = peak_flops(device)
-                if peak: rec["mfu"] = rec["videos_per_s"] * 2 * model_flops(c, cfg.clip_len) / (peak * world)
+            rec = log_record(step, stats, n_masked.item(), G, cfg, lr, float(grad_norm), clips, time.perf_counter() - t0,
+                             c, peak, world)
+            if device.type == "cuda": rec["peak_mem_gb"] = torch.cuda.max_memory_allocated(device) / 1e9
             if not finite: rec["skipped"] = "non-finite loss or gradient"
             history.append(rec)
             if log: log.write(json.dumps(rec) + "\n"); log.flush()

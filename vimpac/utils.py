@@ -11,8 +11,8 @@ from pathlib import Path
 import torch
 
 # %% auto #0
-__all__ = ['VimpacError', 'load_torch_file', 'read_json', 'get_device', 'make_generator', 'derive_seed', 'warmup_linear',
-           'atomic_path', 'write_json']
+__all__ = ['VimpacError', 'load_torch_file', 'read_json', 'check_device', 'get_device', 'make_generator', 'derive_seed',
+           'check_number', 'warmup_linear', 'atomic_path', 'write_json']
 
 # %% ../nbs/00a_utils.ipynb #6eaf13c8
 class VimpacError(ValueError):
@@ -68,9 +68,28 @@ def read_json(path, what: str, required=()) -> dict:
     return obj
 
 # %% ../nbs/00a_utils.ipynb #6bbc020a
+def check_device(device: str | torch.device) -> torch.device:
+    """`device` as a `torch.device`, if it exists on this machine: `cpu`, `cuda` / `cuda:N` with a visible GPU N,
+    or `mps` where available. Raises `VimpacError` naming the device and what this machine has otherwise
+    (`cuda` on a CPU-only torch, `cuda:7` with fewer GPUs, an unknown name such as `foo`)."""
+    try: d = torch.device(device)
+    except (RuntimeError, TypeError, ValueError):
+        raise VimpacError(f"device {device!r}: not a device name; expected cpu, cuda or cuda:N") from None
+    if d.type == "cuda":
+        n = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if n == 0: raise VimpacError(f"device {device!r}: no CUDA GPU here (torch {torch.__version__}, "
+                                     f"{'a CPU-only build' if torch.version.cuda is None else 'no GPU visible'}); use cpu")
+        if d.index is not None and d.index >= n:
+            raise VimpacError(f"device {device!r}: this machine has {n} GPU(s), cuda:0 to cuda:{n - 1}")
+    elif d.type == "mps":
+        if not (hasattr(torch.backends, "mps") and torch.backends.mps.is_available()):
+            raise VimpacError(f"device {device!r}: MPS is not available here; use cpu")
+    elif d.type != "cpu": raise VimpacError(f"device {device!r}: not supported; expected cpu, cuda or cuda:N")
+    return d
+
 def get_device(device: str | torch.device | None = None) -> torch.device:
-    "`device` if given, else CUDA when available, else the CPU."
-    if device is not None: return torch.device(device)
+    "`device` if given (checked by `check_device`), else CUDA when available, else the CPU."
+    if device is not None: return check_device(device)
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 def make_generator(seed: int, device: str | torch.device = "cpu") -> torch.Generator:
@@ -81,6 +100,27 @@ def derive_seed(*keys: int | str) -> int:
     "A 63-bit seed derived from `keys` (e.g. seed, epoch, sample index) by hashing: one independent stream per key tuple."
     h = hashlib.blake2b("/".join(map(str, keys)).encode(), digest_size=8).digest()
     return int.from_bytes(h, "little") & ((1 << 63) - 1)
+
+# %% ../nbs/00a_utils.ipynb #68a013c8
+import math, numbers
+def check_number(name: str | None, value, integer: bool = False, gt=None, ge=None, lt=None, le=None):
+    """`value` (a number, or a string from a command line) as an `int` (`integer`) or a finite `float`, within
+    the bounds `gt` < value, `ge` <= value, value < `lt`, value <= `le`. Raises `VimpacError` "NAME: expected an
+    integer >= 1, got 0" naming the option `name` (left out when None), what is allowed and the value given."""
+    bounds = [f"{op} {b:g}" for op, b in ((">", gt), (">=", ge), ("<", lt), ("<=", le)) if b is not None]
+    allowed = ("an integer" if integer else "a finite number") + (" " + " and ".join(bounds) if bounds else "")
+    def bad(): return VimpacError(f"{name + ': ' if name else ''}expected {allowed}, got {value!r}")
+    if isinstance(value, bool): raise bad()
+    try:
+        if integer:
+            if isinstance(value, str): v = int(value.strip())
+            elif isinstance(value, numbers.Integral): v = int(value)
+            else: raise bad()
+        else: v = float(value)
+    except (TypeError, ValueError): raise bad() from None
+    if not math.isfinite(v) or (gt is not None and not v > gt) or (ge is not None and not v >= ge) \
+            or (lt is not None and not v < lt) or (le is not None and not v <= le): raise bad()
+    return v
 
 # %% ../nbs/00a_utils.ipynb #fa571d4c
 def warmup_linear(step: int, total: int, warmup_ratio: float) -> float:
