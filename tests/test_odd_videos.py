@@ -140,6 +140,15 @@ def test_stream_not_starting_at_zero(tmp_path, start, ext):
 
 
 @needs_ffmpeg
+def test_spliced_transport_streams(tmp_path):
+    "Two 3 s transport streams joined with cat: the timeline jumps back; both halves are kept (was: the second lost)."
+    part = make(tmp_path / "part.ts", n=30)
+    joined = tmp_path / "joined.ts"; joined.write_bytes(part.read_bytes() * 2)
+    frames, info = decode(joined)
+    assert frame_index(frames, 30) == [0, 5, 10, 15, 20, 25] * 2 and info["duration"] == pytest.approx(6.0, abs=1e-3)
+
+
+@needs_ffmpeg
 def test_header_duration_that_lies(tmp_path, tok):
     "A Matroska header claiming 1 h for a 5 s clip: T and the recorded duration come from the decoded stream."
     clip = make(tmp_path / "lie.mkv", n=50)

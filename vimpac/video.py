@@ -194,8 +194,10 @@ def sample_frames(path, fps: float = 2.0, sizes=(128,), chunk: int = 64, max_fra
             # no timestamp (a raw elementary stream): the previous frame's time plus its duration
             t = frame.time if frame.time is not None else (0.0 if prev_t is None else prev_t + last_dur)
             prev_t = t
-            if t0 is None: t0 = t
+            if t0 is None: t0 = start = t  # t0: the timeline's origin (moved by splices); start: the first frame's time
             t -= t0
+            if last_t is not None and t < last_t - _EPS:  # the timeline went back (spliced streams): continue it
+                shift = last_t + last_dur - t; t0 -= shift; t += shift
             while held is not None and not done() and k / fps + half - _EPS <= t:  # instants before this frame
                 if (ready := emit()) is not None: yield ready
             if done(): break
@@ -220,7 +222,7 @@ def sample_frames(path, fps: float = 2.0, sizes=(128,), chunk: int = 64, max_fra
             if s.frames: expected = _instants(s.frames / rate - 1 / rate / 2, fps)
             elif header: expected = _instants(header - half, fps)
             elif c.duration: expected = _instants(c.duration / 1e6 - half, fps)
-        info.update(frames=k, decoded=n_dec, duration=round(duration, 6), start=round(t0, 6), partial=partial, expected=expected)
+        info.update(frames=k, decoded=n_dec, duration=round(duration, 6), start=round(start, 6), partial=partial, expected=expected)
 
 def decode_frames(path, fps: float = 2.0, sizes=(128,), max_frames: int | None = None,
                   info: dict | None = None) -> list[np.ndarray]:
