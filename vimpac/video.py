@@ -85,8 +85,10 @@ def _open(path):
     return container
 
 def video_info(path) -> dict:
-    """Container metadata of a video: `fps` (float, frames/s), `duration` (s), `width`, `height` (pixels) and `frames`
-    (the stream's frame count, 0 if unknown). Raises `VimpacError` for a missing or unreadable file."""
+    """Container metadata of a video, as its header states it: `fps` (float, frames/s), `duration` (s), `width`,
+    `height` (coded pixels, before any display rotation) and `frames` (the stream's frame count, 0 if unknown).
+    Headers can lie or be missing: `sample_frames` reports what the decoded stream holds. Raises `VimpacError` for a
+    missing or unreadable file."""
     with _open(path) as c:
         s = c.streams.video[0]
         fps = float(s.average_rate or s.guessed_rate or 0)
