@@ -13,7 +13,7 @@ def test_pretraining_learns_on_sample_videos(tmp_path):
     build_store(videos, tok, tmp_path / "store", fps=2, frame_size=64, progress=False)
     store = TokenStore(tmp_path / "store", tokenizer=tok)
     cfg = PretrainConfig(steps=200, batch_size=3, lr=2e-3, log_every=10, seed=1)
-    before = evaluate_masking(pretrain(store, "tiny", PretrainConfig(steps=0, seed=1), device="cpu", progress=False)[0], store, cfg)
+    before = evaluate_masking(pretrain(store, "tiny", PretrainConfig(steps=0, batch_size=3, seed=1), device="cpu", progress=False)[0], store, cfg)
     model, hist = pretrain(store, "tiny", cfg, device="cpu", progress=False)
     after = evaluate_masking(model, store, cfg)
     first = np.mean([h["loss"] for h in hist[:2]]); last = np.mean([h["loss"] for h in hist[-3:]])
