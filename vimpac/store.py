@@ -18,7 +18,8 @@ from .utils import VimpacError, write_json
 from .video import iter_views, check_fps, list_videos, VIEW_SETS, parse_view
 
 # %% auto #0
-__all__ = ['STORE_FORMAT', 'MAP_SIZE', 'video_key', 'expand_inputs', 'shard_name', 'StoreSummary', 'build_store', 'TokenStore']
+__all__ = ['STORE_FORMAT', 'MAP_SIZE', 'READABLE_FORMATS', 'video_key', 'expand_inputs', 'shard_name', 'StoreSummary',
+           'build_store', 'TokenStore']
 
 # %% ../nbs/02_store.ipynb #28c12336
 STORE_FORMAT = "vimpac-token-store/3"  # /3: keys from paths relative to the root given (/2: absolute paths)
@@ -199,6 +200,9 @@ def _check_meta(out: Path, meta: dict):
     f = out/"meta.json"
     if not f.is_file(): return
     old = _read_meta(f)
+    if old["format"] != STORE_FORMAT:
+        raise VimpacError(f"{out}: store format {old['format']!r} (keys from absolute paths) is read by this version but "
+                          f"not extended, as its videos would be stored again under new keys; tokenize into a new folder")
     keys = ("format", "fps", "frame_size", "views", "tokenizer", "vocab_size")
     diff = {k: (old.get(k), meta[k]) for k in keys if old.get(k) != meta[k]}
     if diff:
@@ -312,12 +316,16 @@ _META_FIELDS = dict(  # what a reader needs from meta.json -> (check, what it mu
     vocab_size=(lambda v: isinstance(v, int) and not isinstance(v, bool) and v > 0, "a positive integer"),
     tokenizer=(lambda v: isinstance(v, dict), "an object {name, hash}"))
 
+# Formats this version reads. A /2 store (keys from absolute paths) reads as before but is not extended: its keys
+# would not match the relative ones, and every video would be stored a second time.
+READABLE_FORMATS = ("vimpac-token-store/2", STORE_FORMAT)
+
 def _read_meta(f: Path) -> dict:
     """The token store's `meta.json` at `f`. Raises `VimpacError` naming `f` when it is not valid JSON, of another
     store format, or lacks (or has a wrong-typed) one of the fields a reader needs."""
     meta = read_json(f, "a token store's meta.json", required=("format",))
-    if meta["format"] != STORE_FORMAT:
-        raise VimpacError(f"{f.parent}: store format {meta['format']!r}, expected {STORE_FORMAT!r}")
+    if meta["format"] not in READABLE_FORMATS:
+        raise VimpacError(f"{f.parent}: store format {meta['format']!r}, expected one of {', '.join(READABLE_FORMATS)}")
     missing = [k for k in _META_FIELDS if k not in meta]
     if missing: raise VimpacError(f"{f}: lacks the field(s) {', '.join(missing)}, expected a token store's meta.json")
     for k, (ok, what) in _META_FIELDS.items():
@@ -390,7 +398,8 @@ class TokenStore:
         return torch.from_numpy(self.tokens(self._keys[i], self.train_view).astype(np.int64))
 
     def failures(self) -> list[dict]:
-        "The videos that failed to decode, with the reason: dicts with `key`, `path`, `reason`."
+        ("The videos that failed to decode, and those stored only in part (a decodable prefix, `partial: True`, with "
+         "`frames` kept and `expected`): dicts with `key`, `path`, `reason`.")
         out = []
         for shard in self.shards:
             with _reading(shard), _env(shard).begin() as txn:
