@@ -31,11 +31,12 @@ def _free_port() -> int:
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
     """A tiny run: two sample videos (bikes, carphone; the 720p one is left out to save decoding time) tokenized at
-    64 px by the default tokenizer, a `tiny` model pre-trained 20 steps."""
+    64 px by the default tokenizer, a `tiny` model pre-trained 10 steps (enough for the
+    plumbing; the accuracies are not the point here)."""
     tmp = tmp_path_factory.mktemp("demo")
     tok = load_tokenizer("default")
     build_store(sample_videos()[1:], tok, tmp/"store", fps=2.0, frame_size=64, progress=False)
-    pretrain(TokenStore(tmp/"store", tokenizer=tok), "tiny", PretrainConfig(steps=20, batch_size=2, lr=2e-3),
+    pretrain(TokenStore(tmp/"store", tokenizer=tok), "tiny", PretrainConfig(steps=10, batch_size=2, lr=2e-3),
              out=tmp/"run", progress=False)
     return tmp/"run"
 
