@@ -51,6 +51,20 @@ def server(run_dir):
     app.close()
 
 
+@pytest.fixture(scope="module")
+def browser_server(run_dir, server):
+    """The app the browser test drives: with the shipped demo checkpoint (`vimpac/weights/demo/`) when the package
+    has it, so that `images/demo.png` shows the real demo model; else the tiny run's server."""
+    import vimpac.demo as demo
+    if not (demo.DEMO_CHECKPOINT/"config.json").is_file():
+        yield server; return
+    app = build_app()
+    port = _free_port()
+    launch(app, "127.0.0.1", port, prevent_thread_lock=True, quiet=True)
+    yield f"http://127.0.0.1:{port}/"
+    app.close()
+
+
 def test_api_reconstruct_sample_and_fake(server, tmp_path):
     client = Client(server, verbose=False)
     api = client.view_api(return_format="dict", print_info=False)
@@ -123,7 +137,8 @@ def test_python_m_serves_on_loopback(run_dir):
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (apt-get install chromium); .ci/run installs it")
-def test_browser_upload_and_run(server):
+def test_browser_upload_and_run(browser_server):
+    server = browser_server
     sync_api = pytest.importorskip("playwright.sync_api", reason="playwright for Python is not installed")
     with sync_api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
