@@ -25,7 +25,7 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/vimpac-demo --out $(DEMO_OUT) --images images
+	$(BIN)/vimpac-showcase --out $(DEMO_OUT) --images images
 
 # Notebooks are the source of truth: nbdev-clean + nbdev-export must change nothing.
 sync-check: $(STAMP)

@@ -1,4 +1,4 @@
-"""`vimpac-tokenize`, `vimpac-pretrain` and `vimpac-demo`: thin wrappers over the notebook functions.
+"""`vimpac-tokenize`, `vimpac-pretrain` and `vimpac-showcase` (the main job behind `make demo`): thin wrappers over the notebook functions. The Gradio app `vimpac-demo` is in `vimpac.demo`.
 
 Docs: https://vimpac.github.io/vimpac/cli.html.md"""
 
@@ -18,7 +18,7 @@ from .model import LAYOUTS, PRESETS
 from .viz import plot_curves, plot_reconstruction
 
 # %% auto #0
-__all__ = ['tokenize_videos', 'tokenize_main', 'pretrain_parser', 'pretrain_args', 'pretrain_main', 'run_demo', 'demo_main']
+__all__ = ['tokenize_videos', 'tokenize_main', 'pretrain_parser', 'pretrain_args', 'pretrain_main', 'run_demo', 'showcase_main']
 
 # %% ../nbs/11_cli.ipynb #d4c797d1
 def _one_line(e: BaseException) -> str:
@@ -215,9 +215,9 @@ def run_demo(out="runs/demo", images="images", size: int = 128, fps: float = 2.0
     write_json(out/"summary.json", summary)
     return summary
 
-def demo_main(argv=None):
-    "Console script `vimpac-demo`."
-    p = _Parser(prog="vimpac-demo", description="VIMPAC end to end on the bundled sample videos.")
+def showcase_main(argv=None):
+    "Console script `vimpac-showcase`: the main job behind `make demo` (`vimpac-demo` is the Gradio app, `vimpac.demo`)."
+    p = _Parser(prog="vimpac-showcase", description="VIMPAC end to end on the bundled sample videos.")
     p.add_argument("--out", type=_folder, default="runs/demo"); p.add_argument("--images", type=_folder, default="images")
     p.add_argument("--size", type=_number(integer=True, ge=1), default=128); p.add_argument("--fps", type=_number(gt=0), default=2.0)
     p.add_argument("--steps", type=_number(integer=True, ge=1), default=400); p.add_argument("--tokenizer", default="default")
