@@ -31,7 +31,8 @@ demo: $(STAMP)
 # JupyterLab on the loopback interface in nbs/ (the lab extra is installed here only, so `make test` stays as fast).
 lab: $(STAMP)
 	@$(BIN)/python -c "import jupyterlab, ipywidgets" >/dev/null 2>&1 || $(BIN)/python -m pip install -q -e ".[lab]"
-	cd nbs && ../$(BIN)/jupyter lab --ip 127.0.0.1 --port $(LAB_PORT) --no-browser
+	@# --allow-root only where we are root (a container), which JupyterLab refuses otherwise
+	cd nbs && ../$(BIN)/jupyter lab --ip 127.0.0.1 --port $(LAB_PORT) --no-browser $$([ "$$(id -u)" = 0 ] && echo --allow-root)
 
 # Notebooks are the source of truth: nbdev-clean + nbdev-export must change nothing.
 sync-check: $(STAMP)
