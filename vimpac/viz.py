@@ -15,7 +15,8 @@ from .masking import apply_mask, nearest_neighbour_fill
 
 # %% auto #0
 __all__ = ['plot_frames', 'token_colours', 'token_image', 'plot_tokens', 'plot_mask_overlay', 'mask_voxels', 'plot_mask_cube',
-           'reconstruct', 'predict_masked', 'plot_reconstruction', 'savefig', 'plot_nn_reconstruction', 'plot_curves']
+           'reconstruct', 'predict_masked', 'plot_reconstruction', 'savefig', 'plot_nn_reconstruction', 'plot_curves',
+           'explore_state', 'explore']
 
 # %% ../nbs/09_viz.ipynb #398a1010
 def _as_float_frames(frames) -> np.ndarray:
@@ -237,3 +238,97 @@ def plot_curves(history: list[dict], path=None, baseline: float | None = None):
     fig.tight_layout()
     if path is not None: savefig(fig, path)
     return fig
+
+# %% ../nbs/09_viz.ipynb #175eff76
+from .video import sample_videos, read_video
+from .tokenizer import load_tokenizer
+from .model import VimpacForPreTraining
+from .masking import block_mask, iid_mask, copy_accuracy
+
+def _video_path(video) -> Path:
+    "None → the first sample clip; a sample's file name → that clip; anything else is a path."
+    samples = {p.name: p for p in sample_videos()}
+    if video is None or video == "": return next(iter(samples.values()))
+    return samples.get(str(video), Path(video))
+
+def explore_state(model, tokenizer="default", video=None, strategy: str = "block", num_blocks: int = 5,
+                  ratio: float = 0.5, seed: int = 0, neighbour: str = "spatial", fps: float = 2.0, start: int = 0) -> dict:
+    """What the explorer shows, without widgets. `model`: a `VimpacForPreTraining` or a folder saved by
+    `save_pretrained` (a run's output); `tokenizer`: a tokenizer or a name for `load_tokenizer`; `video`: a sample's
+    file name (`sample_videos()`), a path, or None (the first sample). The clip is `model.config.max_frames` frames
+    from frame `start` at `fps`, at the model's resolution (token map x the tokenizer's downsampling). The mask is
+    `block_mask` with `num_blocks` (`strategy="block"`) or `iid_mask` with `ratio` (`"iid"`), drawn from `seed`.
+    Returns a dict: `frames` uint8 (T, S, S, 3), `tokens` int64 (T, h, w), `mask` bool (T, h, w), `model_accuracy`
+    and `copy_accuracy` (floats in [0, 1]: the model's top-1 and `nearest_neighbour_fill` with `neighbour`, over the
+    masked tokens), and the figures `reconstruction` (`plot_reconstruction`) and `nearest_neighbour` (the tokens
+    decoded, then the fill decoded, the masked region outlined). Raises `VimpacError` for an unknown strategy or
+    neighbour mode, an unreadable video or model folder, or a video too short for the model."""
+    if strategy not in ("block", "iid"): raise VimpacError(f"strategy: {strategy!r} is not one of 'block', 'iid'")
+    if neighbour not in ("spatial", "spatiotemporal"):
+        raise VimpacError(f"neighbour: {neighbour!r} is not one of 'spatial', 'spatiotemporal'")
+    if model is None: raise VimpacError("model: give a VimpacForPreTraining or a folder saved by save_pretrained")
+    if isinstance(model, (str, Path)): model = VimpacForPreTraining.from_pretrained(model)
+    tok = load_tokenizer(tokenizer) if isinstance(tokenizer, (str, Path)) else tokenizer
+    c = model.config; T, (h, w) = c.max_frames, c.token_map
+    path = _video_path(video)
+    frames = read_video(path, fps=fps, size=h * tok.downsample)[start:start + T]
+    if len(frames) < T:
+        raise VimpacError(f"{path}: {len(frames)} frames at {fps} fps from frame {start}, the model needs {T}")
+    with torch.no_grad(): z = tok.encode(frames).cpu()
+    g = torch.Generator().manual_seed(int(seed))
+    mask = (block_mask((1, T, h, w), int(num_blocks), generator=g) if strategy == "block"
+            else iid_mask((1, T, h, w), float(ratio), generator=g))[0]
+    r = reconstruct(model, z, mask)
+    copy = copy_accuracy(z[None], mask[None], neighbour)
+    what = f"{num_blocks} blocks" if strategy == "block" else f"i.i.d. {ratio:.0%}"
+    rec = plot_reconstruction(frames, tok, model, mask, title=f"{path.name}, {what}, seed {seed}: model accuracy {r['accuracy']:.1%}")
+    with torch.no_grad():
+        dec = lambda t: tok.decode(t).permute(0, 2, 3, 1).float().cpu().numpy()
+        fill = dec(nearest_neighbour_fill(z[None], mask[None], neighbour)[0])
+    fill[_edges(_mask_pixels(mask, tok.downsample))] = (1.0, 0.1, 0.1)
+    nn = _frame_grid([("tokens decoded", dec(z)), (f"{neighbour}\nnearest-neighbour fill", fill)], (1.9 * T, 4.4), 9,
+                     f"copying the nearest visible token: accuracy {copy:.1%}", 10, None)
+    return dict(frames=frames, tokens=z, mask=mask, model_accuracy=r["accuracy"], copy_accuracy=copy,
+                reconstruction=rec, nearest_neighbour=nn)
+
+def explore(model, tokenizer="default", video=None, fps: float = 2.0, start: int = 0, **kw):
+    """An ipywidgets explorer (JupyterLab, `make lab`): pick the video (a sample or a path), the strategy, the number
+    of blocks or the ratio, the seed, the neighbour mode and the model (a folder saved by `save_pretrained`, or the
+    `model` given), and see `explore_state`'s two figures and accuracies update. `kw` sets the controls' first
+    values (`strategy`, `num_blocks`, `ratio`, `seed`, `neighbour`); `fps` and `start` choose the frames. Returns the widget; its `controls` (a dict
+    of the widgets by `explore_state` argument, and `checkpoint`), `status` (an HTML line with the accuracies or the
+    one-line error) and `update()` are there for scripts and tests. Raises `VimpacError` without ipywidgets."""
+    try: import ipywidgets as W
+    except ImportError: raise VimpacError("explore: needs ipywidgets; install it with `pip install 'vimpac[lab]'` (or `make lab`)") from None
+    from IPython.display import display
+    tok = load_tokenizer(tokenizer) if isinstance(tokenizer, (str, Path)) else tokenizer
+    given = model
+    names = [p.name for p in sample_videos()]
+    v = kw.get
+    ctl = dict(video=W.Combobox(value=str(video or names[0]), options=names, description="video", placeholder="a sample or a path",
+                                  continuous_update=False),
+               strategy=W.ToggleButtons(options=["block", "iid"], value=v("strategy", "block"), description="strategy"),
+               num_blocks=W.IntSlider(value=v("num_blocks", 5), min=1, max=20, description="blocks", continuous_update=False),
+               ratio=W.FloatSlider(value=v("ratio", 0.5), min=0.05, max=0.95, step=0.05, description="i.i.d. ratio", continuous_update=False),
+               seed=W.IntText(value=v("seed", 0), description="seed"),
+               neighbour=W.Dropdown(options=["spatial", "spatiotemporal"], value=v("neighbour", "spatial"), description="neighbour"),
+               checkpoint=W.Text(value=str(given) if isinstance(given, (str, Path)) else "", description="model",
+                                 placeholder="a saved model folder (empty: the model given)", continuous_update=False))
+    status, out = W.HTML(), W.Output()
+    def update(*_):
+        args = {k: w.value for k, w in ctl.items() if k not in ("checkpoint", "video")}
+        ck = ctl["checkpoint"].value.strip()
+        try: s = explore_state(ck if ck else given, tok, ctl["video"].value.strip() or None, fps=fps, start=start, **args)
+        except VimpacError as e:
+            status.value = f"<b>error:</b> {e}"; return None
+        status.value = f"mask accuracy: model <b>{s['model_accuracy']:.1%}</b>, copying the nearest visible token <b>{s['copy_accuracy']:.1%}</b>"
+        with out:
+            out.clear_output(wait=True); display(s["reconstruction"], s["nearest_neighbour"])
+        plt.close(s["reconstruction"]); plt.close(s["nearest_neighbour"])
+        return s
+    for w in ctl.values(): w.observe(update, names="value")
+    ui = W.VBox([W.HBox([ctl["video"], ctl["checkpoint"]]), W.HBox([ctl["strategy"], ctl["neighbour"]]),
+                 W.HBox([ctl["num_blocks"], ctl["ratio"], ctl["seed"]]), status, out])
+    ui.controls, ui.status, ui.update = ctl, status, update
+    update()
+    return ui
