@@ -1,4 +1,4 @@
-# The README's two commands: `make demo` and `make test`.
+# The README's commands: `make demo`, `make test` and `make lab`.
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
@@ -6,8 +6,9 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 TORCH_CPU := torch==2.13.0
 DEMO_OUT ?= runs/demo
+LAB_PORT ?= 8888
 
-.PHONY: demo test install lint sync-check nbtest pytest export clean-venv
+.PHONY: demo test lab install lint sync-check nbtest pytest export clean-venv
 
 install: $(STAMP)
 
@@ -26,6 +27,12 @@ $(STAMP): pyproject.toml
 
 demo: $(STAMP)
 	$(BIN)/vimpac-showcase --out $(DEMO_OUT) --images images
+
+# JupyterLab on the loopback interface in nbs/ (the lab extra is installed here only, so `make test` stays as fast).
+lab: $(STAMP)
+	@$(BIN)/python -c "import jupyterlab, ipywidgets" >/dev/null 2>&1 || $(BIN)/python -m pip install -q -e ".[lab]"
+	@# --allow-root only where we are root (a container), which JupyterLab refuses otherwise
+	cd nbs && ../$(BIN)/jupyter lab --ip 127.0.0.1 --port $(LAB_PORT) --no-browser $$([ "$$(id -u)" = 0 ] && echo --allow-root)
 
 # Notebooks are the source of truth: nbdev-clean + nbdev-export must change nothing.
 sync-check: $(STAMP)

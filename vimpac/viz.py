@@ -1,4 +1,4 @@
-"""The reconstruction figure (original, VQ-VAE, block-masked input, model prediction) and training curves.
+"""Frame strips, token maps, masks (overlaid and as a voxel cube), the reconstruction figure with the model's confidence, the nearest-neighbour figure (Fig. 7) and training curves: plain functions returning matplotlib figures, shared by the notebooks, the CLI and the demo.
 
 Docs: https://vimpac.github.io/vimpac/viz.html.md"""
 
@@ -14,25 +14,118 @@ from .utils import VimpacError, atomic_path
 from .masking import apply_mask, nearest_neighbour_fill
 
 # %% auto #0
-__all__ = ['predict_masked', 'plot_reconstruction', 'savefig', 'plot_nn_reconstruction', 'plot_curves']
+__all__ = ['plot_frames', 'token_colours', 'token_image', 'plot_tokens', 'plot_mask_overlay', 'mask_voxels', 'plot_mask_cube',
+           'reconstruct', 'predict_masked', 'plot_reconstruction', 'savefig', 'plot_nn_reconstruction', 'plot_curves',
+           'explore_state', 'explore']
+
+# %% ../nbs/09_viz.ipynb #398a1010
+def _as_float_frames(frames) -> np.ndarray:
+    "uint8 (T, H, W, 3) in [0, 255] or float in [0, 1] → float (T, H, W, 3) in [0, 1]."
+    a = np.asarray(frames)
+    if a.ndim != 4 or a.shape[-1] != 3: raise VimpacError(f"frames: expected (T, H, W, 3), got shape {a.shape}")
+    return a / 255.0 if a.dtype == np.uint8 else a.astype(np.float32)
+
+def plot_frames(frames, path=None, title: str | None = None):
+    """A strip of frames, one column per frame. `frames`: uint8 (T, H, W, 3) or float (T, H, W, 3) in [0, 1].
+    Saves a PNG to `path` when given; returns the figure (T axes). Raises `VimpacError` for another shape."""
+    a = _as_float_frames(frames)
+    return _frame_grid([("frames", a)], (1.9 * len(a), 2.3), 9, title, 10, path)
+
+def token_colours(vocab_size: int, seed: int = 0) -> np.ndarray:
+    "A fixed random colour per code: float32 (vocab_size, 3) in [0, 1], the same for the same `seed`."
+    return np.random.default_rng(seed).uniform(0.05, 0.95, (vocab_size, 3)).astype(np.float32)
+
+def token_image(tokens, vocab_size: int, seed: int = 0) -> np.ndarray:
+    """Integer tokens (T, h, w) as an image: float32 (T, h, w, 3), each code in its `token_colours` colour.
+    Raises `VimpacError` for a code outside [0, vocab_size)."""
+    z = torch.as_tensor(tokens).long().cpu().numpy()
+    if z.size and (z.min() < 0 or z.max() >= vocab_size):
+        raise VimpacError(f"tokens: codes in [{z.min()}, {z.max()}] outside the vocabulary [0, {vocab_size})")
+    return token_colours(vocab_size, seed)[z]
+
+def plot_tokens(tokens, vocab_size: int, tokenizer=None, path=None, title: str | None = None):
+    """The token maps of a clip, int64 (T, h, w): a row with a fixed random colour per code (`token_image`; equal
+    codes have equal colours, so a static background shows as a steady pattern), and, when `tokenizer` is given,
+    a row with the tokens decoded by it. Saves a PNG to `path` when given; returns the figure."""
+    z = torch.as_tensor(tokens).long()
+    rows = [(f"codes ({vocab_size})", token_image(z, vocab_size))]
+    if tokenizer is not None:
+        with torch.no_grad(): rows.append(("decoded", tokenizer.decode(z).permute(0, 2, 3, 1).float().cpu().numpy()))
+    return _frame_grid(rows, (1.9 * len(z), 2.2 * len(rows)), 9, title, 10, path)
+
+def plot_mask_overlay(frames, mask, path=None, title: str | None = None, alpha: float = 0.45):
+    """Each frame (uint8 (T, S, S, 3) or float in [0, 1]) with the bool token mask (T, h, w) over it: masked tokens
+    tinted red (`alpha`) and the region outlined. S must be a multiple of h and w. Saves a PNG to `path` when
+    given; returns the figure (T axes). Raises `VimpacError` when the shapes do not fit."""
+    a = _as_float_frames(frames); m = torch.as_tensor(mask).bool().cpu()
+    T, S = a.shape[0], a.shape[1]
+    if m.ndim != 3 or m.shape[0] != T or S % m.shape[1] or a.shape[2] % m.shape[2] or S // m.shape[1] != a.shape[2] // m.shape[2]:
+        raise VimpacError(f"mask: shape {tuple(m.shape)} does not fit frames of shape {a.shape[:3]}")
+    mp = _mask_pixels(m, S // m.shape[1])
+    out = a.copy()
+    out[mp] = (1 - alpha) * out[mp] + alpha * np.array([1.0, 0.0, 0.0])
+    out[_edges(mp)] = (1.0, 0.1, 0.1)
+    return _frame_grid([(f"mask ({m.float().mean():.0%})", out)], (1.9 * T, 2.3), 9, title, 10, path)
+
+def mask_voxels(mask) -> np.ndarray:
+    """The bool mask (T, h, w) as the array drawn by `plot_mask_cube`: axes (column x, frame t, row y from the
+    bottom), i.e. `vox[x, t, h-1-y] == mask[t, y, x]`, so time runs into the picture and the image is upright."""
+    m = torch.as_tensor(mask).bool().cpu().numpy()
+    return np.transpose(m, (2, 0, 1))[:, :, ::-1]
+
+def plot_mask_cube(mask, path=None, title: str | None = None):
+    """The bool block mask (T, h, w) as a 3-D voxel cube (`ax.voxels`): one cube per masked token, frame on the
+    depth axis, coloured by frame. Saves a PNG to `path` when given; returns the figure (one 3-D axes holding one
+    collection per masked token)."""
+    vox = mask_voxels(mask)
+    W, T, H = vox.shape
+    colours = np.empty(vox.shape + (4,), dtype=np.float32)
+    colours[:] = plt.get_cmap("plasma")(np.linspace(0.1, 0.85, T))[None, :, None]
+    colours[..., 3] = 0.85
+    fig = plt.figure(figsize=(5, 4.6))
+    ax = fig.add_subplot(projection="3d")
+    ax.voxels(vox, facecolors=colours, edgecolor=(0, 0, 0, 0.35), linewidth=0.3)
+    ax.set_xlabel("x (token)"); ax.set_ylabel("frame"); ax.set_zlabel("y (token)")
+    ax.set_xlim(0, W); ax.set_ylim(0, T); ax.set_zlim(0, H); ax.set_box_aspect((W, T * 1.5, H))
+    ax.set_title(title or f"block mask: {int(vox.sum())} of {vox.size} tokens", fontsize=10)
+    if path is not None: savefig(fig, path)
+    return fig
 
 # %% ../nbs/09_viz.ipynb #f46d13d1
 @torch.no_grad()
+def reconstruct(model, tokens: torch.Tensor, mask: torch.Tensor) -> dict:
+    """Run the mask-then-predict model on one clip of int64 tokens (T, h, w) with the bool mask (T, h, w) (the masked
+    non-[PAD] positions become [MASK]). Returns a dict of CPU tensors (T, h, w): `pred` int64 (the visible tokens kept,
+    the most likely code at masked positions), `confidence` float32 (the top-1 softmax probability at masked
+    positions, NaN elsewhere), `correct` bool (top-1 equals the original token; False where not masked), `masked`
+    bool (the positions predicted), and `accuracy`, a float in [0, 1] (NaN when nothing is masked).
+    Raises `VimpacError` when the mask's shape differs from the tokens'."""
+    was = model.training; model.eval()
+    try:
+        dev = next(model.parameters()).device
+        c = model.config
+        tokens, mask = tokens.to(dev), mask.to(dev)
+        inputs, labels = apply_mask(tokens[None], mask[None], c.mask_id, c.pad_id)
+        o = model(inputs, labels)
+        sel = labels[0] != -100
+        prob = o["logits"].float().softmax(-1)
+        conf, top = prob.max(-1)
+        pred = tokens.clone(); pred[sel] = top
+        confidence = torch.full(tokens.shape, float("nan"), device=dev); confidence[sel] = conf
+        correct = torch.zeros_like(sel); correct[sel] = top == tokens[sel]
+        n = int(sel.sum())
+        acc = float(correct.sum()) / n if n else float("nan")
+        return dict(pred=pred.cpu(), confidence=confidence.cpu(), correct=correct.cpu(), masked=sel.cpu(), accuracy=acc)
+    finally:
+        model.train(was)
+
 def predict_masked(model, tokens: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Fill the masked positions of int64 tokens (T, h, w) with the model's most likely code; visible tokens are
-    kept. `mask` is bool (T, h, w). Returns int64 (T, h, w)."""
-    was = model.training; model.eval()
-    dev = next(model.parameters()).device
-    c = model.config
-    inputs, labels = apply_mask(tokens[None].to(dev), mask[None].to(dev), c.mask_id, c.pad_id)
-    o = model(inputs, labels)
-    out = tokens.clone().to(dev)
-    out[mask.to(dev) & (tokens.to(dev) != c.pad_id)] = o["logits"].argmax(-1)
-    model.train(was)
-    return out.cpu()
+    kept. `mask` is bool (T, h, w). Returns int64 (T, h, w) (`reconstruct(...)["pred"]`)."""
+    return reconstruct(model, tokens, mask)["pred"]
 
 def _mask_pixels(mask: torch.Tensor, factor: int) -> np.ndarray:
-    return mask.repeat_interleave(factor, -2).repeat_interleave(factor, -1).numpy()
+    return torch.as_tensor(mask).repeat_interleave(factor, -2).repeat_interleave(factor, -1).numpy()
 
 def _edges(m: np.ndarray) -> np.ndarray:
     "Boundary pixels of a bool (T, H, W) region."
@@ -40,37 +133,58 @@ def _edges(m: np.ndarray) -> np.ndarray:
     inner[:, 1:] &= m[:, :-1]; inner[:, :-1] &= m[:, 1:]; inner[:, :, 1:] &= m[:, :, :-1]; inner[:, :, :-1] &= m[:, :, 1:]
     return m & ~inner
 
-def plot_reconstruction(frames: np.ndarray, tokenizer, model, mask: torch.Tensor, path=None, title: str | None = None):
-    """Four rows for one clip of uint8 frames (T, S, S, 3) and its bool block mask (T, S/8, S/8): original frames,
-    VQ-VAE reconstruction, block-masked input, model prediction decoded. Saves a PNG to `path` when given.
-    Returns the matplotlib figure. Raises `VimpacError` when the mask does not match the token map."""
+def plot_reconstruction(frames: np.ndarray, tokenizer, model, mask: torch.Tensor, path=None, title: str | None = None,
+                        score: str = "confidence"):
+    """Five rows for one clip of uint8 frames (T, S, S, 3) and its bool mask (T, S/f, S/f) (f = the tokenizer's
+    downsampling): original frames, VQ-VAE reconstruction, masked input (masked tokens grey, the region outlined in
+    red), the model's prediction decoded (visible tokens kept), and per masked token a heat map of `score`:
+    `"confidence"` (the top-1 softmax probability, in [0, 1]) or `"correct"` (1 where the top-1 code equals the
+    original token, 0 where not); unmasked tokens are light grey. The row's label gives the mask accuracy.
+    Saves a PNG to `path` when given. Returns the matplotlib figure (5*T frame axes, then a colour bar).
+    Raises `VimpacError` when the mask does not match the token map or `score` is unknown."""
+    if score not in ("confidence", "correct"):
+        raise VimpacError(f"score: {score!r} is not one of 'confidence', 'correct'")
     tokens = tokenizer.encode(frames).cpu()
     if mask.shape != tokens.shape:
         raise VimpacError(f"mask: shape {tuple(mask.shape)} differs from the clip's token maps {tuple(tokens.shape)}")
     f = tokenizer.downsample
-    vq = tokenizer.decode(tokens).permute(0, 2, 3, 1).cpu().numpy()
-    pred = tokenizer.decode(predict_masked(model, tokens, mask)).permute(0, 2, 3, 1).cpu().numpy()
-    mp = _mask_pixels(mask, f)
+    r = reconstruct(model, tokens, mask)
+    vq = tokenizer.decode(tokens).permute(0, 2, 3, 1).float().cpu().numpy()
+    pred = tokenizer.decode(r["pred"]).permute(0, 2, 3, 1).float().cpu().numpy()
+    mp = _mask_pixels(mask.cpu(), f)
     masked = np.where(mp[..., None], 0.5, vq)
     edge = _edges(mp)
     masked[edge] = (1.0, 0.1, 0.1)
     pred_outlined = pred.copy(); pred_outlined[edge] = (1.0, 0.1, 0.1)
-    rows = [("original", frames / 255.0), ("VQ-VAE reconstruction", vq), ("block-masked input", masked),
-            ("model prediction", pred_outlined)]
+    heat = r["confidence"].numpy() if score == "confidence" else np.where(r["masked"], r["correct"].float(), np.nan)
+    label = ("top-1 confidence" if score == "confidence" else "top-1 correct") + f"\n(accuracy {r['accuracy']:.0%})"
+    rows = [("original", frames / 255.0), ("VQ-VAE reconstruction", vq), ("masked input", masked),
+            ("model prediction", pred_outlined), (label, heat)]
     T = len(frames)
-    return _frame_grid(rows, (1.9 * T, 8.2), 10, title, 11, path)
+    return _frame_grid(rows, (1.9 * T + 0.8, 10.2), 10, title, 11, path)
 
 def _frame_grid(rows, figsize, label_size, title, title_size, path):
-    "A grid of frames: one row per (label, images (T, S, S, 3) in [0, 1]), one column per frame; saved to `path`."
+    """A grid of frames: one row per (label, images), one column per frame; images are RGB (T, S, S, 3) in [0, 1], or
+    a heat map (T, h, w) in [0, 1] with NaN where there is nothing to show (then a colour bar is added).
+    Saved to `path` when given."""
     T = len(rows[0][1])
     fig, axs = plt.subplots(len(rows), T, figsize=figsize, squeeze=False)
+    im = None
     for r, (name, imgs) in enumerate(rows):
         for t in range(T):
-            ax = axs[r, t]; ax.imshow(np.clip(imgs[t], 0, 1)); ax.set_xticks([]); ax.set_yticks([])
+            ax = axs[r, t]; ax.set_xticks([]); ax.set_yticks([])
+            if imgs[t].ndim == 2:
+                cmap = plt.get_cmap("viridis").with_extremes(bad=(0.85, 0.85, 0.85))
+                im = ax.imshow(np.ma.masked_invalid(imgs[t]), cmap=cmap, vmin=0, vmax=1, interpolation="nearest")
+            else: ax.imshow(np.clip(imgs[t], 0, 1))
             if t == 0: ax.set_ylabel(name, fontsize=label_size)
             if r == 0: ax.set_title(f"frame {t}", fontsize=9)
     if title: fig.suptitle(title, fontsize=title_size)
     fig.tight_layout()
+    if im is not None:
+        fig.subplots_adjust(right=0.92)
+        b = axs[-1, -1].get_position()
+        fig.colorbar(im, cax=fig.add_axes((0.935, b.y0, 0.012, b.height)))
     if path is not None: savefig(fig, path)
     return fig
 
@@ -124,3 +238,97 @@ def plot_curves(history: list[dict], path=None, baseline: float | None = None):
     fig.tight_layout()
     if path is not None: savefig(fig, path)
     return fig
+
+# %% ../nbs/09_viz.ipynb #175eff76
+from .video import sample_videos, read_video
+from .tokenizer import load_tokenizer
+from .model import VimpacForPreTraining
+from .masking import block_mask, iid_mask, copy_accuracy
+
+def _video_path(video) -> Path:
+    "None → the first sample clip; a sample's file name → that clip; anything else is a path."
+    samples = {p.name: p for p in sample_videos()}
+    if video is None or video == "": return next(iter(samples.values()))
+    return samples.get(str(video), Path(video))
+
+def explore_state(model, tokenizer="default", video=None, strategy: str = "block", num_blocks: int = 5,
+                  ratio: float = 0.5, seed: int = 0, neighbour: str = "spatial", fps: float = 2.0, start: int = 0) -> dict:
+    """What the explorer shows, without widgets. `model`: a `VimpacForPreTraining` or a folder saved by
+    `save_pretrained` (a run's output); `tokenizer`: a tokenizer or a name for `load_tokenizer`; `video`: a sample's
+    file name (`sample_videos()`), a path, or None (the first sample). The clip is `model.config.max_frames` frames
+    from frame `start` at `fps`, at the model's resolution (token map x the tokenizer's downsampling). The mask is
+    `block_mask` with `num_blocks` (`strategy="block"`) or `iid_mask` with `ratio` (`"iid"`), drawn from `seed`.
+    Returns a dict: `frames` uint8 (T, S, S, 3), `tokens` int64 (T, h, w), `mask` bool (T, h, w), `model_accuracy`
+    and `copy_accuracy` (floats in [0, 1]: the model's top-1 and `nearest_neighbour_fill` with `neighbour`, over the
+    masked tokens), and the figures `reconstruction` (`plot_reconstruction`) and `nearest_neighbour` (the tokens
+    decoded, then the fill decoded, the masked region outlined). Raises `VimpacError` for an unknown strategy or
+    neighbour mode, an unreadable video or model folder, or a video too short for the model."""
+    if strategy not in ("block", "iid"): raise VimpacError(f"strategy: {strategy!r} is not one of 'block', 'iid'")
+    if neighbour not in ("spatial", "spatiotemporal"):
+        raise VimpacError(f"neighbour: {neighbour!r} is not one of 'spatial', 'spatiotemporal'")
+    if model is None: raise VimpacError("model: give a VimpacForPreTraining or a folder saved by save_pretrained")
+    if isinstance(model, (str, Path)): model = VimpacForPreTraining.from_pretrained(model)
+    tok = load_tokenizer(tokenizer) if isinstance(tokenizer, (str, Path)) else tokenizer
+    c = model.config; T, (h, w) = c.max_frames, c.token_map
+    path = _video_path(video)
+    frames = read_video(path, fps=fps, size=h * tok.downsample)[start:start + T]
+    if len(frames) < T:
+        raise VimpacError(f"{path}: {len(frames)} frames at {fps} fps from frame {start}, the model needs {T}")
+    with torch.no_grad(): z = tok.encode(frames).cpu()
+    g = torch.Generator().manual_seed(int(seed))
+    mask = (block_mask((1, T, h, w), int(num_blocks), generator=g) if strategy == "block"
+            else iid_mask((1, T, h, w), float(ratio), generator=g))[0]
+    r = reconstruct(model, z, mask)
+    copy = copy_accuracy(z[None], mask[None], neighbour)
+    what = f"{num_blocks} blocks" if strategy == "block" else f"i.i.d. {ratio:.0%}"
+    rec = plot_reconstruction(frames, tok, model, mask, title=f"{path.name}, {what}, seed {seed}: model accuracy {r['accuracy']:.1%}")
+    with torch.no_grad():
+        dec = lambda t: tok.decode(t).permute(0, 2, 3, 1).float().cpu().numpy()
+        fill = dec(nearest_neighbour_fill(z[None], mask[None], neighbour)[0])
+    fill[_edges(_mask_pixels(mask, tok.downsample))] = (1.0, 0.1, 0.1)
+    nn = _frame_grid([("tokens decoded", dec(z)), (f"{neighbour}\nnearest-neighbour fill", fill)], (1.9 * T, 4.4), 9,
+                     f"copying the nearest visible token: accuracy {copy:.1%}", 10, None)
+    return dict(frames=frames, tokens=z, mask=mask, model_accuracy=r["accuracy"], copy_accuracy=copy,
+                reconstruction=rec, nearest_neighbour=nn)
+
+def explore(model, tokenizer="default", video=None, fps: float = 2.0, start: int = 0, **kw):
+    """An ipywidgets explorer (JupyterLab, `make lab`): pick the video (a sample or a path), the strategy, the number
+    of blocks or the ratio, the seed, the neighbour mode and the model (a folder saved by `save_pretrained`, or the
+    `model` given), and see `explore_state`'s two figures and accuracies update. `kw` sets the controls' first
+    values (`strategy`, `num_blocks`, `ratio`, `seed`, `neighbour`); `fps` and `start` choose the frames. Returns the widget; its `controls` (a dict
+    of the widgets by `explore_state` argument, and `checkpoint`), `status` (an HTML line with the accuracies or the
+    one-line error) and `update()` are there for scripts and tests. Raises `VimpacError` without ipywidgets."""
+    try: import ipywidgets as W
+    except ImportError: raise VimpacError("explore: needs ipywidgets; install it with `pip install 'vimpac[lab]'` (or `make lab`)") from None
+    from IPython.display import display
+    tok = load_tokenizer(tokenizer) if isinstance(tokenizer, (str, Path)) else tokenizer
+    given = model
+    names = [p.name for p in sample_videos()]
+    v = kw.get
+    ctl = dict(video=W.Combobox(value=str(video or names[0]), options=names, description="video", placeholder="a sample or a path",
+                                  continuous_update=False),
+               strategy=W.ToggleButtons(options=["block", "iid"], value=v("strategy", "block"), description="strategy"),
+               num_blocks=W.IntSlider(value=v("num_blocks", 5), min=1, max=20, description="blocks", continuous_update=False),
+               ratio=W.FloatSlider(value=v("ratio", 0.5), min=0.05, max=0.95, step=0.05, description="i.i.d. ratio", continuous_update=False),
+               seed=W.IntText(value=v("seed", 0), description="seed"),
+               neighbour=W.Dropdown(options=["spatial", "spatiotemporal"], value=v("neighbour", "spatial"), description="neighbour"),
+               checkpoint=W.Text(value=str(given) if isinstance(given, (str, Path)) else "", description="model",
+                                 placeholder="a saved model folder (empty: the model given)", continuous_update=False))
+    status, out = W.HTML(), W.Output()
+    def update(*_):
+        args = {k: w.value for k, w in ctl.items() if k not in ("checkpoint", "video")}
+        ck = ctl["checkpoint"].value.strip()
+        try: s = explore_state(ck if ck else given, tok, ctl["video"].value.strip() or None, fps=fps, start=start, **args)
+        except VimpacError as e:
+            status.value = f"<b>error:</b> {e}"; return None
+        status.value = f"mask accuracy: model <b>{s['model_accuracy']:.1%}</b>, copying the nearest visible token <b>{s['copy_accuracy']:.1%}</b>"
+        with out:
+            out.clear_output(wait=True); display(s["reconstruction"], s["nearest_neighbour"])
+        plt.close(s["reconstruction"]); plt.close(s["nearest_neighbour"])
+        return s
+    for w in ctl.values(): w.observe(update, names="value")
+    ui = W.VBox([W.HBox([ctl["video"], ctl["checkpoint"]]), W.HBox([ctl["strategy"], ctl["neighbour"]]),
+                 W.HBox([ctl["num_blocks"], ctl["ratio"], ctl["seed"]]), status, out])
+    ui.controls, ui.status, ui.update = ctl, status, update
+    update()
+    return ui
