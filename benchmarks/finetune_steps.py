@@ -1,0 +1,81 @@
+"""Fine-tuning step throughput (issue 12, Speed): one optimizer step of `vimpac.finetune`'s path on the shared engine
+(`Engine.accumulate` over micro-batches of the classification model's own loss, then `Engine.update`: clip, AdamW,
+schedule), on random tokens, in clips/s. Prints step time, FLOPs per clip (forward + backward of the backbone,
+`model_flops` without the pre-training heads' share is within 1%) and peak memory. Asserts nothing about time.
+
+    python benchmarks/finetune_steps.py --device cpu [--out benchmarks/results/finetune_cpu.json]
+    python benchmarks/finetune_steps.py --device cuda --precision bf16 --cases small:10:256:16 [--out ...]
+
+A case is PRESET:T:S:MICRO (micro-batch clips per forward); `--accum` micro-batches make one step. Each case runs in
+its own subprocess so that peak memory (CPU: peak resident set size; GPU: peak allocated) is its own. Figures are
+medians over `--repeats` timed steps after `--warmup` steps.
+"""
+import argparse, json, platform, resource, statistics, subprocess, sys, time
+import torch
+
+
+def worker(a):
+    from vimpac.model import VimpacConfig, VimpacForVideoClassification, model_flops
+    from vimpac.engine import TrainConfig, Engine, start_run
+    if a.threads: torch.set_num_threads(a.threads)
+    preset, T, S, micro = a.case.split(":"); T, S, micro = int(T), int(S), int(micro)
+    cfg = VimpacConfig.from_preset(preset, max_frames=T, token_map=(S // 8, S // 8), gradient_checkpointing=a.checkpointing)
+    run = start_run(None, False, a.device, a.precision)
+    eng = Engine(VimpacForVideoClassification(cfg, 101), TrainConfig(lr=1e-4, precision=a.precision, compile=a.compile,
+                                                                      gradient_checkpointing=a.checkpointing), 10 ** 6, run)
+    g = torch.Generator(device=run.device).manual_seed(0)
+    G = micro * a.accum
+    batches = [(torch.randint(0, cfg.vocab_size, (micro, T, S // 8, S // 8), device=run.device, generator=g),
+                torch.randint(0, 101, (micro,), device=run.device, generator=g)) for _ in range(a.accum)]
+    def loss_fn(mb):
+        o = eng.forward(*mb)
+        return o.loss * (len(mb[1]) / G), torch.stack([o.loss.detach() * len(mb[1])])
+    sync = torch.cuda.synchronize if run.device.type == "cuda" else (lambda: None)
+    for _ in range(a.warmup): eng.update(eng.accumulate(batches, loss_fn))
+    sync()
+    if run.device.type == "cuda": torch.cuda.reset_peak_memory_stats()
+    ts = []
+    for _ in range(a.repeats):
+        t = time.perf_counter(); eng.update(eng.accumulate(batches, loss_fn)); sync(); ts.append(time.perf_counter() - t)
+    t = statistics.median(ts)
+    flops = model_flops(cfg, T, mask_ratio=0.0)
+    print(json.dumps(dict(case=a.case, accum=a.accum, clips_per_step=G, step_s=t, clips_per_s=G / t, flops_per_clip=flops,
+                          achieved_flops=flops * G / t,
+                          peak_mem_gb=(torch.cuda.max_memory_allocated() if run.device.type == "cuda"
+                                       else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024) / 1e9)))
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16", "fp16"])
+    p.add_argument("--cases", nargs="+", default=["tiny:10:128:4", "tiny:10:256:2", "small:10:128:2", "small:10:256:1"])
+    p.add_argument("--accum", type=int, default=2)
+    p.add_argument("--warmup", type=int, default=1)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--threads", type=int, default=0)
+    p.add_argument("--compile", action="store_true")
+    p.add_argument("--checkpointing", action="store_true")
+    p.add_argument("--out", default=None)
+    p.add_argument("--case", help=argparse.SUPPRESS)
+    a = p.parse_args()
+    if a.case: return worker(a)
+    rows = []
+    for case in a.cases:
+        argv = [sys.executable, __file__, "--case", case] + [x for k in ("device", "precision", "accum", "warmup", "repeats", "threads")
+                                                              for x in (f"--{k}", str(getattr(a, k)))]
+        argv += ["--compile"] * a.compile + ["--checkpointing"] * a.checkpointing
+        r = subprocess.run(argv, capture_output=True, text=True)
+        if r.returncode: print(f"{case}: failed: {r.stderr.strip().splitlines()[-1]}"); continue
+        rows.append(json.loads(r.stdout.strip().splitlines()[-1]))
+        x = rows[-1]
+        print(f"{case:>16}  {x['clips_per_step']:3d} clips/step  {x['step_s']:8.2f} s/step  {x['clips_per_s']:8.2f} clips/s  "
+              f"{x['achieved_flops'] / 1e9:8.1f} GFLOP/s  {x['peak_mem_gb']:.2f} GB")
+    if a.out:
+        meta = dict(machine=platform.machine(), processor=platform.processor(), torch=torch.__version__,
+                    threads=a.threads or torch.get_num_threads(), device=a.device, precision=a.precision)
+        json.dump(dict(meta=meta, results=rows), open(a.out, "w"), indent=1)
+
+
+if __name__ == "__main__":
+    main()
