@@ -1,4 +1,4 @@
-"""Clip pairs for pre-training: two clips of the same video are a positive pair.
+"""Clip pairs for pre-training (two clips of the same video are a positive pair), labelled clips for fine-tuning, and the official splits of action-recognition datasets.
 
 Docs: https://vimpac.github.io/vimpac/data.html.md"""
 
@@ -9,9 +9,10 @@ from __future__ import annotations
 import torch
 from .utils import VimpacError, make_generator, derive_seed
 from .masking import blocks_for_ratio
+from .video import VIEW_SETS
 
 # %% auto #0
-__all__ = ['take_clip', 'ClipPairDataset']
+__all__ = ['take_clip', 'ClipPairDataset', 'LabelledClipDataset']
 
 # %% ../nbs/06_data.ipynb #bdc2d7d1
 def take_clip(tokens: torch.Tensor, start: int, clip_len: int, pad_id: int) -> torch.Tensor:
@@ -58,3 +59,43 @@ class ClipPairDataset(torch.utils.data.Dataset):
     def batch(self, indices) -> torch.Tensor:
         "Stack the pairs of `indices`: int64 (B, 2, T, h, w)."
         return torch.stack([self[int(i)][0] for i in indices])
+
+# %% ../nbs/06_data.ipynb #71f692ee
+class LabelledClipDataset(torch.utils.data.Dataset):
+    """Fine-tuning samples from a labelled `TokenStore` (built with `labels`, §4.2). Item i is `(tokens, label)`:
+    `tokens` int64 (T, h, w) with T = `clip_len`, one temporal crop of video i (a uniform start over the valid
+    starts; padded at the end with [PAD] = `store.vocab_size` when the video is shorter than T) in one spatial view
+    drawn uniformly from `views` (view names, or a set name of `vimpac.video.VIEW_SETS`; default: all the store's
+    views); `label` the video's class index (int, into `store.classes`). All randomness is keyed by (`seed`,
+    epoch, i): call `set_epoch` between epochs, or index with `(epoch, i)`; `choice(i, epoch)` gives the
+    (view, start) a sample uses. Raises `VimpacError` for a store without labels, an empty store, `clip_len` < 1, or
+    a view the store lacks."""
+    def __init__(self, store, clip_len: int, seed: int = 0, views=None):
+        if getattr(store, "classes", None) is None or getattr(store, "labels", None) is None:
+            raise VimpacError(f"{store.path}: token store has no labels; tokenize it with labels "
+                              "(vimpac-tokenize --dataset NAME --split-dir DIR, or build_store(labels=, classes=))")
+        if len(store) == 0: raise VimpacError(f"{store.path}: token store holds no video")
+        if isinstance(clip_len, bool) or not isinstance(clip_len, int) or clip_len < 1:
+            raise VimpacError(f"clip_len: expected an integer >= 1, got {clip_len!r}")
+        if views is None: views = list(store.views)
+        elif isinstance(views, str): views = list(VIEW_SETS.get(views, [views]))
+        else: views = list(views)
+        missing = [v for v in views if v not in store.views]
+        if not views or missing:
+            raise VimpacError(f"views: {missing[0] if missing else 'none given'}: not a view of {store.path}; it has {', '.join(store.views)}")
+        self.store, self.clip_len, self.seed, self.views, self.epoch = store, clip_len, seed, views, 0
+        self.keys, self.labels, self.lengths = store.keys(), list(store.labels), list(store.lengths)
+        self.pad_id = store.vocab_size
+    classes = property(lambda self: self.store.classes)
+    def set_epoch(self, epoch: int): self.epoch = epoch
+    def __len__(self): return len(self.keys)
+    def choice(self, i: int, epoch: int | None = None) -> tuple[str, int]:
+        "The (view name, start frame) of sample i in `epoch` (default: the current one)."
+        g = make_generator(derive_seed(self.seed, self.epoch if epoch is None else epoch, i))
+        view = self.views[int(torch.randint(len(self.views), (1,), generator=g))]
+        return view, int(torch.randint(max(self.lengths[i] - self.clip_len, 0) + 1, (1,), generator=g))
+    def __getitem__(self, key) -> tuple[torch.Tensor, int]:
+        epoch, i = key if isinstance(key, tuple) else (self.epoch, key)   # (epoch, i) keys let workers skip set_epoch
+        view, start = self.choice(i, epoch)
+        clip = torch.from_numpy(self.store.clip(self.keys[i], start, self.clip_len, view).astype("int64"))
+        return take_clip(clip, 0, self.clip_len, self.pad_id), self.labels[i]
