@@ -414,5 +414,6 @@ def plot_store_retrieval(test, train, test_store, train_store, tokenizer, querie
         nb = [(j, v) for j, v in zip(ii, s) if not (same and train.keys[j] == test.keys[q])][:k]
         rows.append(dict(query=(store_frames(test_store, test.keys[q], tokenizer, frames), _name(test, q)),
                          neighbours=[(store_frames(train_store, train.keys[j], tokenizer, frames), _name(train, j), v) for j, v in nb]))
-    t = f"top-{k} training videos by [CLS] cosine similarity; frames are tokenizer reconstructions of the stored tokens"
+    t = (f"top-{k} {'other' if same else 'training'} videos by [CLS] cosine similarity; "
+         "frames are tokenizer reconstructions of the stored tokens")
     return plot_retrieval(rows, path, f"{title}\n{t}" if title else t)
