@@ -332,7 +332,10 @@ def evaluate_run(checkpoint, test, train=None, probe=None, views=None, k: int = 
                                       batch_size, dev, info, progress)
     if out is not None:
         out = Path(out); ev.write(out)
-        plot_confusion(ev.metrics["confusion"], ev.classes, out/"confusion.png", title=f"{ev.headline()}\n{Path(checkpoint).name} on {test_store.path.name}")
+        m = ev.metrics
+        plot_confusion(m["confusion"], ev.classes, out/"confusion.png",
+                       title=f"{Path(checkpoint).name} on {test_store.path.name}: {ev.method}, {ev.views} views\n"
+                             f"top-1 {m['top1']:.3f}, top-{min(5, len(ev.classes))} {m['top5']:.3f}, mean per-class {m['mean_class_acc']:.3f} ({m['n']} videos)")
         plt.close("all")
         if train is not None and retrieval:
             train_store = TokenStore(train)
