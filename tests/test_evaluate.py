@@ -11,7 +11,8 @@ import torch.nn.functional as F
 from safetensors import safe_open
 from vimpac.cli import predict_main, features_main, evaluate_main
 from vimpac.evaluate import (SPATIAL_CROPS, Features, evaluate, extract_features, knn_scores, multiview_scores, predict,
-                             probe_scores, classification_metrics, view_clips)
+                             probe_scores, classification_metrics, view_clips, match_classes)
+from vimpac.utils import VimpacError
 from vimpac.model import VimpacConfig, VimpacForPreTraining, VimpacForVideoClassification
 from vimpac.store import TokenStore, build_store
 from vimpac.tokenizer import load_tokenizer
@@ -56,6 +57,7 @@ def data(tmp_path_factory):
         build_store(list(vids[s]), tok, d / s, fps=4, frame_size=32, views=list(SPATIAL_CROPS[3]), labels=vids[s],
                     classes=CLASSES, progress=False)
     build_store(list(vids["test"]), tok, d / "centre", fps=4, frame_size=32, labels=vids["test"], classes=CLASSES, progress=False)
+    build_store(list(vids["test"])[:1], tok, d / "plain", fps=4, frame_size=32, progress=False)   # no labels
     torch.manual_seed(0)
     cfg = VimpacConfig.from_preset("tiny", vocab_size=tok.vocab_size, token_map=(4, 4), max_frames=4, num_layers=1)
     clf = VimpacForVideoClassification(cfg, num_classes=3)
@@ -152,6 +154,13 @@ def test_probes_on_separable_features():
     torch.testing.assert_close(s[0], torch.tensor([w0 / (w0 + w1), w1 / (w0 + w1)], dtype=torch.float32))
 
 
+def test_probe_classes_matched_by_name():
+    "Test labels are re-indexed into the training class list by name; a test class the training store lacks is refused."
+    assert match_classes(["a", "b", "c"], ["c", "a"], [0, 1, 1]) == [2, 0, 0]
+    with pytest.raises(VimpacError, match=r"test: classes \['d'\] are not in the training store"):
+        match_classes(["a", "b", "c"], ["a", "d"], [0, 1], "test")
+
+
 def test_features_store_equals_videos_and_round_trip(data, tmp_path):
     "The [CLS] features of the store and of the video files agree; safetensors keeps the keys, labels and classes."
     clf, tok = data["clf"], data["tok"]
@@ -195,6 +204,7 @@ def test_evaluate_cli_probes(data, capsys):
     (["--probe", "knn"], "argument --probe: knn needs --train STORE"),
     (["--views", "2x10"], "argument --views: views '2x10': expected SPATIALxTEMPORAL"),
     (["--test", "{train}/../nope"], "not a token store"),
+    (["--test", "{plain}"], "store has no labels; tokenize a dataset split with vimpac-tokenize --dataset NAME"),
 ])
 def test_evaluate_cli_refuses_in_one_line(data, capsys, argv, message):
     d = data["dir"]
@@ -205,7 +215,7 @@ def test_evaluate_cli_refuses_in_one_line(data, capsys, argv, message):
             VimpacForVideoClassification(data["cfg"], num_classes=5).save_pretrained(ck)
         argv = []
     base = {"--checkpoint": str(ck), "--test": str(d / "test")}
-    for k, v in zip(argv[::2], argv[1::2]): base[k] = v.format(pre=d / "pre", centre=d / "centre", train=d / "train")
+    for k, v in zip(argv[::2], argv[1::2]): base[k] = v.format(pre=d / "pre", centre=d / "centre", train=d / "train", plain=d / "plain")
     code, out, err = run(evaluate_main, [x for kv in base.items() for x in kv], capsys)
     assert code == 2 and out == ""
     assert err.count("\n") == 1 and err.startswith("vimpac-evaluate: error: ") and message in err, err
