@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from safetensors import safe_open
-from vimpac.cli import predict_main, features_main, evaluate_main
+from vimpac.cli import predict_main, features_main, evaluate_main, tokenize_main, finetune_main
 from vimpac.evaluate import (SPATIAL_CROPS, Features, evaluate, extract_features, knn_scores, multiview_scores, predict,
                              probe_scores, classification_metrics, view_clips, match_classes)
 from vimpac.utils import VimpacError
@@ -277,3 +277,34 @@ def test_predict_console_script(data, bin_dir):
     r = subprocess.run([str(bin_dir / "vimpac-evaluate"), "--checkpoint", str(d / "pre"),
                         "--test", str(d / "test")], capture_output=True, text=True, env=ENV, timeout=300)
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
+
+
+def test_end_to_end_tokenize_finetune_evaluate_predict(tmp_path, capsys):
+    """The whole pipeline through the console scripts' mains: a folder dataset tokenized with labels
+    (`vimpac-tokenize --dataset folder`), fine-tuned (`vimpac-finetune`, which records the tokenizer and the class
+    names), evaluated with 3x2 views and used for prediction, with the class names read back from the run."""
+    root = tmp_path / "videos"
+    for split, n in (("train", 2), ("test", 1)):
+        for c, name in enumerate(CLASSES):
+            (root / split / name).mkdir(parents=True, exist_ok=True)
+            for i in range(n): write_video(root / split / name / f"{name}{i}.mp4", RGB[c], 50 + 10 * c + i + 5 * (split == "test"))
+    st, ft = tmp_path / "stores", tmp_path / "ft"
+    code, out, err = run(tokenize_main, [root, "--dataset", "folder", "--out", st, "--size", "32", "--fps", "4", "--views", "noflip"], capsys)
+    assert code == 0, err
+    code, out, err = run(finetune_main, ["--store", st / "train", "--out", ft, "--steps", "3", "--batch-size", "6",
+                                         "--clip-len", "4", "--lr", "1e-3"], capsys)
+    assert code == 0, err
+    code, out, err = run(evaluate_main, ["--checkpoint", ft, "--test", st / "test", "--views", "3x2", "--out", tmp_path / "ev"], capsys)
+    assert code == 0, err
+    m = json.loads((tmp_path / "ev" / "metrics.json").read_text())
+    assert m["classes"] == sorted(CLASSES) and m["n"] == 3 and m["views"] == "3x2"
+    rows = list(csv.DictReader(open(tmp_path / "ev" / "predictions.csv")))
+    assert {r["label_name"] for r in rows} == set(CLASSES) and all(r["pred_name"] in CLASSES for r in rows)
+    video = root / "test" / "red" / "red0.mp4"
+    code, out, err = run(predict_main, [video, "--checkpoint", ft, "--views", "3x2", "--fps", "4"], capsys)
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0] == str(video) and {l.split()[-1] for l in lines[1:]} == set(CLASSES)
+    # the prediction equals the evaluation's scores for that video (same decoding, tokenizer and views)
+    row = next(r for r in rows if r["label_name"] == "red")
+    assert lines[1].split()[-1] == row["pred_name"] and float(lines[1].split()[1]) == pytest.approx(float(row["score"]), abs=1e-4)
