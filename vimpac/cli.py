@@ -382,12 +382,15 @@ def _common(p, views_default, views_help):
 def predict_videos(videos, checkpoint, views="3x10", fps=None, tokenizer=None, top: int = 5, batch_size: int = 32,
                    device=None, progress: bool = True) -> tuple[list[dict], dict]:
     """`vimpac-predict` as a function: load the checkpoint folder (`load_run`) and its tokenizer (`run_tokenizer`),
-    then `predict` the videos at `fps` (default: the run's record, else 2). Returns (predictions, run info)."""
+    then `predict` the videos at `fps` (default: the run's record, else 2 with a warning). Returns (predictions, run
+    info)."""
     dev = get_device(device)
     model, info = load_run(checkpoint, dev)
     tok = run_tokenizer(info, tokenizer, dev)
-    fps = fps or info["fps"] or 2.0
-    return predict(videos, model, tok, views, fps, info["classes"], top, batch_size, dev, progress), info
+    preds = predict(videos, model, tok, views, fps or info["fps"] or 2.0, info["classes"], top, batch_size, dev, progress)
+    if fps is None and info["fps"] is None:
+        warnings.warn(f"{checkpoint}: records no frame rate; sampled at 2 FPS (pass --fps, e.g. 4 for HMDB51, SSV2, Diving48)")
+    return preds, info
 
 def predict_main(argv=None):
     "Console script `vimpac-predict`."
