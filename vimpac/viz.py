@@ -371,10 +371,11 @@ def explore(model=None, tokenizer=None, video=None, fps: float = 2.0, start: int
     if isinstance(model, torch.nn.Module):
         if official is not None: raise VimpacError("explore: give a model or official=classifier.pt, not both")
         tok = load_tokenizer(tokenizer or "default") if isinstance(tokenizer, (str, Path)) or tokenizer is None else tokenizer
-        given, first = model, ""
+        given, first, which = model, "", "the model given"
     else:
         given, tok = load_reconstruction_model(model, tokenizer, official)
         first = str(official if official is not None else model if model is not None else "")
+        which = "the shipped demo checkpoint"
     loaded = {"": given, first: given}
     def load(spec: str):
         "The model named in the model box: a kit folder, or an authors' classifier.pt (a .pt file or a folder holding one)."
@@ -392,8 +393,8 @@ def explore(model=None, tokenizer=None, video=None, fps: float = 2.0, start: int
                ratio=W.FloatSlider(value=v("ratio", 0.5), min=0.05, max=0.95, step=0.05, description="i.i.d. ratio", continuous_update=False),
                seed=W.IntText(value=v("seed", 0), description="seed"),
                neighbour=W.Dropdown(options=["spatial", "spatiotemporal"], value=v("neighbour", "spatial"), description="neighbour"),
-               checkpoint=W.Text(value=first, description="model", continuous_update=False,
-                                 placeholder="a saved model folder or an authors' classifier.pt (empty: the model given)"))
+               checkpoint=W.Text(value=first, description="model", continuous_update=False, layout=W.Layout(width="480px"),
+                                 placeholder=f"{which} (or type a run folder, an authors' classifier.pt)"))
     status, out = W.HTML(), W.Output()
     def update(*_):
         args = {k: w.value for k, w in ctl.items() if k not in ("checkpoint", "video")}
