@@ -22,6 +22,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 NBS, DOCS, PROC = ROOT/"nbs", ROOT/"_docs", ROOT/"_proc"
+try:                          # nbdev's links to other pages start with pyproject's Documentation URL
+    import tomllib
+    SITE = tomllib.loads((ROOT/"pyproject.toml").read_text())["project"]["urls"]["Documentation"].rstrip("/") + "/"
+except (ImportError, KeyError):
+    SITE = "https://vimpac.github.io/vimpac/"
 
 
 # ---- README.md from nbs/index.ipynb ----
@@ -152,6 +157,8 @@ def render_html(cache: Path) -> list[str]:
         nb = _clean(nb, name.count("/"))
         body, _ = exp.from_notebook_node(nbformat.reads(json.dumps(nb), as_version=4))
         body = re.sub(r'(<a href="[^"]*")>([^<]*)</a>\{target="_blank"[^}]*\}', r'\1 target="_blank" class="source-link">\2</a>', body)
+        up = "../" * name.count("/")
+        body = body.replace(f'href="{SITE}', f'href="{up}')       # doc links between pages stay in this site (and are checked)
         bodies[name] = (fm, body)
     rank = {name: str(p.relative_to(cache)) for p, name in pages.items()}      # chapters in the notebooks' order
     order = sorted(titles, key=lambda n: (n != "index.html", "/" in n, rank[n]))
@@ -164,8 +171,9 @@ def render_html(cache: Path) -> list[str]:
             if n == "index.html": links.append(f'<a href="{up}index.html" class="{"here" if n == name else ""}">Home</a>'); continue
             if g != group: links.append(f"<h3>{g}</h3>"); group = g
             links.append(f'<a href="{up}{n}" class="{"here" if n == name else ""}">{html.escape(str(titles[n]))}</a>')
-        head = (f'<h1 class="page-title">{html.escape(str(fm.get("title", "")))}</h1>'
-                f'<p class="page-description">{html.escape(str(fm.get("description", "")))}</p>')
+        code = lambda t: re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(str(t)))
+        head = (f'<h1 class="page-title">{code(fm.get("title", ""))}</h1>'
+                f'<p class="page-description">{code(fm.get("description", ""))}</p>')
         out = DOCS/name; out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{html.escape(str(titles[name]))} – vimpac</title>'
                        f'<meta name="viewport" content="width=device-width, initial-scale=1"><style>{style}</style></head>'
