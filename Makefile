@@ -1,4 +1,4 @@
-# The README's commands: `make demo`, `make test` and `make lab`.
+# The README's commands: `make demo`, `make test`, `make lab` and `make docs`.
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
@@ -8,7 +8,7 @@ TORCH_CPU := torch==2.13.0
 DEMO_OUT ?= runs/demo
 LAB_PORT ?= 8888
 
-.PHONY: demo test lab install lint sync-check nbtest pytest export clean-venv
+.PHONY: demo test lab docs readme readme-check install lint sync-check nbtest pytest export clean-venv
 
 install: $(STAMP)
 
@@ -34,6 +34,19 @@ lab: $(STAMP)
 	@# --allow-root only where we are root (a container), which JupyterLab refuses otherwise
 	cd nbs && ../$(BIN)/jupyter lab --ip 127.0.0.1 --port $(LAB_PORT) --no-browser $$([ "$$(id -u)" = 0 ] && echo --allow-root)
 
+# The documentation site in _docs/ (tools/build_docs.py): nbdev's doc processing of nbs/, rendered by Quarto where
+# `quarto` is installed (the docs extra: pip install -e ".[docs]"; its package downloads the Quarto binary, which this
+# offline machine cannot), else by nbconvert. A broken page (an error output, a missing image, a dead link) fails it.
+docs: $(STAMP)
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python tools/build_docs.py
+
+# README.md is generated from nbs/index.ipynb, the site's home page: edit the notebook, then `make readme`.
+readme: $(STAMP)
+	$(BIN)/python tools/build_docs.py --readme
+
+readme-check: $(STAMP)
+	$(BIN)/python tools/build_docs.py --readme --check
+
 # Notebooks are the source of truth: nbdev-clean + nbdev-export must change nothing.
 sync-check: $(STAMP)
 	@before="$$(git status --porcelain; git diff | sha1sum)"; \
@@ -56,7 +69,7 @@ pytest: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check --no-cache .
 
-test: lint sync-check nbtest pytest
+test: lint sync-check readme-check nbtest pytest docs
 
 export: $(STAMP)
 	$(BIN)/nbdev-export && $(BIN)/nbdev-clean

@@ -15,12 +15,11 @@ import matplotlib.pyplot as plt
 try: import gradio as gr
 except ImportError as e:
     raise ImportError("vimpac.demo needs gradio, which is not installed: pip install 'vimpac[demo]'") from e
-from .utils import VimpacError, make_generator, read_json
+from .utils import VimpacError, make_generator
 from .video import read_video, sample_videos, video_info
-from .tokenizer import load_tokenizer
 from .masking import block_mask, blocks_for_ratio, iid_mask, nearest_neighbour_fill, copy_accuracy
 from .model import VimpacForPreTraining
-from .viz import plot_reconstruction, predict_masked
+from .viz import plot_reconstruction, predict_masked, load_reconstruction_model
 
 # %% auto #0
 __all__ = ['DEMO_CHECKPOINT', 'LIMITS', 'FPS', 'THEME_FONTS', 'load_demo_model', 'check_video', 'plot_nn_fill', 'make_mask',
@@ -31,30 +30,20 @@ DEMO_CHECKPOINT = Path(str(importlib.resources.files("vimpac")))/"weights"/"demo
 LIMITS = dict(max_upload_mb=50.0, max_seconds=120.0, max_pixels=1920 * 1080)
 FPS = 2.0   # frames per second sampled from a video, as in pre-training (paper §4.1)
 
-def load_demo_model(checkpoint=None, tokenizer="default", device="cpu") -> tuple[VimpacForPreTraining, torch.nn.Module]:
+def load_demo_model(checkpoint=None, tokenizer=None, device="cpu", official=None) -> tuple[VimpacForPreTraining, torch.nn.Module]:
     """(model in eval mode, tokenizer) for the app. `checkpoint`: a folder written by `save_pretrained` /
-    `vimpac-pretrain`, or None for the shipped demo checkpoint `DEMO_CHECKPOINT`. `tokenizer`: a name for
-    `load_tokenizer`. Raises `VimpacError` when no demo checkpoint is shipped and none is given, when the folder does
-    not hold a saved model, or when the tokenizer's vocabulary or identity differs from the one the model was trained on."""
-    if checkpoint is None:
+    `vimpac-pretrain`; `official`: an authors' pre-training `classifier.pt` (then `tokenizer` must be
+    `"dalle:ENCODER.pkl,DECODER.pkl"`); neither: the shipped demo checkpoint `DEMO_CHECKPOINT`. `tokenizer`: a name
+    for `load_tokenizer` (None: `"default"` for the kit's models). Raises `VimpacError` when no demo checkpoint is
+    shipped and none is given, and as `vimpac.viz.load_reconstruction_model` does (both given, a folder that does not
+    hold a saved model, a fine-tuned classifier without token head, `official` without tokenizer, a tokenizer without
+    decoder, of another vocabulary or not the one the run was trained on)."""
+    if checkpoint is None and official is None:
         if not (DEMO_CHECKPOINT/"config.json").is_file():
             raise VimpacError(f"no demo checkpoint is installed at {DEMO_CHECKPOINT}; pass --checkpoint DIR "
                               "(a run folder written by vimpac-pretrain)")
         checkpoint = DEMO_CHECKPOINT
-    checkpoint = Path(checkpoint)
-    model = VimpacForPreTraining.from_pretrained(checkpoint, device=device).eval()
-    tok = load_tokenizer(tokenizer, device=device)
-    vocab = getattr(getattr(tok, "config", None), "vocab_size", None) or getattr(tok, "vocab_size", None)
-    if vocab is not None and vocab != model.config.vocab_size:
-        raise VimpacError(f"tokenizer {tokenizer!r}: {vocab} codes, but the model in {checkpoint} predicts "
-                          f"{model.config.vocab_size}; pass the tokenizer it was trained with (--tokenizer)")
-    pc = checkpoint/"pretrain_config.json"
-    trained = read_json(pc, "a run's pretrain_config.json").get("tokenizer") if pc.is_file() else None
-    ident = getattr(tok, "identity", None)
-    if trained and ident and trained.get("hash") and ident.get("hash") and trained["hash"] != ident["hash"]:
-        raise VimpacError(f"tokenizer {tokenizer!r} ({ident['hash']}) is not the one {checkpoint} was trained on "
-                          f"({trained.get('name')}, {trained['hash']}); pass that one with --tokenizer")
-    return model, tok
+    return load_reconstruction_model(checkpoint, tokenizer, official, device)
 
 # %% ../nbs/10_demo.ipynb #b02b3954
 def check_video(path, limits: dict | None = None) -> dict:
@@ -168,11 +157,11 @@ def _samples() -> list[Path]:
     try: return sample_videos()
     except VimpacError: return []
 
-def build_app(checkpoint=None, tokenizer="default", device="cpu", limits: dict | None = None,
-              model=None, tok=None) -> gr.Blocks:
-    """The Gradio app. Loads the model (`load_demo_model(checkpoint, tokenizer, device)`) unless `model` and `tok`
-    are given. Raises `VimpacError` when the model cannot be loaded. Launch it with `launch`."""
-    if model is None or tok is None: model, tok = load_demo_model(checkpoint, tokenizer, device)
+def build_app(checkpoint=None, tokenizer=None, device="cpu", limits: dict | None = None,
+              model=None, tok=None, official=None) -> gr.Blocks:
+    """The Gradio app. Loads the model (`load_demo_model(checkpoint, tokenizer, device, official)`) unless `model`
+    and `tok` are given. Raises `VimpacError` when the model cannot be loaded. Launch it with `launch`."""
+    if model is None or tok is None: model, tok = load_demo_model(checkpoint, tokenizer, device, official)
     lim = {**LIMITS, **(limits or {})}
     c = model.config; size = c.token_map[0] * tok.downsample
 
@@ -230,10 +219,14 @@ def main(argv=None):
     p = _Parser(prog="vimpac-demo", description="The VIMPAC reconstruction demo, a local Gradio app.")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1, this machine only)")
     p.add_argument("--port", type=_number(integer=True, ge=1, le=65535), default=7860)
-    p.add_argument("--checkpoint", default=None, help="a run folder written by vimpac-pretrain (default: the shipped demo model)")
-    p.add_argument("--tokenizer", default="default", help="the tokenizer the model was trained with (default: the kit's)")
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--checkpoint", default=None, help="a run folder written by vimpac-pretrain (default: the shipped demo model)")
+    which.add_argument("--official", default=None, metavar="CLASSIFIER_PT",
+                       help="the authors' pre-training classifier.pt (needs --tokenizer dalle:ENCODER.pkl,DECODER.pkl)")
+    p.add_argument("--tokenizer", default=None,
+                   help="the tokenizer the model was trained with (default: the kit's; dalle:ENC,DEC for --official)")
     a = p.parse_args(argv)
-    app = _run(p.prog, build_app, a.checkpoint, a.tokenizer)
+    app = _run(p.prog, build_app, a.checkpoint, a.tokenizer, official=a.official)
     launch(app, a.host, a.port)
 
 # %% ../nbs/10_demo.ipynb #a5bceb24

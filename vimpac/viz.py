@@ -14,9 +14,10 @@ from .utils import VimpacError, atomic_path
 from .masking import apply_mask, nearest_neighbour_fill
 
 # %% auto #0
-__all__ = ['plot_frames', 'token_colours', 'token_image', 'plot_tokens', 'plot_mask_overlay', 'mask_voxels', 'plot_mask_cube',
-           'reconstruct', 'predict_masked', 'plot_reconstruction', 'savefig', 'plot_nn_reconstruction', 'plot_curves',
-           'explore_state', 'explore', 'plot_confusion', 'plot_retrieval', 'plot_store_retrieval']
+__all__ = ['DEMO_CHECKPOINT', 'plot_frames', 'token_colours', 'token_image', 'plot_tokens', 'plot_mask_overlay', 'mask_voxels',
+           'plot_mask_cube', 'reconstruct', 'predict_masked', 'plot_reconstruction', 'savefig',
+           'plot_nn_reconstruction', 'plot_curves', 'load_reconstruction_model', 'explore_state', 'explore',
+           'plot_confusion', 'plot_retrieval', 'plot_store_retrieval']
 
 # %% ../nbs/09_viz.ipynb #398a1010
 def _as_float_frames(frames) -> np.ndarray:
@@ -239,12 +240,74 @@ def plot_curves(history: list[dict], path=None, baseline: float | None = None):
     if path is not None: savefig(fig, path)
     return fig
 
-# %% ../nbs/09_viz.ipynb #175eff76
+# %% ../nbs/09_viz.ipynb #4d650639
 from .video import sample_videos, read_video
 from .tokenizer import load_tokenizer
 from .model import VimpacForPreTraining
 from .masking import block_mask, iid_mask, copy_accuracy
+from .utils import read_json
+import html, importlib.resources
 
+DEMO_CHECKPOINT = Path(str(importlib.resources.files("vimpac")))/"weights"/"demo"   # the shipped demo model's folder
+
+def _official_model(src: Path, tokenizer, device) -> VimpacForPreTraining:
+    "The authors' pre-training model from `src`; a fine-tuned classifier is refused, naming the file needed."
+    if tokenizer is None:
+        raise VimpacError(f"{src}: the authors' models predict DALL-E dVAE codes; pass their tokenizer with "
+                          "--tokenizer dalle:ENCODER.pkl,DECODER.pkl (tokenizer='dalle:...' in Python)")
+    if not src.exists(): raise VimpacError(f"{src}: no such file, expected the authors' pre-training classifier.pt")
+    try: return VimpacForPreTraining.from_official(src, device=device)
+    except VimpacError as e:
+        if "no pre-training heads" not in str(e): raise
+        raise VimpacError(f"{src}: a fine-tuned classifier (backbone and cls_fc only) has no token head (mlm_head, "
+                          "paper appendix A.2) to predict masked tokens; pass the pre-training run's classifier.pt "
+                          "(e.g. snap/pretrain/<run>/last/classifier.pt)") from None
+
+def _check_tokenizer(model, tok, name, src: Path, run: bool):
+    "Refuse a tokenizer that cannot decode, has another vocabulary, or (for a kit `run`) is not the one it was trained with."
+    if getattr(tok, "decoder", True) is None:
+        raise VimpacError(f"tokenizer {name!r} has no decoder, and the figures decode the predicted tokens; pass "
+                          "dalle:ENCODER.pkl,DECODER.pkl")
+    vocab = getattr(getattr(tok, "config", None), "vocab_size", None) or getattr(tok, "vocab_size", None)
+    if vocab is not None and vocab != model.config.vocab_size:
+        raise VimpacError(f"tokenizer {name!r}: {vocab} codes, but the model in {src} predicts "
+                          f"{model.config.vocab_size}; pass the tokenizer it was trained with (--tokenizer)")
+    h, w = model.config.token_map
+    if h != w: raise VimpacError(f"{src}: token map {h}x{w}; the reconstruction takes square frames (a token map h x h)")
+    pc = src/"pretrain_config.json"
+    trained = read_json(pc, "a run's pretrain_config.json").get("tokenizer") if run and pc.is_file() else None
+    ident = getattr(tok, "identity", None)
+    if trained and ident and trained.get("hash") and ident.get("hash") and trained["hash"] != ident["hash"]:
+        raise VimpacError(f"tokenizer {name!r} ({ident['hash']}) is not the one {src} was trained on "
+                          f"({trained.get('name')}, {trained['hash']}); pass that one with --tokenizer")
+
+# %% ../nbs/09_viz.ipynb #61d4729f
+def load_reconstruction_model(checkpoint=None, tokenizer=None, official=None, device="cpu") -> tuple:
+    """(model in eval mode, tokenizer) to reconstruct masked tokens with. Give at most one of `checkpoint`, a folder
+    written by `save_pretrained` / `vimpac-pretrain` (None: the shipped demo checkpoint, `DEMO_CHECKPOINT`), and
+    `official`, the authors' *pre-training* `classifier.pt` (a file or the folder holding it; converted by
+    `VimpacForPreTraining.from_official`). `tokenizer`: a tokenizer or a name for `load_tokenizer`; None means
+    `"default"` for a kit checkpoint and is refused with `official`, which needs DALL-E's dVAE
+    (`"dalle:ENCODER.pkl,DECODER.pkl"`). Raises `VimpacError` in one line when both are given, when `official` has no
+    tokenizer or is a fine-tuned classifier (no token head, appendix A.2), when the tokenizer has no decoder, its
+    vocabulary differs from the model's or it is not the one a run was trained with, when the model's token map is
+    not square (the frames are centre-cropped squares), and for missing or unreadable files."""
+    if checkpoint is not None and official is not None:
+        raise VimpacError("give a kit checkpoint (--checkpoint DIR) or an authors' classifier.pt (--official FILE), not both")
+    if official is not None:
+        src = Path(official); model = _official_model(src, tokenizer, device)
+    else:
+        src = Path(checkpoint) if checkpoint is not None else DEMO_CHECKPOINT
+        if checkpoint is None and not (src/"config.json").is_file():
+            raise VimpacError(f"no demo checkpoint is installed at {src}; pass --checkpoint DIR (a run folder written "
+                              "by vimpac-pretrain)")
+        model = VimpacForPreTraining.from_pretrained(src, device=device)
+    name = "default" if tokenizer is None else tokenizer
+    tok = load_tokenizer(name, device=device) if isinstance(name, (str, Path)) else name
+    _check_tokenizer(model.eval(), tok, name, src, run=official is None)
+    return model, tok
+
+# %% ../nbs/09_viz.ipynb #175eff76
 def _video_path(video) -> Path:
     "None → the first sample clip; a sample's file name → that clip; anything else is a path."
     samples = {p.name: p for p in sample_videos()}
@@ -291,18 +354,37 @@ def explore_state(model, tokenizer="default", video=None, strategy: str = "block
     return dict(frames=frames, tokens=z, mask=mask, model_accuracy=r["accuracy"], copy_accuracy=copy,
                 reconstruction=rec, nearest_neighbour=nn)
 
-def explore(model, tokenizer="default", video=None, fps: float = 2.0, start: int = 0, **kw):
+# %% ../nbs/09_viz.ipynb #54fb8603
+def explore(model=None, tokenizer=None, video=None, fps: float = 2.0, start: int = 0, official=None, **kw):
     """An ipywidgets explorer (JupyterLab, `make lab`): pick the video (a sample or a path), the strategy, the number
-    of blocks or the ratio, the seed, the neighbour mode and the model (a folder saved by `save_pretrained`, or the
-    `model` given), and see `explore_state`'s two figures and accuracies update. `kw` sets the controls' first
-    values (`strategy`, `num_blocks`, `ratio`, `seed`, `neighbour`); `fps` and `start` choose the frames. Returns the widget; its `controls` (a dict
-    of the widgets by `explore_state` argument, and `checkpoint`), `status` (an HTML line with the accuracies or the
-    one-line error) and `update()` are there for scripts and tests. Raises `VimpacError` without ipywidgets."""
+    of blocks or the ratio, the seed, the neighbour mode and the model, and see `explore_state`'s two figures and
+    accuracies update. The model is `model` (a `VimpacForPreTraining`, or a folder saved by `save_pretrained`),
+    or `official`, an authors' pre-training `classifier.pt` with `tokenizer="dalle:ENCODER.pkl,DECODER.pkl"`, or,
+    with neither, the shipped demo checkpoint; folders and files are loaded by `load_reconstruction_model`, which
+    checks them against the tokenizer (None: `"default"`). The model box takes another folder or `classifier.pt`
+    later. `kw` sets the controls' first values (`strategy`, `num_blocks`, `ratio`, `seed`, `neighbour`); `fps` and
+    `start` choose the frames. Returns the widget; its `controls` (a dict of the widgets by `explore_state` argument,
+    and `checkpoint`), `status` (an HTML line with the accuracies or the one-line error) and `update()` are there for
+    scripts and tests. Raises `VimpacError` without ipywidgets, and as `load_reconstruction_model` does."""
     try: import ipywidgets as W
     except ImportError: raise VimpacError("explore: needs ipywidgets; install it with `pip install 'vimpac[lab]'` (or `make lab`)") from None
     from IPython.display import display
-    tok = load_tokenizer(tokenizer) if isinstance(tokenizer, (str, Path)) else tokenizer
-    given = model
+    if isinstance(model, torch.nn.Module):
+        if official is not None: raise VimpacError("explore: give a model or official=classifier.pt, not both")
+        tok = load_tokenizer(tokenizer or "default") if isinstance(tokenizer, (str, Path)) or tokenizer is None else tokenizer
+        given, first, which = model, "", "the model given"
+    else:
+        given, tok = load_reconstruction_model(model, tokenizer, official)
+        first = str(official if official is not None else model if model is not None else "")
+        which = "the shipped demo checkpoint"
+    loaded = {"": given, first: given}
+    def load(spec: str):
+        "The model named in the model box: a kit folder, or an authors' classifier.pt (a .pt file or a folder holding one)."
+        if spec not in loaded:
+            p = Path(spec)
+            off = p.suffix == ".pt" or (p/"classifier.pt").is_file()
+            loaded[spec] = load_reconstruction_model(None if off else p, tok, p if off else None)[0]
+        return loaded[spec]
     names = [p.name for p in sample_videos()]
     v = kw.get
     ctl = dict(video=W.Combobox(value=str(video or names[0]), options=names, description="video", placeholder="a sample or a path",
@@ -312,15 +394,14 @@ def explore(model, tokenizer="default", video=None, fps: float = 2.0, start: int
                ratio=W.FloatSlider(value=v("ratio", 0.5), min=0.05, max=0.95, step=0.05, description="i.i.d. ratio", continuous_update=False),
                seed=W.IntText(value=v("seed", 0), description="seed"),
                neighbour=W.Dropdown(options=["spatial", "spatiotemporal"], value=v("neighbour", "spatial"), description="neighbour"),
-               checkpoint=W.Text(value=str(given) if isinstance(given, (str, Path)) else "", description="model",
-                                 placeholder="a saved model folder (empty: the model given)", continuous_update=False))
+               checkpoint=W.Text(value=first, description="model", continuous_update=False, layout=W.Layout(width="480px"),
+                                 placeholder=f"{which} (or type a run folder, an authors' classifier.pt)"))
     status, out = W.HTML(), W.Output()
     def update(*_):
         args = {k: w.value for k, w in ctl.items() if k not in ("checkpoint", "video")}
-        ck = ctl["checkpoint"].value.strip()
-        try: s = explore_state(ck if ck else given, tok, ctl["video"].value.strip() or None, fps=fps, start=start, **args)
+        try: s = explore_state(load(ctl["checkpoint"].value.strip()), tok, ctl["video"].value.strip() or None, fps=fps, start=start, **args)
         except VimpacError as e:
-            status.value = f"<b>error:</b> {e}"; return None
+            status.value = f"<b>error:</b> {html.escape(str(e))}"; return None
         status.value = f"mask accuracy: model <b>{s['model_accuracy']:.1%}</b>, copying the nearest visible token <b>{s['copy_accuracy']:.1%}</b>"
         with out:
             out.clear_output(wait=True); display(s["reconstruction"], s["nearest_neighbour"])
