@@ -15,8 +15,10 @@ import av
 from .utils import VimpacError, atomic_path, check_number
 
 # %% auto #0
-__all__ = ['SATURATED', 'SHAPES', 'BACKGROUNDS', 'hsv_to_rgb', 'random_color', 'Shape', 'Background', 'Scene', 'random_scene',
-           'render_background', 'shape_sdf', 'render', 'pan_zoom', 'write_video']
+__all__ = ['SATURATED', 'SHAPES', 'BACKGROUNDS', 'TEMPORAL_CLASSES', 'SPATIAL_CLASSES', 'LABELLED_VARIANTS', 'ACTOR_SHAPES',
+           'LABELLED_FORMAT', 'hsv_to_rgb', 'random_color', 'Shape', 'Background', 'Scene', 'random_scene',
+           'render_background', 'shape_sdf', 'render', 'pan_zoom', 'write_video', 'labelled_scene',
+           'write_labelled_dataset']
 
 # %% ../nbs/06a_synthetic.ipynb #97cd6a6c
 SATURATED = ((255, 0, 0), (0, 255, 0), (0, 0, 255), (255, 255, 0), (0, 255, 255), (255, 0, 255),
@@ -248,3 +250,114 @@ def write_video(frames: np.ndarray, path, fps: float = 8.0, codec: str = "libx26
             for f in frames: c.mux(s.encode(av.VideoFrame.from_ndarray(f, format="rgb24")))
             c.mux(s.encode())
     return path
+
+# %% ../nbs/06a_synthetic.ipynb #240c89fa
+from tqdm.auto import tqdm
+from .utils import read_json, write_json
+
+TEMPORAL_CLASSES = ("moving-right", "moving-left", "rotating-clockwise", "rotating-counterclockwise", "approaching", "receding")
+SPATIAL_CLASSES = tuple(f"{c}-{k}" for c in ("warm", "cool") for k in ("circle", "triangle", "cross"))
+LABELLED_VARIANTS = dict(temporal=TEMPORAL_CLASSES, spatial=SPATIAL_CLASSES)
+ACTOR_SHAPES = ("triangle", "square", "cross")          # the temporal variant's actors: kinds whose rotation shows
+_HUES = dict(warm=(-0.06, 0.15), cool=(0.45, 0.68))     # hue ranges of the spatial variant's colour families
+
+def _muted(rng: np.random.Generator) -> tuple[int, int, int]:
+    "A muted colour (saturation <= 0.4) for backgrounds and distractors, so that the vivid actor stands out."
+    return tuple(int(c) for c in hsv_to_rgb([rng.random(), rng.uniform(0.0, 0.4), rng.uniform(0.2, 0.85)]))
+
+def labelled_scene(variant: str, label: int, rng: np.random.Generator, num_frames: int = 16) -> Scene:
+    """A `Scene` of class `label` of the labelled synthetic dataset `variant` (`"temporal"`, `"spatial"`; class names
+    in `LABELLED_VARIANTS[variant]`), drawn from `rng` for a clip of `num_frames` frames (>= 2).
+
+    Every scene has a static background (any kind, muted colours), 0-2 static muted distractors, and one vivid
+    object on top, the *actor* (`scene.shapes[-1]`), whose motion is one of six: moving right / left, rotating
+    clockwise / counter-clockwise, approaching / receding (growing / shrinking). Each motion moves one of three
+    factors of the actor, x, angle or size, through a phase that runs from -1 to 1 (or 1 to -1) over the clip; the
+    other two factors stay at a phase drawn from the same grid of `num_frames` values. So for a frame drawn at
+    random, every factor's phase is uniform on that grid whatever the motion: **a single frame does not tell the
+    motion**, and the reversed clip of one motion is exactly a clip of its partner (right <-> left, ...).
+    - `temporal`: the class is the motion; the actor's kind (`ACTOR_SHAPES`) and colour (any hue) are random.
+    - `spatial`: the class is the actor's colour family (warm: red to yellow, cool: cyan to blue) and kind
+      (circle, triangle, cross); the motion is random. A single frame tells the class.
+    The random draws do not depend on `label`: one `rng` state gives the same scene in every class, differing only
+    in what the class sets. Speeds vary (travel 0.24-0.5 of the frame, a turn of 90-180 degrees, a size factor of
+    1.6-2.5 over the clip). Raises `VimpacError` for an unknown variant, a label out of range, or fewer than 2 frames."""
+    if variant not in LABELLED_VARIANTS: raise VimpacError(f"variant: expected one of {', '.join(LABELLED_VARIANTS)}, got {variant!r}")
+    classes = LABELLED_VARIANTS[variant]
+    if isinstance(label, bool) or not isinstance(label, (int, np.integer)) or not 0 <= label < len(classes):
+        raise VimpacError(f"label: expected an integer in 0..{len(classes) - 1} for the {variant} variant, got {label!r}")
+    check_number("num_frames", num_frames, integer=True, ge=2)
+    n = num_frames
+    kind = BACKGROUNDS[rng.integers(len(BACKGROUNDS))]
+    n_col = dict(flat=1, bars=int(rng.integers(3, 7))).get(kind, 2)
+    bg = Background(kind, tuple(_muted(rng) for _ in range(n_col)), float(rng.uniform(0, np.pi)),
+                    float(rng.uniform(0.1, 0.4)), int(rng.integers(2**31)))
+    shapes = [Shape(SHAPES[rng.integers(len(SHAPES))], _muted(rng), tuple(float(v) for v in rng.uniform(0.15, 0.85, 2)),
+                    float(rng.uniform(0.05, 0.1)), angle=float(rng.uniform(0, 2 * np.pi)))
+              for _ in range(int(rng.integers(0, 3)))]
+    # the actor: amplitudes of x, angle, log-size, their centres, and the frozen phases (grid indices)
+    amp = np.array([rng.uniform(0.12, 0.25), rng.uniform(np.pi / 4, np.pi / 2), rng.uniform(0.25, 0.45)])
+    mid = np.array([0.5 + rng.uniform(-1, 1) * (0.32 - amp[0]), rng.uniform(0, 2 * np.pi), math.log(rng.uniform(0.1, 0.16))])
+    cy, frozen = float(rng.uniform(0.3, 0.7)), rng.integers(n, size=3)
+    hue, sat, val = rng.random(), rng.uniform(0.75, 1.0), rng.uniform(0.75, 1.0)
+    kind_i, random_motion = int(rng.integers(3)), int(rng.integers(6))
+    if variant == "temporal": motion, actor_kind = int(label), ACTOR_SHAPES[kind_i]
+    else:
+        family, k = divmod(int(label), 3)
+        lo, hi = _HUES[("warm", "cool")[family]]
+        motion, actor_kind, hue = random_motion, ("circle", "triangle", "cross")[k], lo + hue * (hi - lo)
+    start = -1 + 2 * frozen / (n - 1)                      # each factor's phase at frame 0 ...
+    rate = np.zeros(3)                                      # ... and its change per frame
+    factor, sign = motion // 2, (1, -1)[motion % 2]
+    start[factor], rate[factor] = -sign, sign * 2 / (n - 1)
+    x0, a0, s0 = mid + amp * start
+    dx, da, ds = amp * rate
+    color = tuple(int(c) for c in hsv_to_rgb([hue, sat, val]))
+    actor = Shape(actor_kind, color, (float(x0), cy), float(math.exp(s0)), velocity=(float(dx), 0.0),
+                  angle=float(a0), spin=float(da), growth=float(math.exp(ds)))
+    return Scene(bg, shapes + [actor])
+
+# %% ../nbs/06a_synthetic.ipynb #5687f34f
+LABELLED_FORMAT = "vimpac-synthetic-labelled/1"
+
+def write_labelled_dataset(out, variant: str = "temporal", train_per_class: int = 16, test_per_class: int = 8,
+                           seed: int = 0, num_frames: int = 16, size: int = 64, fps: float = 8.0,
+                           progress: bool = False) -> dict:
+    """Render the labelled synthetic dataset `variant` (see `labelled_scene`) and write it as H.264 videos in the
+    `folder` layout of `vimpac.data.read_split`: `out/train/<class>/NNNN.mp4` and `out/test/<class>/NNNN.mp4`,
+    `train_per_class` and `test_per_class` videos per class (balanced), each `num_frames` frames of S = `size`
+    (even) at `fps`, plus `out/dataset.json` recording these arguments. Video i of class c in part p is drawn from
+    its own generator keyed by (`seed`, p, c, i), so a video does not depend on how many others are asked for.
+
+    Re-running with the same arguments writes only the videos that are missing; a folder written with other
+    arguments is refused. Returns a dict with `root`, `classes` and `train` / `test`, lists of (path, label).
+    Raises `VimpacError` for bad arguments, an `out` that is a file, or a folder of another dataset."""
+    if variant not in LABELLED_VARIANTS: raise VimpacError(f"variant: expected one of {', '.join(LABELLED_VARIANTS)}, got {variant!r}")
+    for name, v, lo in (("train_per_class", train_per_class, 1), ("test_per_class", test_per_class, 0),
+                        ("num_frames", num_frames, 2), ("size", size, 2)):
+        check_number(name, v, integer=True, ge=lo)
+    check_number("seed", seed, integer=True); check_number("fps", fps, gt=0)
+    if size % 2: raise VimpacError(f"size: must be even (yuv420p video), got {size}")
+    out = Path(out)
+    if out.exists() and not out.is_dir(): raise VimpacError(f"{out}: is a file, expected a dataset folder (or a new path)")
+    spec = dict(format=LABELLED_FORMAT, variant=variant, train_per_class=train_per_class, test_per_class=test_per_class,
+                seed=seed, num_frames=num_frames, size=size, fps=float(fps))
+    meta = out / "dataset.json"
+    if meta.is_file():
+        old = read_json(meta, "synthetic dataset description")
+        if old != spec:
+            diff = next(k for k in spec if old.get(k) != spec[k])
+            raise VimpacError(f"{out}: holds a synthetic dataset with {diff}={old.get(diff)!r}, not {spec[diff]!r}; use another folder")
+    out.mkdir(parents=True, exist_ok=True)
+    write_json(meta, spec)                                  # first, so that an interrupted run is resumed, not mixed
+    classes = LABELLED_VARIANTS[variant]
+    jobs = [(p, c, i) for p, count in enumerate((train_per_class, test_per_class)) for c in range(len(classes)) for i in range(count)]
+    parts = dict(train=[], test=[])
+    for p, c, i in tqdm(jobs, desc=f"{variant} videos", disable=not progress):
+        path = out / ("train", "test")[p] / classes[c] / f"{i:04d}.mp4"
+        if not path.is_file():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            scene = labelled_scene(variant, c, np.random.default_rng([seed, p, c, i]), num_frames)
+            write_video(render(scene, num_frames, size), path, fps=fps)
+        parts[("train", "test")[p]].append((path, c))
+    return dict(root=out, classes=list(classes), **parts)
