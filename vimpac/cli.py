@@ -12,13 +12,15 @@ from .utils import VimpacError, write_json, make_generator, get_device, check_de
 from .video import read_video, sample_videos
 from .tokenizer import load_tokenizer
 from .store import build_store, TokenStore
+from .data import read_split, SPLIT_DATASETS
 from .masking import block_mask, blocks_for_ratio
 from .pretrain import PRECISIONS, PretrainConfig, pretrain, evaluate_masking
 from .model import LAYOUTS, PRESETS
 from .viz import plot_curves, plot_reconstruction
 
 # %% auto #0
-__all__ = ['tokenize_videos', 'tokenize_main', 'pretrain_parser', 'pretrain_args', 'pretrain_main', 'run_demo', 'showcase_main']
+__all__ = ['DATASET_FPS', 'DATASET_VIEWS', 'tokenize_videos', 'tokenize_dataset', 'tokenize_main', 'pretrain_parser',
+           'pretrain_args', 'pretrain_main', 'run_demo', 'showcase_main']
 
 # %% ../nbs/11_cli.ipynb #d4c797d1
 def _one_line(e: BaseException) -> str:
@@ -68,9 +70,11 @@ def _folder(s: str) -> str:
 # %% ../nbs/11_cli.ipynb #04162286
 def tokenize_videos(inputs, out, tokenizer="default", fps: float = 2.0, size: int = 128, views="center",
                     batch_size: int = 64, device=None, workers: int = 0, num_shards: int | None = None,
-                    shard_index: int | None = None, progress: bool = True):
-    """Tokenize `inputs` into the store `out` with the tokenizer named `tokenizer` (see `load_tokenizer`). Without
-    `num_shards`, the shard comes from torchrun's `WORLD_SIZE` / `RANK` when set, else 1 / 0. Returns
+                    shard_index: int | None = None, progress: bool = True, labels: dict | None = None,
+                    classes: list[str] | None = None, root=None):
+    """Tokenize `inputs` into the store `out` with the tokenizer named `tokenizer` (see `load_tokenizer`; a loaded
+    tokenizer is used as it is). Without `num_shards`, the shard comes from torchrun's `WORLD_SIZE` / `RANK` when
+    set, else 1 / 0. `labels`, `classes` and `root` go to `build_store` (a labelled store). Returns
     (`StoreSummary`, tokenizer). Raises `VimpacError` for a missing path or an empty folder, and before anything
     is written for a bad option: `fps` not a finite number > 0, `size` < 1 or not a multiple of the tokenizer's
     downsample, `batch_size` < 1, `workers` < 0, a `device` that does not exist here, an `out` that is a file."""
@@ -81,26 +85,70 @@ def tokenize_videos(inputs, out, tokenizer="default", fps: float = 2.0, size: in
     if num_shards is None:
         num_shards = int(os.environ.get("WORLD_SIZE", 1)); shard_index = int(os.environ.get("RANK", 0))
     device = get_device(device)
-    tok = load_tokenizer(tokenizer, device=device)
+    tok = load_tokenizer(tokenizer, device=device) if isinstance(tokenizer, (str, os.PathLike)) else tokenizer
     if size % tok.downsample:
         lo = max(tok.downsample, size // tok.downsample * tok.downsample)
         raise VimpacError(f"size: {size} is not a multiple of the tokenizer's downsample {tok.downsample} "
                           f"(e.g. {lo} or {lo + tok.downsample})")
     summary = build_store(inputs, tok, out, fps=fps, frame_size=size, views=views, batch_size=batch_size,
                           device=device, workers=workers, num_shards=num_shards, shard_index=shard_index or 0,
-                          progress=progress)
+                          progress=progress, labels=labels, classes=classes, root=root)
     return summary, tok
+
+# §4.2: the frame rate and views each dataset is fine-tuned at (`folder`: the pre-training rate); SSV2 without flips
+DATASET_FPS = dict(ucf101=2.0, kinetics400=2.0, hmdb51=4.0, ssv2=4.0, diving48=4.0, folder=2.0)
+DATASET_VIEWS = dict(ucf101="all", kinetics400="all", hmdb51="all", ssv2="noflip", diving48="all", folder="all")
+
+def tokenize_dataset(dataset: str, video_root, out, split_dir=None, split: int = 1, tokenizer="default",
+                     fps: float | None = None, size: int = 128, views=None, batch_size: int = 64, device=None,
+                     workers: int = 0, num_shards: int | None = None, shard_index: int | None = None,
+                     progress: bool = True):
+    """Tokenize the official `split` of `dataset` (see `vimpac.data.read_split`; videos under `video_root`, split
+    files in `split_dir`) into two labelled stores, `out/train` and `out/test`, each with its videos' labels and the
+    dataset's classes (in the official order; the test store's labels index the same list). `fps` and `views`
+    default to §4.2's for the dataset (`DATASET_FPS`: 2 FPS for UCF101 and K400, 4 for HMDB51, SSV2 and Diving48;
+    `DATASET_VIEWS`: the 12 views, the 6 without flips for SSV2). Keys are the videos' paths relative to
+    `video_root`. A split with no test video (a `folder` dataset without `test/`) writes only `out/train`. Returns
+    (`Split`, {part: `StoreSummary`}, tokenizer). Raises `VimpacError` for what `read_split` refuses (an unknown
+    dataset, a split it lacks, a missing or malformed split file), a split none of whose train videos is on disk,
+    and the options `tokenize_videos` refuses, before any store is written."""
+    if dataset not in DATASET_FPS: raise VimpacError(f"dataset: {dataset!r} is not one of {', '.join(SPLIT_DATASETS)}")
+    fps = DATASET_FPS[dataset] if fps is None else check_number("fps", fps, gt=0)
+    views = DATASET_VIEWS[dataset] if views is None else views
+    if Path(out).exists() and not Path(out).is_dir(): raise VimpacError(f"out: {out} is a file; expected a folder (new or existing)")
+    s = read_split(dataset, video_root, split_dir, split)
+    if not s.train:
+        raise VimpacError(f"{video_root}: none of the {len(s.missing)} train videos of {dataset} split {split} is there "
+                          f"(e.g. {s.missing[0][1] if s.missing else 'none listed'})")
+    summaries, tok = {}, tokenizer
+    for part in ("train", "test"):
+        videos = getattr(s, part)
+        if not videos: continue
+        summaries[part], tok = tokenize_videos([p for p, _ in videos], Path(out)/part, tok, fps, size, views, batch_size,
+                                               device, workers, num_shards, shard_index, progress,
+                                               labels=dict(videos), classes=s.classes, root=s.root)
+    return s, summaries, tok
 
 def tokenize_main(argv=None):
     "Console script `vimpac-tokenize`."
-    p = _Parser(prog="vimpac-tokenize", description="Tokenize videos into a vimpac token store (LMDB).")
-    p.add_argument("inputs", nargs="+", help="video files, folders of videos, or .txt lists of paths")
-    p.add_argument("--out", required=True, type=_folder, help="token store folder to write or extend")
-    p.add_argument("--fps", type=_number(gt=0), default=2.0, help="frames per second to sample (paper: 2)")
+    p = _Parser(prog="vimpac-tokenize", description="Tokenize videos into a vimpac token store (LMDB), or the official "
+                "split of a dataset into labelled train and test stores (--dataset).")
+    p.add_argument("inputs", nargs="+", help="video files, folders of videos, or .txt lists of paths; with --dataset: "
+                   "the dataset's video root")
+    p.add_argument("--out", required=True, type=_folder,
+                   help="token store folder to write or extend; with --dataset: the folder of OUT/train and OUT/test")
+    p.add_argument("--dataset", default=None, choices=SPLIT_DATASETS, help="tokenize this dataset's official split, "
+                   "with labels (the video root as the one positional argument)")
+    p.add_argument("--split-dir", default=None, help="with --dataset: the folder of its official split files "
+                   "(e.g. ucfTrainTestlist; for folder: default the video root)")
+    p.add_argument("--split", type=_number(integer=True, ge=1), default=None, help="with --dataset: the split number (default 1)")
+    p.add_argument("--fps", type=_number(gt=0), default=None, help="frames per second to sample (default 2, the "
+                   "paper's; with --dataset §4.2's: 2 for ucf101 and kinetics400, 4 for hmdb51, ssv2 and diving48)")
     p.add_argument("--size", type=_number(integer=True, ge=1), default=128,
                    help="frame size S in pixels, a multiple of the tokenizer's downsample (paper: 128, then 256)")
-    p.add_argument("--views", default="center", choices=["center", "all", "noflip"],
-                   help="center (pre-training), all 12 fine-tuning views, or the 6 without flips (SSV2)")
+    p.add_argument("--views", default=None, choices=["center", "all", "noflip"],
+                   help="center (pre-training), all 12 fine-tuning views, or the 6 without flips (SSV2); default center, "
+                        "with --dataset all (noflip for ssv2)")
     p.add_argument("--tokenizer", default="default", help="default | dalle:ENCODER.pkl,DECODER.pkl | a saved VQ-VAE folder")
     p.add_argument("--batch-size", type=_number(integer=True, ge=1), default=64, help="frames per encoder batch")
     p.add_argument("--device", type=_device, default=None, help="cpu, cuda or cuda:N (default: cuda when available)")
@@ -111,12 +159,25 @@ def tokenize_main(argv=None):
                    help="this writer's shard (default: torchrun's RANK or 0)")
     a = p.parse_args(argv)
     if (a.num_shards is None) != (a.shard_index is None): p.error("--num-shards and --shard-index go together")
-    summary, tok = _run(p.prog, tokenize_videos, a.inputs, a.out, a.tokenizer, a.fps, a.size, a.views, a.batch_size,
-                        a.device, a.workers, a.num_shards, a.shard_index)
-    print(summary.headline())  # counts, partial videos and what the folder scan skipped, in one line
-    for w in summary.partial: print(f"{p.prog}: warning: {w['reason']}", file=sys.stderr)
-    for f in summary.failed: print(f"{p.prog}: error: {f['reason']}", file=sys.stderr)
-    if summary.failed: sys.exit(1)
+    if a.dataset is None:
+        if a.split_dir is not None or a.split is not None: p.error("--split-dir and --split go with --dataset")
+        summary, tok = _run(p.prog, tokenize_videos, a.inputs, a.out, a.tokenizer, 2.0 if a.fps is None else a.fps,
+                            a.size, a.views or "center", a.batch_size, a.device, a.workers, a.num_shards, a.shard_index)
+        summaries = [summary]
+    else:
+        if len(a.inputs) != 1: p.error(f"with --dataset, give one positional argument, the video root (got {len(a.inputs)})")
+        if a.split_dir is None and a.dataset != "folder":
+            p.error(f"--dataset {a.dataset} needs --split-dir, the folder of its official split files")
+        split, parts, tok = _run(p.prog, tokenize_dataset, a.dataset, a.inputs[0], a.out, a.split_dir, a.split or 1,
+                                 a.tokenizer, a.fps, a.size, a.views, a.batch_size, a.device, a.workers, a.num_shards,
+                                 a.shard_index)
+        print(split.headline())  # the split's counts and the listed videos not found, in one line
+        summaries = list(parts.values())
+    for summary in summaries:
+        print(summary.headline())  # counts, partial videos and what the folder scan skipped, in one line
+        for w in summary.partial: print(f"{p.prog}: warning: {w['reason']}", file=sys.stderr)
+        for f in summary.failed: print(f"{p.prog}: error: {f['reason']}", file=sys.stderr)
+    if any(s.failed for s in summaries): sys.exit(1)
 
 # %% ../nbs/11_cli.ipynb #e764564f
 def pretrain_parser(raise_errors: bool = False) -> argparse.ArgumentParser:

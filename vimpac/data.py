@@ -1,4 +1,4 @@
-"""Clip pairs for pre-training: two clips of the same video are a positive pair.
+"""Clip pairs for pre-training (two clips of the same video are a positive pair), labelled clips for fine-tuning, and the official splits of action-recognition datasets.
 
 Docs: https://vimpac.github.io/vimpac/data.html.md"""
 
@@ -9,9 +9,10 @@ from __future__ import annotations
 import torch
 from .utils import VimpacError, make_generator, derive_seed
 from .masking import blocks_for_ratio
+from .video import VIEW_SETS
 
 # %% auto #0
-__all__ = ['take_clip', 'ClipPairDataset']
+__all__ = ['SPLIT_DATASETS', 'NUM_SPLITS', 'take_clip', 'ClipPairDataset', 'LabelledClipDataset', 'Split', 'read_split']
 
 # %% ../nbs/06_data.ipynb #bdc2d7d1
 def take_clip(tokens: torch.Tensor, start: int, clip_len: int, pad_id: int) -> torch.Tensor:
@@ -58,3 +59,272 @@ class ClipPairDataset(torch.utils.data.Dataset):
     def batch(self, indices) -> torch.Tensor:
         "Stack the pairs of `indices`: int64 (B, 2, T, h, w)."
         return torch.stack([self[int(i)][0] for i in indices])
+
+# %% ../nbs/06_data.ipynb #71f692ee
+class LabelledClipDataset(torch.utils.data.Dataset):
+    """Fine-tuning samples from a labelled `TokenStore` (built with `labels`, §4.2). Item i is `(tokens, label)`:
+    `tokens` int64 (T, h, w) with T = `clip_len`, one temporal crop of video i (a uniform start over the valid
+    starts; padded at the end with [PAD] = `store.vocab_size` when the video is shorter than T) in one spatial view
+    drawn uniformly from `views` (view names, or a set name of `vimpac.video.VIEW_SETS`; default: all the store's
+    views); `label` the video's class index (int, into `store.classes`). All randomness is keyed by (`seed`,
+    epoch, i): call `set_epoch` between epochs, or index with `(epoch, i)`; `choice(i, epoch)` gives the
+    (view, start) a sample uses. Raises `VimpacError` for a store without labels, an empty store, `clip_len` < 1, or
+    a view the store lacks."""
+    def __init__(self, store, clip_len: int, seed: int = 0, views=None):
+        if getattr(store, "classes", None) is None or getattr(store, "labels", None) is None:
+            raise VimpacError(f"{store.path}: token store has no labels; tokenize it with labels "
+                              "(vimpac-tokenize --dataset NAME --split-dir DIR, or build_store(labels=, classes=))")
+        if len(store) == 0: raise VimpacError(f"{store.path}: token store holds no video")
+        if isinstance(clip_len, bool) or not isinstance(clip_len, int) or clip_len < 1:
+            raise VimpacError(f"clip_len: expected an integer >= 1, got {clip_len!r}")
+        if views is None: views = list(store.views)
+        elif isinstance(views, str): views = list(VIEW_SETS.get(views, [views]))
+        else: views = list(views)
+        missing = [v for v in views if v not in store.views]
+        if not views or missing:
+            raise VimpacError(f"views: {missing[0] if missing else 'none given'}: not a view of {store.path}; it has {', '.join(store.views)}")
+        self.store, self.clip_len, self.seed, self.views, self.epoch = store, clip_len, seed, views, 0
+        self.keys, self.labels, self.lengths = store.keys(), list(store.labels), list(store.lengths)
+        self.pad_id = store.vocab_size
+    classes = property(lambda self: self.store.classes)
+    def set_epoch(self, epoch: int): self.epoch = epoch
+    def __len__(self): return len(self.keys)
+    def choice(self, i: int, epoch: int | None = None) -> tuple[str, int]:
+        "The (view name, start frame) of sample i in `epoch` (default: the current one)."
+        g = make_generator(derive_seed(self.seed, self.epoch if epoch is None else epoch, i))
+        view = self.views[int(torch.randint(len(self.views), (1,), generator=g))]
+        return view, int(torch.randint(max(self.lengths[i] - self.clip_len, 0) + 1, (1,), generator=g))
+    def __getitem__(self, key) -> tuple[torch.Tensor, int]:
+        epoch, i = key if isinstance(key, tuple) else (self.epoch, key)   # (epoch, i) keys let workers skip set_epoch
+        view, start = self.choice(i, epoch)
+        clip = torch.from_numpy(self.store.clip(self.keys[i], start, self.clip_len, view).astype("int64"))
+        return take_clip(clip, 0, self.clip_len, self.pad_id), self.labels[i]
+
+# %% ../nbs/06_data.ipynb #c43b30e3
+import csv, json, re
+from dataclasses import dataclass, field
+from pathlib import Path
+from .utils import read_json
+from .video import scan_folder
+
+SPLIT_DATASETS = ("ucf101", "hmdb51", "ssv2", "diving48", "kinetics400", "folder")
+NUM_SPLITS = dict(ucf101=3, hmdb51=3, ssv2=1, diving48=1, kinetics400=1, folder=1)  # official splits per dataset
+
+@dataclass
+class Split:
+    """One official split of a dataset, from `read_split`: `train` and `test`, lists of (video path under `root`,
+    0-based label into `classes`, the class names in the official order); `missing`: the (part, path) of videos the
+    split files list but `root` lacks (left out of `train` / `test`). `dict(split.train)` is the `labels` argument
+    of `vimpac.store.build_store`."""
+    dataset: str
+    split: int
+    root: Path
+    classes: list
+    train: list
+    test: list
+    missing: list = field(default_factory=list)
+    def headline(self) -> str:
+        "One line: the counts, and the videos listed but not found."
+        s = (f"{self.dataset} split {self.split}: {len(self.train)} train and {len(self.test)} test videos, "
+             f"{len(self.classes)} classes")
+        if self.missing:
+            n = {p: sum(q == p for q, _ in self.missing) for p in ("train", "test")}
+            s += (f"; {len(self.missing)} listed but not found under {self.root} ({n['train']} train, {n['test']} test; "
+                  f"e.g. {self.missing[0][1]})")
+        return s
+    def __str__(self): return self.headline()
+
+def _bad(f, n: int, line: str, expected: str):
+    return VimpacError(f"{f}, line {n}: {line[:80]!r}: expected {expected}")
+
+def _lines(f: Path, what: str) -> list[tuple[int, str]]:
+    """(line number, text without surrounding blanks) of the non-blank lines of the text file `f` (CRLF, trailing
+    spaces, a UTF-8 BOM accepted). Raises `VimpacError` naming `f` when it is missing, not UTF-8, or lists nothing."""
+    if not f.is_file(): raise VimpacError(f"{f}: no such file, expected {what}")
+    try: text = f.read_bytes().decode("utf-8-sig")
+    except UnicodeDecodeError: raise VimpacError(f"{f}: not UTF-8 text, expected {what}") from None
+    out = [(n, l.strip()) for n, l in enumerate(text.splitlines(), 1) if l.strip()]
+    if not out: raise VimpacError(f"{f}: empty, expected {what}")
+    return out
+
+def _json_list(f: Path, what: str) -> list:
+    "The JSON array in `f`, else `VimpacError` naming `f`."
+    if not f.is_file(): raise VimpacError(f"{f}: no such file, expected {what}")
+    try: obj = json.loads(f.read_bytes().decode("utf-8-sig"))
+    except UnicodeDecodeError: raise VimpacError(f"{f}: not UTF-8 text, expected {what} (JSON)") from None
+    except json.JSONDecodeError as e:
+        raise VimpacError(f"{f}: invalid JSON at line {e.lineno} column {e.colno} ({e.msg}), expected {what}") from None
+    if not isinstance(obj, list) or not obj: raise VimpacError(f"{f}: expected {what} (a non-empty JSON array)")
+    return obj
+
+def _bad_entry(f, i: int, entry, expected: str):
+    return VimpacError(f"{f}, entry {i}: {json.dumps(entry)[:80]}: expected {expected}")
+
+def _find(*candidates: Path) -> Path | None:
+    "The first of `candidates` that is a file, or None."
+    return next((c for c in candidates if c.is_file()), None)
+
+def _ucf101(root: Path, d: Path, split: int):
+    ci = d/"classInd.txt"
+    classes = []
+    for n, l in _lines(ci, "UCF101's classInd.txt (lines '1 ApplyEyeMakeup')"):
+        m = re.fullmatch(r"(\d+)\s+(\S+)", l)
+        if not m or int(m[1]) != len(classes) + 1: raise _bad(ci, n, l, f"'{len(classes) + 1} CLASSNAME' (indices 1, 2, ... in order)")
+        classes.append(m[2])
+    lower = {c.lower(): i for i, c in enumerate(classes)}  # the official lists spell HandStandPushups two ways
+    parts = {}
+    for part in ("train", "test"):
+        f, rows = d/f"{part}list{split:02d}.txt", []
+        for n, l in _lines(f, f"UCF101's {part} list of split {split} (lines 'Class/v_Class_g08_c01.avi{' 1' * (part == 'train')}')"):
+            m = re.fullmatch(r"(\S+?/\S+)(?:\s+(\d+))?", l)
+            if not m or m[1].split("/")[0].lower() not in lower or (part == "train" and m[2] is None):
+                raise _bad(f, n, l, "'CLASS/VIDEO.avi" + (" LABEL'" if part == "train" else "'") + " with CLASS in classInd.txt")
+            y = lower[m[1].split("/")[0].lower()]
+            if m[2] is not None and int(m[2]) - 1 != y:
+                raise _bad(f, n, l, f"label {y + 1} (class {classes[y]} in classInd.txt) for this folder")
+            rows.append(((root/m[1], root/Path(m[1]).name), y))
+        parts[part] = rows
+    return classes, parts
+
+def _hmdb51(root: Path, d: Path, split: int):
+    suffix = f"_test_split{split}.txt"
+    files = sorted(f for f in d.glob(f"*{suffix}") if f.is_file())
+    if not files: raise VimpacError(f"{d}: no HMDB51 split files *{suffix} (lines 'VIDEO.avi 1'), expected one per class")
+    classes = [f.name[:-len(suffix)] for f in files]
+    parts = dict(train=[], test=[])
+    for y, (c, f) in enumerate(zip(classes, files)):
+        for n, l in _lines(f, "an HMDB51 split file (lines 'VIDEO.avi 0|1|2')"):
+            m = re.fullmatch(r"(\S+)\s+([012])", l)
+            if not m: raise _bad(f, n, l, "'VIDEO.avi 0|1|2' (1 train, 2 test, 0 unused)")
+            if m[2] != "0": parts["train" if m[2] == "1" else "test"].append(((root/c/m[1], root/m[1]), y))
+    return classes, parts
+
+def _ssv2(root: Path, d: Path, split: int):
+    lf = d/"labels.json"
+    labels = read_json(lf, "SSV2's labels.json (template -> class id)")
+    order = {int(v): k for k, v in labels.items()
+             if (isinstance(v, str) and v.strip().isdigit()) or (isinstance(v, int) and not isinstance(v, bool))}
+    if sorted(order) != list(range(len(labels))):
+        raise VimpacError(f"{lf}: expected an object template -> class id, with the ids '0' ... '{len(labels) - 1}' once each")
+    classes = [order[i] for i in range(len(labels))]
+    index = {c: i for i, c in enumerate(classes)}
+    parts = {}
+    for part, name in (("train", "train.json"), ("test", "validation.json")):
+        f, rows = d/name, []
+        for i, e in enumerate(_json_list(f, f"SSV2's {name}")):
+            if not (isinstance(e, dict) and isinstance(e.get("id"), (str, int)) and isinstance(e.get("template"), str)):
+                raise _bad_entry(f, i, e, "an object with 'id' and 'template'")
+            t = e["template"].replace("[", "").replace("]", "")
+            if t not in index: raise _bad_entry(f, i, e, f"a template of {lf.name} (with its [brackets] removed)")
+            rows.append(((root/f"{e['id']}.webm", root/f"{e['id']}.mp4"), index[t]))
+        parts[part] = rows
+    return classes, parts
+
+def _diving48(root: Path, d: Path, split: int):
+    vf = d/"Diving48_vocab.json"
+    vocab = _json_list(vf, "Diving48's vocabulary (a list of [takeoff, somersaults, twists, flight])")
+    classes = []
+    for i, v in enumerate(vocab):
+        if isinstance(v, str): classes.append(v)
+        elif isinstance(v, list) and v and all(isinstance(x, str) for x in v): classes.append(" ".join(v))
+        else: raise _bad_entry(vf, i, v, "a list of strings such as ['Back', '15som', '05Twis', 'FREE']")
+    if len(set(classes)) != len(classes): raise VimpacError(f"{vf}: lists a class twice")
+    parts = {}
+    for part in ("train", "test"):
+        f, rows = d/f"Diving48_V2_{part}.json", []
+        for i, e in enumerate(_json_list(f, f"Diving48's V2 {part} list")):
+            y = e.get("label") if isinstance(e, dict) else None
+            if not (isinstance(e, dict) and isinstance(e.get("vid_name"), str) and isinstance(y, int)
+                    and not isinstance(y, bool) and 0 <= y < len(classes)):
+                raise _bad_entry(f, i, e, f"an object with 'vid_name' and 'label' in [0, {len(classes)})")
+            rows.append(((root/f"{e['vid_name']}.mp4",), y))
+        parts[part] = rows
+    return classes, parts
+
+_K400_FIELDS = ("label", "youtube_id", "time_start", "time_end")
+
+def _k400_rows(f: Path):
+    lines = _lines(f, "a Kinetics csv (label,youtube_id,time_start,time_end,split)")
+    (n0, head), rows = lines[0], []
+    cols = next(csv.reader([head]))
+    if any(k not in cols for k in _K400_FIELDS): raise _bad(f, n0, head, "the header label,youtube_id,time_start,time_end,split")
+    at = [cols.index(k) for k in _K400_FIELDS]
+    for n, l in lines[1:]:
+        r = next(csv.reader([l]))
+        try:
+            label, yid, t0, t1 = (r[j].strip() for j in at)
+            t0, t1 = int(float(t0)), int(float(t1))
+            if not label or not yid: raise ValueError
+        except (IndexError, ValueError): raise _bad(f, n, l, "label,youtube_id,time_start,time_end,split with integer times") from None
+        rows.append((n, l, label, f"{yid}_{t0:06d}_{t1:06d}.mp4"))
+    return rows
+
+def _kinetics400(root: Path, d: Path, split: int):
+    train, test = _k400_rows(d/"train.csv"), _k400_rows(d/"validate.csv")
+    classes = sorted({r[2] for r in train})
+    index = {c: i for i, c in enumerate(classes)}
+    for n, l, label, _ in test:
+        if label not in index: raise _bad(d/"validate.csv", n, l, f"a class of train.csv ({label!r} is not one)")
+    def where(label, name): return (root/name, root/label/name, root/label.replace(" ", "_")/name)
+    return classes, {p: [(where(r[2], r[3]), index[r[2]]) for r in rows] for p, rows in (("train", train), ("test", test))}
+
+def _class_folders(d: Path) -> dict:
+    return {c.name: scan_folder(c)[0] for c in sorted(d.iterdir()) if c.is_dir() and not c.name.startswith(".")}
+
+def _folder(root: Path, d: Path, split: int):
+    if (d/"train").is_dir():  # train/ and test/ (or val/) of class folders
+        test_dir = next((d/t for t in ("test", "val", "validation") if (d/t).is_dir()), None)
+        train, test = _class_folders(d/"train"), {} if test_dir is None else _class_folders(test_dir)
+    else: train, test = _class_folders(d), {}  # class folders only: all train
+    if not train: raise VimpacError(f"{d}: no class sub-folders, expected one folder per class (or train/ and test/ of them)")
+    classes = sorted(train)
+    extra = sorted(set(test) - set(train))
+    if extra: raise VimpacError(f"{test_dir}: class folder(s) {', '.join(extra[:3])} not among the train classes")
+    return classes, {p: [((v,), classes.index(c)) for c, vs in parts.items() for v in vs]
+                     for p, parts in (("train", train), ("test", test))}
+
+_READERS = dict(ucf101=_ucf101, hmdb51=_hmdb51, ssv2=_ssv2, diving48=_diving48, kinetics400=_kinetics400, folder=_folder)
+
+def read_split(dataset: str, video_root, split_dir_or_file=None, split: int = 1) -> Split:
+    """The official `split` (1-based) of `dataset`, from its split files in `split_dir_or_file` (the folder holding
+    them, or one of them), with the videos under `video_root`:
+
+    - `ucf101`: `classInd.txt`, `trainlist0N.txt` (`Class/v_..avi 1`), `testlist0N.txt`; videos at
+      `ROOT/Class/v_...avi` (or flat in ROOT). 3 splits.
+    - `hmdb51`: `<class>_test_splitN.txt`, lines `<video> 0|1|2` (1 train, 2 test, 0 unused); classes sorted by name;
+      videos at `ROOT/<class>/<video>` (or flat). 3 splits.
+    - `ssv2`: `labels.json` (template -> id), `train.json`, `validation.json` (the test part; entries with `id` and
+      `template`, whose `[something]` brackets are dropped to find the class); videos `ROOT/<id>.webm` (or `.mp4`).
+    - `diving48`: `Diving48_vocab.json` (class i = its words joined by spaces), `Diving48_V2_train.json` and
+      `Diving48_V2_test.json` (entries with `vid_name`, `label`); videos `ROOT/<vid_name>.mp4`.
+    - `kinetics400`: `train.csv` and `validate.csv` (the test part; `label,youtube_id,time_start,time_end,split`);
+      classes sorted by name; videos `{youtube_id}_{start:06d}_{end:06d}.mp4` in ROOT or ROOT/<label>/ (spaces or
+      underscores).
+    - `folder`: one sub-folder per class (sorted), under `train/` and `test/` (or `val/`) of the split folder (default
+      `video_root`); without a `train/` folder, every video is a train video.
+
+    Text files may have CRLF line endings, trailing spaces and blank lines. Videos listed but not on disk are left
+    out and recorded in `Split.missing` (see `Split.headline`). Raises `VimpacError` for an unknown dataset, a split
+    number the dataset lacks, a missing split file, or a malformed line (naming the file and the line number, or the
+    entry index in JSON files)."""
+    if dataset not in _READERS: raise VimpacError(f"dataset: {dataset!r} is not one of {', '.join(SPLIT_DATASETS)}")
+    n = NUM_SPLITS[dataset]
+    if isinstance(split, bool) or not isinstance(split, int) or not 1 <= split <= n:
+        raise VimpacError(f"split: {dataset} has {'only split 1' if n == 1 else f'splits 1 to {n}'}, got {split!r}")
+    root = Path(video_root)
+    if not root.is_dir(): raise VimpacError(f"{root}: no such folder, expected the {dataset} video root")
+    if split_dir_or_file is None:
+        if dataset != "folder": raise VimpacError(f"split_dir_or_file: the folder of {dataset}'s split files is needed")
+        d = root
+    else:
+        d = Path(split_dir_or_file)
+        if d.is_file(): d = d.parent
+        if not d.is_dir(): raise VimpacError(f"{d}: no such folder, expected the folder of {dataset}'s split files")
+    classes, parts = _READERS[dataset](root, d, split)
+    out = Split(dataset, split, root, list(classes), [], [])
+    for part in ("train", "test"):
+        for cands, y in parts[part]:
+            p = _find(*cands)
+            if p is None: out.missing.append((part, cands[0]))
+            else: getattr(out, part).append((p, y))
+    return out

@@ -48,19 +48,29 @@ def _list_file(p: Path) -> list[tuple[Path, str]]:
             except ValueError: out.append((q, q.as_posix()))  # outside the list's folder: its absolute path
     return out
 
-def expand_inputs(inputs, skipped: Counter | None = None) -> list[tuple[Path, str]]:
+def _name_under(q: Path, root: Path | None) -> str:
+    "The name of a video file given directly: its path relative to `root` when under it, else its file name."
+    if root is not None:
+        try: return q.resolve().relative_to(root).as_posix()
+        except ValueError: pass
+    return q.name
+
+def expand_inputs(inputs, skipped: Counter | None = None, root=None) -> list[tuple[Path, str]]:
     """Videos from files, folders, and list files (`.txt` / `.lst`, one path per line, `#` comments), each as
     (path, name relative to the root the user gave): for a folder, the path under that folder; for a list file,
     the path relative to the list's folder (an absolute line outside it keeps its absolute path); for a file given
-    directly, its file name. The names give the store keys (`video_key`), so a moved dataset keeps its keys. A file
-    listed twice is kept once; files a folder scan skips are counted into `skipped` (a `Counter`) by extension.
-    Raises `VimpacError` for a missing path, a folder without videos, or two different files with the same name."""
+    directly, its path relative to `root` when given and the file lies under it (a dataset split's videos under
+    its video root, e.g. `ApplyEyeMakeup/v_ApplyEyeMakeup_g01_c01.avi`), else its file name. The names give the
+    store keys (`video_key`), so a moved dataset keeps its keys. A file listed twice is kept once; files a folder
+    scan skips are counted into `skipped` (a `Counter`) by extension. Raises `VimpacError` for a missing path, a
+    folder without videos, or two different files with the same name."""
     if isinstance(inputs, (str, os.PathLike)): inputs = [inputs]
+    root = None if root is None else Path(root).resolve()
     found = []
     for p in map(Path, inputs):
         if p.is_file() and p.suffix.lower() in (".txt", ".lst"): found += _list_file(p)
         elif p.is_dir(): found += [(q, q.relative_to(p).as_posix()) for q in list_videos(p, skipped)]
-        else: found += [(q, q.name) for q in list_videos(p)]
+        else: found += [(q, _name_under(q, root)) for q in list_videos(p)]
     out, seen = [], {}
     for q, name in found:
         same = seen.setdefault(name, q)
@@ -203,11 +213,49 @@ def _check_meta(out: Path, meta: dict):
     if old["format"] != STORE_FORMAT:
         raise VimpacError(f"{out}: store format {old['format']!r} (keys from absolute paths) is read by this version but "
                           f"not extended, as its videos would be stored again under new keys; tokenize into a new folder")
-    keys = ("format", "fps", "frame_size", "views", "tokenizer", "vocab_size")
-    diff = {k: (old.get(k), meta[k]) for k in keys if old.get(k) != meta[k]}
+    keys = ("format", "fps", "frame_size", "views", "tokenizer", "vocab_size", "classes")
+    diff = {k: (old.get(k), meta.get(k)) for k in keys if old.get(k) != meta.get(k)}
+    if "classes" in diff:
+        a, b = diff["classes"]
+        raise VimpacError(f"{out}: existing store " + ("has no labels" if a is None else f"has the {len(a)} classes {_short(a)}")
+                          + " but " + ("no labels were given" if b is None else f"the {len(b)} classes {_short(b)} were given")
+                          + "; tokenize into a new folder")
     if diff:
         raise VimpacError(f"{out}: existing store was built with other settings: " +
                           ", ".join(f"{k} {a!r} here vs {b!r} requested" for k, (a, b) in diff.items()))
+
+def _short(names: list, n: int = 4) -> str:
+    return "[" + ", ".join(map(repr, names[:n])) + (f", ... ({len(names) - n} more)" if len(names) > n else "") + "]"
+
+def _check_classes(classes) -> list[str]:
+    "`classes` as a list of distinct non-empty strings, else `VimpacError`."
+    if isinstance(classes, (str, bytes)) or not isinstance(classes, (list, tuple)) or not classes:
+        raise VimpacError(f"classes: expected a non-empty list of class names, got {classes!r:.80}")
+    bad = next((c for c in classes if not isinstance(c, str) or not c), None)
+    if bad is not None: raise VimpacError(f"classes: expected non-empty strings, got {bad!r}")
+    dup = next((c for c, n in Counter(classes).items() if n > 1), None)
+    if dup is not None: raise VimpacError(f"classes: {dup!r} is listed {Counter(classes)[dup]} times; names must be distinct")
+    return list(classes)
+
+def _label_items(items, labels: dict, classes: list[str]) -> dict:
+    """key -> label for the (key, path, name) `items`: `labels` maps video paths (as given, or as found under a folder;
+    compared resolved) to 0-based ints into `classes`. Raises `VimpacError` for a label that is not an int in range
+    or a video without one (naming it, with the count of unlabelled videos)."""
+    if not isinstance(labels, dict): raise VimpacError(f"labels: expected a dict video path -> class index, got {type(labels).__name__}")
+    by_path = {}
+    for p, y in labels.items():
+        if isinstance(y, bool) or not isinstance(y, (int, np.integer)) or not 0 <= y < len(classes):
+            raise VimpacError(f"labels: {p}: label {y!r}, expected an integer class index in [0, {len(classes)})")
+        by_path[Path(p).resolve()] = int(y)
+    out, missing = {}, []
+    for key, p, name in items:
+        y = by_path.get(Path(p).resolve())
+        if y is None: missing.append(p)
+        else: out[key] = y
+    if missing:
+        raise VimpacError(f"labels: {missing[0]}: no label for this video ({len(missing)} of {len(items)} videos have none); "
+                          "give a label for every input video, or none")
+    return out
 
 def _check_int(value, name: str, low: int) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
@@ -216,7 +264,8 @@ def _check_int(value, name: str, low: int) -> int:
 
 def build_store(inputs, tokenizer, out, fps: float = 2.0, frame_size: int = 128, views="center",
                 batch_size: int = 64, device=None, workers: int = 0, num_shards: int = 1, shard_index: int = 0,
-                progress: bool = True) -> StoreSummary:
+                progress: bool = True, labels: dict | None = None, classes: list[str] | None = None,
+                root=None) -> StoreSummary:
     """Tokenize the videos of `inputs` (files, folders, list files; keys relative to them, see `expand_inputs`) with
     `tokenizer` into the store folder `out`, at `fps` frames/s and frame size `frame_size` for each view of `views`
     ("center", "noflip", "all" or a list of view names). This writer handles shard `shard_index` of `num_shards`
@@ -225,7 +274,14 @@ def build_store(inputs, tokenizer, out, fps: float = 2.0, frame_size: int = 128,
     Decoding runs in `workers` processes, in chunks of `batch_size` frames that are encoded on `device` as they
     come, so memory does not grow with a video's length. Every argument is checked before the folder or its
     `meta.json` is written. Returns a `StoreSummary`. Raises `VimpacError` for bad arguments (naming the argument
-    and what is allowed) or a store built with other settings."""
+    and what is allowed) or a store built with other settings.
+
+    **Labelled stores** (fine-tuning, issue 12): `labels` maps each input video, by its *path* (as given, or as found
+    under a folder given; paths are compared resolved, so relative and absolute spellings agree) to a 0-based class
+    index into `classes` (the class names, in the dataset's official order). Each video's record then holds its
+    `label`, and `meta.json` the `classes`. Every input video needs a label (labels of videos not among the inputs are
+    ignored); `labels` and `classes` go together, and a store is only extended with the same classes. `root`: files
+    given directly are named (and keyed) relative to it when under it (see `expand_inputs`)."""
     out = Path(out)
     if out.exists() and not out.is_dir(): raise VimpacError(f"{out}: is a file, expected a store folder (or a new path)")
     fps = check_fps(fps, "fps")
@@ -240,11 +296,15 @@ def build_store(inputs, tokenizer, out, fps: float = 2.0, frame_size: int = 128,
     view_names = list(views)
     if not view_names: raise VimpacError(f"views: expected at least one view, e.g. {', '.join(VIEW_SETS)}")
     for v in view_names: parse_view(v)
+    if (labels is None) != (classes is None): raise VimpacError("labels and classes: give both (a labelled store) or neither")
+    if classes is not None: classes = _check_classes(classes)
     scan_skipped = Counter()
-    items = sorted((video_key(name), p, name) for p, name in expand_inputs(inputs, scan_skipped))[shard_index::num_shards]
+    items = sorted((video_key(name), p, name) for p, name in expand_inputs(inputs, scan_skipped, root))[shard_index::num_shards]
+    label_of = None if labels is None else _label_items(items, labels, classes)
     h = frame_size // ds
     meta = dict(format=STORE_FORMAT, fps=fps, frame_size=int(frame_size), views=view_names, token_map=[h, h],
                 vocab_size=tokenizer.vocab_size, tokenizer=tokenizer.identity, num_shards=num_shards)
+    if classes is not None: meta["classes"] = classes
     _check_meta(out, meta)
     for other in out.glob("shard-*-of-*.lmdb") if out.is_dir() else []:
         if not other.name.endswith(f"-of-{num_shards:05d}.lmdb"):
@@ -264,6 +324,9 @@ def build_store(inputs, tokenizer, out, fps: float = 2.0, frame_size: int = 128,
                 summary.failed.append(dict(key=key, path=str(p), reason=(
                     f"{p}: not stored: key {key} already holds another file of that name ({old['path']}, "
                     f"{old['bytes']} bytes, not {size}); give the common parent folder of both")))
+            elif label_of is not None and old.get("label") != label_of[key]:
+                raise VimpacError(f"{out}: {p} is stored with label {old.get('label')!r}, now given {label_of[key]} "
+                                  f"({classes[label_of[key]]!r}); tokenize into a new folder")
             else: summary.skipped.append(key)
     loader = torch.utils.data.DataLoader(_DecodeVideos(todo, fps, frame_size, view_names, batch_size), batch_size=None,
                                          num_workers=workers, collate_fn=_identity)
@@ -289,6 +352,7 @@ def build_store(inputs, tokenizer, out, fps: float = 2.0, frame_size: int = 128,
             T = len(tokens[view_names[0]])
             rec = dict(key=key, path=path, name=item["name"], bytes=Path(path).stat().st_size, duration=info["duration"],
                        start=info["start"], rotation=info["rotation"], frames=T, shape=[T, h, h], views=view_names)
+            if label_of is not None: rec["label"] = label_of[key]
             part = None
             if info["partial"]:
                 exp = info["expected"]
@@ -330,13 +394,18 @@ def _read_meta(f: Path) -> dict:
     if missing: raise VimpacError(f"{f}: lacks the field(s) {', '.join(missing)}, expected a token store's meta.json")
     for k, (ok, what) in _META_FIELDS.items():
         if not ok(meta[k]): raise VimpacError(f"{f}: field {k} is {meta[k]!r}, expected {what}")
+    c = meta.get("classes")  # optional: a labelled store's class names
+    if c is not None and not (isinstance(c, list) and c and all(isinstance(x, str) for x in c) and len(set(c)) == len(c)):
+        raise VimpacError(f"{f}: field classes is {c!r:.80}, expected a list of distinct class names")
     return meta
 
 # %% ../nbs/02_store.ipynb #1f5ac7a3
 class TokenStore:
     """A token store on disk (all its shards). `len`, `keys()`, `tokens(key, view)` (the whole int16 array
     (T, h, w)), `clip(key, start, length, view)` (only frames [start, start + length)), `failures()`, and for
-    training `store[i]`: the centre view of video i as int64 (T, h, w). Passing `tokenizer` checks that the store
+    training `store[i]`: the centre view of video i as int64 (T, h, w). A labelled store (built with `labels`) also
+    has `classes` (the class names, list[str]), `labels` (list[int], aligned with `keys()` and `store[i]`) and
+    `label(key)`; for an unlabelled store `classes` and `labels` are None. Passing `tokenizer` checks that the store
     was built by it; otherwise raises `VimpacError`. Also raised, naming the file, for a folder that is not a store,
     a `meta.json` that is invalid or lacks a field, and a shard that is truncated, not LMDB, or unreadable (every
     shard is checked against its LMDB header when opened, in each process, so a truncated shard never ends in SIGBUS)."""
@@ -356,6 +425,13 @@ class TokenStore:
                         key = k[2:].decode(); self._records[key] = json.loads(v); self._where[key] = i
         self._keys = sorted(self._records)
         self.dtype = _token_dtype(self.meta["vocab_size"])
+        if self.classes is not None:
+            n = len(self.classes)
+            bad = next((k for k in self._keys if not (isinstance(self._records[k].get("label"), int)
+                                                       and 0 <= self._records[k]["label"] < n)), None)
+            if bad is not None:
+                raise VimpacError(f"{self.shards[self._where[bad]]}: record of {bad!r} has label "
+                                  f"{self._records[bad].get('label')!r}, expected a class index in [0, {n}) (store has classes)")
 
     vocab_size = property(lambda self: self.meta["vocab_size"])
     fps = property(lambda self: self.meta["fps"])
@@ -365,11 +441,22 @@ class TokenStore:
     train_view = property(lambda self: "1x-center" if "1x-center" in self.views else self.views[0])  # pre-training's view
     ids = property(lambda self: list(self._keys))
     lengths = property(lambda self: [self._records[k]["frames"] for k in self._keys])
+    classes = property(lambda self: self.meta.get("classes"))  # class names of a labelled store, else None
+    @property
+    def labels(self) -> list[int] | None:
+        "The class index of each video, aligned with `keys()` and `store[i]`; None for an unlabelled store."
+        return None if self.classes is None else [self._records[k]["label"] for k in self._keys]
+    def label(self, key: str) -> int:
+        "The class index of video `key`. Raises `VimpacError` for an unlabelled store or a key not in the store."
+        if self.classes is None: raise VimpacError(f"{self.path}: store has no labels (tokenize with labels, e.g. vimpac-tokenize --dataset)")
+        if key not in self._records: raise VimpacError(f"{self.path}: no video {key!r} in the store")
+        return self._records[key]["label"]
     def keys(self) -> list[str]: return list(self._keys)
     def record(self, key) -> dict: return self._records[key]
     def __len__(self): return len(self._keys)
     def __repr__(self): return (f"TokenStore({self.path}, {len(self)} videos in {len(self.shards)} shard(s), {self.fps:g} FPS, "
-                                f"S={self.frame_size}, views={len(self.views)}, V={self.vocab_size})")
+                                f"S={self.frame_size}, views={len(self.views)}, V={self.vocab_size}"
+                                + (f", {len(self.classes)} classes)" if self.classes is not None else ")"))
 
     def _get(self, key, view, start=0, length=None) -> np.ndarray:
         if key not in self._records: raise VimpacError(f"{self.path}: no video {key!r} in the store")
