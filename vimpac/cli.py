@@ -20,7 +20,8 @@ from .viz import plot_curves, plot_reconstruction
 
 # %% auto #0
 __all__ = ['DATASET_FPS', 'DATASET_VIEWS', 'tokenize_videos', 'tokenize_dataset', 'tokenize_main', 'pretrain_parser',
-           'pretrain_args', 'pretrain_main', 'run_demo', 'showcase_main']
+           'pretrain_args', 'pretrain_main', 'run_demo', 'showcase_main', 'predict_videos', 'predict_main',
+           'features_of', 'features_main', 'evaluate_run', 'evaluate_main']
 
 # %% ../nbs/11_cli.ipynb #d4c797d1
 def _one_line(e: BaseException) -> str:
@@ -290,3 +291,139 @@ def showcase_main(argv=None):
     print(f"mask accuracy {s['mask_acc']:.3f} vs majority-token baseline {s['majority_acc']:.3f}; CL accuracy {s['cl_acc']:.3f}")
     print(f"wrote {a.images}/reconstruction.png, {a.images}/training_curves.png and {a.out}/ "
           f"({s['total_s']:.0f} s: tokenize {s['tokenize_s']:.0f} s, pre-train {s['pretrain_s']:.0f} s)")
+
+# %% ../nbs/11_cli.ipynb #e2bd0001
+from .evaluate import (Features, load_run, run_tokenizer, predict, extract_features, evaluate, evaluate_probe,
+                             parse_views, write_predictions)
+from .viz import plot_confusion, plot_store_retrieval
+import torch
+import matplotlib.pyplot as plt
+
+def _views(s: str) -> str:
+    "An argparse `type=`: SPATIALxTEMPORAL views (`parse_views`)."
+    try: parse_views(s); return s
+    except VimpacError as e: raise argparse.ArgumentTypeError(str(e)) from None
+
+def _common(p, views_default, views_help):
+    p.add_argument("--checkpoint", required=True, help="a saved model folder (save_pretrained: config.json, model.safetensors)")
+    p.add_argument("--views", type=_views, default=views_default, help=views_help)
+    p.add_argument("--tokenizer", default=None, help="the tokenizer the checkpoint was trained with (default: the kit's "
+                   "default, checked against the identity the run records)")
+    p.add_argument("--batch-size", type=_number(integer=True, ge=1), default=32, help="clips per forward pass")
+    p.add_argument("--device", type=_device, default=None, help="cpu, cuda or cuda:N (default: cuda when available)")
+
+def predict_videos(videos, checkpoint, views="3x10", fps=None, tokenizer=None, top: int = 5, batch_size: int = 32,
+                   device=None, progress: bool = True) -> tuple[list[dict], dict]:
+    """`vimpac-predict` as a function: load the checkpoint folder (`load_run`) and its tokenizer (`run_tokenizer`),
+    then `predict` the videos at `fps` (default: the run's record, else 2). Returns (predictions, run info)."""
+    dev = get_device(device)
+    model, info = load_run(checkpoint, dev)
+    tok = run_tokenizer(info, tokenizer, dev)
+    fps = fps or info["fps"] or 2.0
+    return predict(videos, model, tok, views, fps, info["classes"], top, batch_size, dev, progress), info
+
+def predict_main(argv=None):
+    "Console script `vimpac-predict`."
+    p = _Parser(prog="vimpac-predict", description="Classify videos with a fine-tuned checkpoint (multi-view inference, §4.2).")
+    p.add_argument("videos", nargs="+", help="video files, folders of videos, or .txt lists of paths")
+    _common(p, "3x10", "SPATIALxTEMPORAL crops: 3x10 (the paper's), or 1xK for the centre crop alone (SSV2)")
+    p.add_argument("--fps", type=_number(gt=0), default=None, help="frames per second to sample (default: the run's, else 2)")
+    p.add_argument("--top", type=_number(integer=True, ge=1), default=5, help="classes to print per video")
+    p.add_argument("--csv", default=None, help="also write the predictions to this CSV file")
+    a = p.parse_args(argv)
+    preds, info = _run(p.prog, predict_videos, a.videos, a.checkpoint, a.views, a.fps, a.tokenizer, a.top, a.batch_size, a.device)
+    for r in preds:
+        print(r["path"])
+        for i, (name, s) in enumerate(r["top"]): print(f"  {i + 1}. {s:.4f}  {name}")
+    if a.csv:
+        _run(p.prog, write_predictions, a.csv, [r["key"] for r in preds], torch.stack([r["scores"] for r in preds]),
+             info["classes"], None, a.top, [r["path"] for r in preds])
+
+def features_of(inputs, checkpoint, out, views="1x10", fps=None, tokenizer=None, batch_size: int = 32, device=None,
+                progress: bool = True) -> Features:
+    """`vimpac-features` as a function: [CLS] features of one token store (a folder with `meta.json`) or of videos
+    (`extract_features`, tokenized by the run's tokenizer), saved to `out` (safetensors). Raises `VimpacError` for a
+    store given with other inputs."""
+    inputs = [inputs] if isinstance(inputs, (str, Path)) else list(inputs)
+    stores = [i for i in inputs if Path(i).is_dir() and (Path(i)/"meta.json").is_file()]
+    if stores and len(inputs) > 1: raise VimpacError(f"{stores[0]}: a token store is given alone, not with other inputs")
+    dev = get_device(device)
+    model, info = load_run(checkpoint, dev)
+    if stores:
+        store = TokenStore(stores[0])
+        want = info["tokenizer"]
+        if want is not None and store.meta.get("tokenizer") not in (None, want):
+            raise VimpacError(f"{store.path}: store was built by tokenizer {store.meta['tokenizer']}, but {checkpoint} was trained on tokens of {want}")
+        feats = extract_features(store, model, views=views, batch_size=batch_size, device=dev, progress=progress)
+    else:
+        tok = run_tokenizer(info, tokenizer, dev)
+        feats = extract_features(inputs, model, tok, views, fps or info["fps"] or 2.0, batch_size, dev, progress)
+    feats.save(out)
+    return feats
+
+def features_main(argv=None):
+    "Console script `vimpac-features`."
+    p = _Parser(prog="vimpac-features", description="Write the [CLS] features (N, D) of videos or of a token store, with their keys, to safetensors.")
+    p.add_argument("inputs", nargs="+", metavar="VIDEO_OR_STORE", help="one token store folder, or video files, folders, .txt lists")
+    p.add_argument("--out", required=True, help="the .safetensors file to write")
+    _common(p, "1x10", "SPATIALxTEMPORAL crops the features are averaged over (default 1x10: the centre crop, as pre-training)")
+    p.add_argument("--fps", type=_number(gt=0), default=None, help="frames per second for videos (default: the run's, else 2)")
+    a = p.parse_args(argv)
+    if Path(a.out).is_dir(): p.error(f"argument --out: {a.out} is a folder; expected a file to write")
+    f = _run(p.prog, features_of, a.inputs, a.checkpoint, a.out, a.views, a.fps, a.tokenizer, a.batch_size, a.device)
+    print(f"wrote {a.out}: {tuple(f.features.shape)[0]} videos x {tuple(f.features.shape)[1]} features ({f.views} views)")
+
+def evaluate_run(checkpoint, test, train=None, probe=None, views=None, k: int = 20, temperature: float = 0.07,
+                 weight_decay: float = 1e-4, out=None, retrieval: int = 4, tokenizer=None, batch_size: int = 32,
+                 device=None, progress: bool = True):
+    """`vimpac-evaluate` as a function. Without `probe`: multi-view evaluation of the fine-tuned classifier of
+    `checkpoint` on the labelled store `test` (`evaluate`, default views 3x10). With `probe` ("linear" or "knn"):
+    the frozen [CLS] features of `train` and `test` (`evaluate_probe`, default views 1x10, the centre crop of
+    pre-training). With `out`: `metrics.json`, `predictions.csv`, `confusion.png`, and when `train` is given and
+    `retrieval` > 0, `retrieval.png`. Returns the `Evaluation`."""
+    if probe is not None and train is None: raise VimpacError(f"--probe {probe}: needs --train STORE (the store the probe is fitted on)")
+    dev = get_device(device)
+    model, info = load_run(checkpoint, dev)
+    test_store = TokenStore(test)
+    ftr = fte = None
+    if probe is None:
+        ev = evaluate(model, test_store, views or "3x10", batch_size, dev, info, progress)
+    else:
+        ev, ftr, fte = evaluate_probe(model, train, test_store, probe, views or "1x10", k, temperature, weight_decay,
+                                      batch_size, dev, info, progress)
+    if out is not None:
+        out = Path(out); ev.write(out)
+        plot_confusion(ev.metrics["confusion"], ev.classes, out/"confusion.png", title=f"{ev.headline()}\n{Path(checkpoint).name} on {test_store.path.name}")
+        plt.close("all")
+        if train is not None and retrieval:
+            train_store = TokenStore(train)
+            if ftr is None:
+                ftr, fte = (extract_features(s, model, views=views or "1x10", batch_size=batch_size, device=dev, progress=progress)
+                            for s in (train_store, test_store))
+            try:
+                tok = run_tokenizer(info, tokenizer, dev)
+                plot_store_retrieval(fte, ftr, test_store, train_store, tok, retrieval, 5, 3, out/"retrieval.png",
+                                     title=f"{Path(checkpoint).name}: {test_store.path.name} queries, {train_store.path.name} gallery")
+            except VimpacError as e: warnings.warn(f"retrieval figure skipped: {e}")
+            finally: plt.close("all")
+    return ev
+
+def evaluate_main(argv=None):
+    "Console script `vimpac-evaluate`."
+    p = _Parser(prog="vimpac-evaluate", description="Top-1 / top-5 / mean per-class accuracy of a checkpoint on a labelled "
+                "token store: multi-view inference of a fine-tuned classifier, or a linear probe / kNN on frozen [CLS] features.")
+    p.add_argument("--test", required=True, help="labelled token store to evaluate on (vimpac-tokenize --dataset)")
+    p.add_argument("--train", default=None, help="labelled training store: what a probe is fitted on, and the retrieval gallery")
+    p.add_argument("--probe", choices=["linear", "knn"], default=None, help="judge frozen [CLS] features instead of the classifier")
+    _common(p, None, "SPATIALxTEMPORAL crops (default 3x10, the paper's; 1x10 for probes, the centre crop of pre-training)")
+    p.add_argument("--k", type=_number(integer=True, ge=1), default=20, help="kNN neighbours")
+    p.add_argument("--temperature", type=_number(gt=0), default=0.07, help="kNN vote temperature: weight exp(cos / T)")
+    p.add_argument("--weight-decay", type=_number(ge=0), default=1e-4, help="linear probe L2 penalty")
+    p.add_argument("--out", type=_folder, default=None, help="folder for metrics.json, predictions.csv, confusion.png, retrieval.png")
+    p.add_argument("--retrieval", type=_number(integer=True, ge=0), default=4, help="query videos in retrieval.png (needs --train and --out; 0: none)")
+    a = p.parse_args(argv)
+    if a.probe and not a.train: p.error(f"argument --probe: {a.probe} needs --train STORE (the store it is fitted on)")
+    ev = _run(p.prog, evaluate_run, a.checkpoint, a.test, a.train, a.probe, a.views, a.k, a.temperature, a.weight_decay,
+              a.out, a.retrieval, a.tokenizer, a.batch_size, a.device)
+    print(ev.headline())
+    if a.out: print(f"wrote {a.out}/metrics.json, predictions.csv, confusion.png" + (", retrieval.png" if (Path(a.out)/"retrieval.png").is_file() else ""))

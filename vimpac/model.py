@@ -23,8 +23,9 @@ from .utils import VimpacError, atomic_path, load_torch_file, read_json, write_j
 # %% auto #0
 __all__ = ['PRESETS', 'LAYOUTS', 'OFFICIAL_LAYOUTS', 'VimpacConfig', 'parse_layout', 'AxialAttentionBlock', 'Embeddings',
            'MLPBlock', 'VimpacLayer', 'check_tokens', 'VimpacModel', 'count_parameters', 'TokenHead', 'cls_head',
-           'interpolate_pos_embed', 'VimpacForPreTraining', 'VimpacForVideoClassification', 'read_official_args',
-           'official_config', 'convert_official_state', 'model_flops']
+           'interpolate_pos_embed', 'ModelOutput', 'PreTrainingOutput', 'ClassificationOutput', 'VimpacForPreTraining',
+           'VimpacForVideoClassification', 'read_official_args', 'official_config', 'convert_official_state',
+           'model_flops']
 
 # %% ../nbs/04_model.ipynb #900795c5
 PRESETS = {
@@ -343,6 +344,40 @@ class _Pretrained(nn.Module):
                               f"{str(e).splitlines()[0][:120] if str(e) else ''}); truncated or corrupt?") from None
         return _load_checked(model, model._adapt_state(sd, kind, path), path).to(device)
 
+class ModelOutput:
+    """Base of the heads' typed outputs (as Hugging Face's `ModelOutput`): a dataclass whose fields also read as dict
+    items, `out.logits` or `out["logits"]`. Fields left None are absent: `"loss" in out` is False without labels,
+    and `out["loss"]` then raises `KeyError`."""
+    def keys(self) -> list[str]: return [f.name for f in fields(self) if getattr(self, f.name) is not None]
+    def __getitem__(self, k: str):
+        if k not in self.keys(): raise KeyError(k)
+        return getattr(self, k)
+    def __contains__(self, k) -> bool: return k in self.keys()
+    def __iter__(self): return iter(self.keys())
+    def get(self, k: str, default=None): return getattr(self, k) if k in self.keys() else default
+
+@dataclass
+class PreTrainingOutput(ModelOutput):
+    """What `VimpacForPreTraining` returns. `hidden` float (B, T, h, w, D); `cls` float (B, D), the [CLS] state;
+    `features` float32 (B, 256), the CLS head's output, L2-normalised (the InfoNCE input, §3.3). With labels:
+    `logits` (M, V) and `targets` int64 (M,) at the M labelled positions, and `loss`, the mask-then-predict
+    cross-entropy (eq. 1) summed over them and divided by `num_masked` (default M, i.e. the mean; 0 when M = 0).
+    The InfoNCE needs the other clips of the batch, on every process: it is `vimpac.losses.info_nce(_distributed)`."""
+    hidden: torch.Tensor
+    cls: torch.Tensor
+    features: torch.Tensor
+    logits: torch.Tensor | None = None
+    targets: torch.Tensor | None = None
+    loss: torch.Tensor | None = None
+
+@dataclass
+class ClassificationOutput(ModelOutput):
+    """What `VimpacForVideoClassification` returns. `logits` float (B, C); `cls` float (B, D), the [CLS] state the FC
+    layer reads; with labels, `loss`: the mean cross-entropy over the B clips, float32 scalar."""
+    logits: torch.Tensor
+    cls: torch.Tensor
+    loss: torch.Tensor | None = None
+
 def _check_labels(labels, shape, c: VimpacConfig, device) -> torch.Tensor:
     "Labels as int64 on `device`: codes 0..V-1 or -100, in the tokens' `shape`; else `VimpacError` naming what is wrong."
     labels = labels if isinstance(labels, torch.Tensor) else torch.as_tensor(np.ascontiguousarray(labels))
@@ -360,6 +395,19 @@ def _check_labels(labels, shape, c: VimpacConfig, device) -> torch.Tensor:
                               f"0..{c.vocab_size - 1} (the token head predicts codes only) nor -100 (ignored)")
     return labels
 
+def _check_classes(labels, n: int, num_classes: int, device) -> torch.Tensor:
+    "Class labels as int64 (n,) on `device`, each in 0..num_classes-1; else `VimpacError` naming what is wrong."
+    labels = labels if isinstance(labels, torch.Tensor) else torch.as_tensor(np.ascontiguousarray(labels))
+    if tuple(labels.shape) != (n,):
+        raise VimpacError(f"labels: expected one class per clip, shape ({n},), got {tuple(labels.shape)}")
+    if labels.dtype == torch.bool or labels.is_floating_point() or labels.is_complex():
+        raise VimpacError(f"labels: expected integer classes 0..{num_classes - 1}, got dtype {labels.dtype}")
+    labels = labels.to(device=device, dtype=torch.long)
+    if not torch.compiler.is_compiling() and bool(((labels < 0) | (labels >= num_classes)).any()):
+        vals = torch.unique(labels[(labels < 0) | (labels >= num_classes)]).tolist()
+        raise VimpacError(f"labels: classes {vals[:6]} are outside 0..{num_classes - 1} ({num_classes} classes)")
+    return labels
+
 def _batchnorm_needs_two(head: nn.Module) -> bool:
     "True when a batch of one cannot train `head`: it has BatchNorm and no process group to gather statistics over."
     dist = torch.distributed
@@ -369,9 +417,12 @@ def _batchnorm_needs_two(head: nn.Module) -> bool:
 class VimpacForPreTraining(_Pretrained):
     """Backbone + token head + CLS head (§3.4). `forward(inputs, labels=None)` takes (B, T, h, w) token ids (with
     [MASK]; any integer dtype or array, see `check_tokens`) and labels of the same shape (codes 0..V-1, -100 =
-    ignore) and returns a dict: `hidden` (B, T, h, w, D), `cls` (B, D), `features` (B, 256) L2-normalised, and when
-    labels are given `logits` (M, V) and `targets` (M,) at the M labelled positions. Raises `VimpacError` for tokens
-    or labels it cannot take, and for a batch of one in training mode (the CLS head's BatchNorm needs two clips)."""
+    ignore) and returns a `PreTrainingOutput`: `hidden` (B, T, h, w, D), `cls` (B, D), `features` (B, 256)
+    L2-normalised, and when labels are given `logits` (M, V) and `targets` (M,) at the M labelled positions and
+    `loss`, their summed cross-entropy divided by `num_masked` (default M: the mean). A micro-batch of a larger batch
+    passes the masked count of the whole batch, so that the micro-batches' losses add up to the batch's mean.
+    Raises `VimpacError` for tokens or labels it cannot take, and for a batch of one in training mode (the CLS head's
+    BatchNorm needs two clips)."""
     kind = "vimpac-pretraining"
     def __init__(self, config: VimpacConfig):
         super().__init__()
@@ -387,22 +438,28 @@ class VimpacForPreTraining(_Pretrained):
         self.cls_head = nn.SyncBatchNorm.convert_sync_batchnorm(self.cls_head)
         return self
 
-    def forward(self, inputs, labels=None):
+    def forward(self, inputs, labels=None, num_masked=None) -> PreTrainingOutput:
         if self.training and len(getattr(inputs, "shape", ())) == 4 and inputs.shape[0] == 1 and _batchnorm_needs_two(self.cls_head):
             raise VimpacError("tokens: a batch of 1 clip in training mode, but the CLS head's BatchNorm needs at least 2 "
                               "clips per batch; use a batch of 2 or more, or call .eval() to run the model on one clip")
         hidden, cls = self.backbone(inputs)
-        out = dict(hidden=hidden, cls=cls, features=F.normalize(self.cls_head(cls).float(), dim=-1))
+        out = PreTrainingOutput(hidden=hidden, cls=cls, features=F.normalize(self.cls_head(cls).float(), dim=-1))
         if labels is not None:
             labels = _check_labels(labels, hidden.shape[:4], self.config, hidden.device)
             sel = labels != -100
-            out["logits"] = self.token_head(hidden[sel], self.backbone.embeddings.token.weight)
-            out["targets"] = labels[sel]
+            out.logits = self.token_head(hidden[sel], self.backbone.embeddings.token.weight)
+            out.targets = labels[sel]
+            n = len(out.targets) if num_masked is None else num_masked
+            out.loss = F.cross_entropy(out.logits.float(), out.targets, reduction="sum") / (n.clamp_min(1) if
+                       isinstance(n, torch.Tensor) else max(n, 1))
         return out
 
 class VimpacForVideoClassification(_Pretrained):
-    """Backbone + zero-initialised FC layer on [CLS] (appendix A.2). Token ids (B, T, h, w) (any integer dtype or array,
-    see `check_tokens`) → logits (B, num_classes). Raises `VimpacError` for tokens `check_tokens` refuses."""
+    """Backbone + zero-initialised FC layer on [CLS] (appendix A.2). `forward(tokens, labels=None)`: token ids (B, T, h,
+    w) (any integer dtype or array, see `check_tokens`) and optional class labels (B,) in 0..num_classes-1 → a
+    `ClassificationOutput`: `logits` (B, num_classes), `cls` (B, D) and, with labels, `loss` (mean cross-entropy),
+    as Hugging Face's `VideoMAEForVideoClassification(pixel_values, labels)`. Raises `VimpacError` for tokens
+    `check_tokens` refuses, and labels of another shape, a non-integer dtype or outside the classes."""
     kind = "vimpac-classification"
     def __init__(self, config: VimpacConfig, num_classes: int = 2):
         super().__init__()
@@ -410,7 +467,12 @@ class VimpacForVideoClassification(_Pretrained):
         self.backbone = VimpacModel(config)
         self.fc = nn.Linear(config.hidden_size, num_classes)
         nn.init.zeros_(self.fc.weight); nn.init.zeros_(self.fc.bias)
-    def forward(self, tokens): return self.fc(self.backbone(tokens)[1])
+    def forward(self, tokens, labels=None) -> ClassificationOutput:
+        cls = self.backbone(tokens)[1]
+        out = ClassificationOutput(logits=self.fc(cls), cls=cls)
+        if labels is not None:
+            out.loss = F.cross_entropy(out.logits.float(), _check_classes(labels, len(cls), self.num_classes, cls.device))
+        return out
 
     def _adapt_state(self, sd, kind, source):
         if kind == "vimpac-pretraining":       # fine-tuning starts from the pre-trained backbone and a zero FC

@@ -11,7 +11,6 @@ from dataclasses import dataclass, asdict, fields
 from pathlib import Path
 import torch
 from torch import nn
-import torch.nn.functional as F
 import torch.distributed as dist
 import torch.distributed.nn.functional as dist_nn
 from einops import rearrange
@@ -423,13 +422,13 @@ def pretrain(store, model: VimpacForPreTraining | VimpacConfig | dict | str | No
             sync = ddp.no_sync() if ddp is not None and j < accum - 1 else contextlib.nullcontext()
             with sync:
                 with torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
-                    o = fwd(inputs, labels)
-                ce = F.cross_entropy(o["logits"].float(), o["targets"], reduction="sum")
-                nce, cl_correct = info_nce_distributed(o["features"][:m], o["features"][m:], cfg.temperature)
+                    o = fwd(inputs, labels, n_masked)      # o.loss: token cross-entropy / masked tokens of the global batch
+                nce, cl_correct = info_nce_distributed(o.features[:m], o.features[m:], cfg.temperature)
                 # DDP averages over processes: scaled by `world`, these sum to the one-process loss of the global batch
-                loss = pretraining_loss(world * ce / n_masked.clamp_min(1), nce / (accum * m), cfg.alpha, cfg.temperature)
+                loss = pretraining_loss(world * o.loss, nce / (accum * m), cfg.alpha, cfg.temperature)
                 scaler.scale(loss).backward()
-            stats += torch.stack([ce.detach(), (o["logits"].argmax(-1) == o["targets"]).sum(), nce.detach(), cl_correct])
+            stats += torch.stack([o.loss.detach() * n_masked.clamp_min(1), (o.logits.argmax(-1) == o.targets).sum(),
+                                  nce.detach(), cl_correct])
         if world > 1: dist.all_reduce(stats)
         scaler.unscale_(opt)
         grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
@@ -500,8 +499,8 @@ def evaluate_masking(model: VimpacForPreTraining, store, cfg: PretrainConfig | N
         pairs = data.batch(batch_indices(len(store), cfg.batch_size, b, seed)).to(device)
         n = len(pairs)
         o = model(*mask_clip_pairs(pairs, model.config, cfg, gen)[:2])
-        hits += (o["logits"].argmax(-1) == o["targets"]).sum().item()
-        maj += (o["targets"] == majority).sum().item(); total += len(o["targets"])
-        cl.append(info_nce(o["features"][:n], o["features"][n:], cfg.temperature)[1].item())
+        hits += (o.logits.argmax(-1) == o.targets).sum().item()
+        maj += (o.targets == majority).sum().item(); total += len(o.targets)
+        cl.append(info_nce(o.features[:n], o.features[n:], cfg.temperature)[1].item())
     model.train(was)
     return dict(mask_acc=hits / max(total, 1), majority_acc=maj / max(total, 1), cl_acc=sum(cl) / len(cl), masked_tokens=total)

@@ -16,7 +16,7 @@ from .masking import apply_mask, nearest_neighbour_fill
 # %% auto #0
 __all__ = ['plot_frames', 'token_colours', 'token_image', 'plot_tokens', 'plot_mask_overlay', 'mask_voxels', 'plot_mask_cube',
            'reconstruct', 'predict_masked', 'plot_reconstruction', 'savefig', 'plot_nn_reconstruction', 'plot_curves',
-           'explore_state', 'explore']
+           'explore_state', 'explore', 'plot_confusion', 'plot_retrieval', 'plot_store_retrieval']
 
 # %% ../nbs/09_viz.ipynb #398a1010
 def _as_float_frames(frames) -> np.ndarray:
@@ -332,3 +332,88 @@ def explore(model, tokenizer="default", video=None, fps: float = 2.0, start: int
     ui.controls, ui.status, ui.update = ctl, status, update
     update()
     return ui
+
+# %% ../nbs/09_viz.ipynb #ee460001
+from .evaluate import nearest_neighbours, store_frames
+
+def plot_confusion(confusion, classes=None, path=None, title: str | None = None):
+    """The confusion matrix (C x C counts, row = true class, column = predicted), each row normalised to sum to 1 so
+    classes of any size compare, with the counts written in the cells when C <= 30 and class names on the axes when
+    given and C <= 60. Saves a PNG to `path` when given; returns the figure. Raises `VimpacError` for a matrix that
+    is not square or names that do not match it."""
+    m = np.asarray(confusion, dtype=np.float64)
+    if m.ndim != 2 or m.shape[0] != m.shape[1]: raise VimpacError(f"confusion: expected a square C x C matrix, got shape {m.shape}")
+    C = len(m)
+    if classes is not None and len(classes) != C: raise VimpacError(f"classes: {len(classes)} names for a {C} x {C} matrix")
+    rows = m / np.maximum(m.sum(1, keepdims=True), 1)
+    side = min(12.0, 2.5 + 0.32 * C)
+    fig, ax = plt.subplots(figsize=(side + 1.2, side))
+    im = ax.imshow(rows, cmap="Blues", vmin=0, vmax=1, interpolation="nearest")
+    if C <= 30:
+        for i in range(C):
+            for j in range(C):
+                if m[i, j]: ax.text(j, i, f"{int(m[i, j])}", ha="center", va="center", fontsize=max(5, 10 - C // 5),
+                                    color="white" if rows[i, j] > 0.5 else "black")
+    names = classes if classes is not None and C <= 60 else None
+    ticks = np.arange(C) if C <= 60 else np.linspace(0, C - 1, 11).round().astype(int)
+    ax.set_xticks(ticks); ax.set_yticks(ticks)
+    if names is not None:
+        ax.set_xticklabels(names, rotation=60, ha="right", fontsize=8); ax.set_yticklabels(names, fontsize=8)
+    ax.set_xlabel("predicted class"); ax.set_ylabel("true class")
+    fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04, label="share of the true class")
+    if title: ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    if path is not None: savefig(fig, path)
+    return fig
+
+def _strip(frames, gap: int = 2) -> np.ndarray:
+    "Frames (n, S, S, 3) side by side with white gaps: float (S, n S + (n - 1) gap, 3) in [0, 1]."
+    a = _as_float_frames(frames)
+    n, S = a.shape[:2]
+    out = np.ones((S, n * S + (n - 1) * gap, 3), np.float32)
+    for i in range(n): out[:, i * (S + gap):i * (S + gap) + S] = a[i]
+    return out
+
+def plot_retrieval(rows: list[dict], path=None, title: str | None = None):
+    """Nearest-neighbour retrieval, one row per query: the query's frame strip, then its neighbours' strips, best
+    first, each titled with its label and cosine similarity (green when the label is the query's, red otherwise).
+    `rows`: dicts with `query` = (frames uint8 (n, S, S, 3) or float in [0, 1], label) and `neighbours` = a list of
+    (frames, label, similarity). Saves a PNG to `path` when given; returns the figure."""
+    if not rows: raise VimpacError("plot_retrieval: no query")
+    K = max(len(r["neighbours"]) for r in rows)
+    n = max(len(r["query"][0]) for r in rows)
+    fig, axs = plt.subplots(len(rows), 1 + K, figsize=((1 + K) * (0.95 * n + 0.15), 1.45 * len(rows) + 0.5), squeeze=False)
+    for ax in axs.flat: ax.axis("off")
+    for r, row in enumerate(rows):
+        q, ql = row["query"]
+        axs[r, 0].imshow(_strip(q)); axs[r, 0].set_title(f"query: {ql}", fontsize=8, fontweight="bold")
+        for j, (f, lab, sim) in enumerate(row["neighbours"]):
+            axs[r, 1 + j].imshow(_strip(f))
+            axs[r, 1 + j].set_title(f"#{j + 1} {lab}\ncos {sim:.3f}", fontsize=8, color="tab:green" if lab == ql else "tab:red")
+    if title: fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    if path is not None: savefig(fig, path)
+    return fig
+
+def _name(feats, i: int) -> str:
+    "Video i of `Features` by its class name when labelled, else its key."
+    if feats.labels is not None and feats.classes: return str(feats.classes[int(feats.labels[i])])
+    return str(feats.keys[i])
+
+def plot_store_retrieval(test, train, test_store, train_store, tokenizer, queries: int = 4, k: int = 5, frames: int = 3,
+                         path=None, title: str | None = None):
+    """`plot_retrieval` for `queries` test videos evenly spaced over `test` (`Features` of `test_store`): the top-`k`
+    videos of `train` (`Features` of `train_store`) by [CLS] cosine similarity (`nearest_neighbours`; a query is not
+    its own neighbour when both are the same store), each shown as `frames` evenly spaced frames reconstructed by
+    `tokenizer` from the stored tokens (`store_frames`). Saves a PNG to `path` when given; returns the figure."""
+    same = Path(test_store.path).resolve() == Path(train_store.path).resolve()
+    qi = np.unique(np.linspace(0, len(test.keys) - 1, min(queries, len(test.keys))).round().astype(int))
+    sims, idx = nearest_neighbours(test.features[qi], train.features, k + same)
+    rows = []
+    for q, s, ii in zip(qi, sims.tolist(), idx.tolist()):
+        nb = [(j, v) for j, v in zip(ii, s) if not (same and train.keys[j] == test.keys[q])][:k]
+        rows.append(dict(query=(store_frames(test_store, test.keys[q], tokenizer, frames), _name(test, q)),
+                         neighbours=[(store_frames(train_store, train.keys[j], tokenizer, frames), _name(train, j), v) for j, v in nb]))
+    t = (f"top-{k} {'other' if same else 'training'} videos by [CLS] cosine similarity; "
+         "frames are tokenizer reconstructions of the stored tokens")
+    return plot_retrieval(rows, path, f"{title}\n{t}" if title else t)
