@@ -6,89 +6,48 @@ Docs: https://vimpac.github.io/vimpac/pretrain.html.md"""
 
 # %% ../nbs/07_pretrain.ipynb #688c95fb
 from __future__ import annotations
-import contextlib, json, math, os, time, warnings
+import json, warnings
 from dataclasses import dataclass, asdict, fields
 from pathlib import Path
 import torch
-from torch import nn
 import torch.distributed as dist
-import torch.distributed.nn.functional as dist_nn
 from einops import rearrange
-from tqdm.auto import tqdm
-from .utils import VimpacError, get_device, check_number, make_generator, derive_seed, atomic_path, write_json
-from .utils import warmup_linear, load_torch_file, read_json
+from .utils import VimpacError, check_number, make_generator, derive_seed, read_json
 from .masking import block_mask, block_mask_from_uniform, blocks_for_ratio, apply_mask
 from .model import PRESETS, VimpacConfig, VimpacForPreTraining, model_flops
 from .losses import info_nce, info_nce_distributed, pretraining_loss
 from .data import ClipPairDataset
+from .engine import (TrainConfig, Engine, MetricsLog, StepBatches, start_run, plan_steps, step_loader, batch_indices,
+                           check_resume_settings, latest_checkpoint, peak_flops, _norm)
+from .engine import PRECISIONS, list_checkpoints, param_groups  # noqa: F401 (re-exported: the CLI, the chapter's checks)
 
 # %% auto #0
-__all__ = ['PRECISIONS', 'RUNTIME_FIELDS', 'GPU_PEAK_FLOPS', 'CHECKPOINT_FIELDS', 'PretrainConfig', 'param_groups',
-           'mask_clip_pairs', 'batch_indices', 'init_distributed', 'GlobalBatchNorm1d', 'sync_batchnorm', 'peak_flops',
-           'list_checkpoints', 'load_checkpoint', 'latest_checkpoint', 'log_record', 'pretrain', 'evaluate_masking']
+__all__ = ['CHECKPOINT_FIELDS', 'CHECKPOINT', 'PretrainConfig', 'mask_clip_pairs', 'log_record', 'config_from_spec', 'pretrain',
+           'evaluate_masking']
 
 # %% ../nbs/07_pretrain.ipynb #b9637bec
 @dataclass
-class PretrainConfig:
-    """Pre-training hyper-parameters (Table 12; `steps`, `batch_size` and `lr` are scaled down for CPU runs).
-    Every field is checked when the config is made: a value out of range (`lr` NaN or <= 0, `temperature` <= 0,
-    `clip_len` 0, ...) raises `VimpacError` naming the field, what is allowed and the value given."""
-    steps: int = 300               # 0: no update (the initial model is returned)
-    epochs: float | None = None    # instead of steps: passes over the store (each video gives one pair per pass)
-    batch_size: int = 8            # global clip pairs per update (paper: 1024), at most one pair per video
-    micro_batch_size: int | None = None  # pairs per process and forward; None: batch_size / processes
-    clip_len: int = 5              # T
+class PretrainConfig(TrainConfig):
+    """Pre-training hyper-parameters (Table 12; `steps`, `batch_size` and `lr` are scaled down for CPU runs): the
+    shared `TrainConfig` (a `batch_size` of global clip pairs, at least 2: InfoNCE needs a negative; paper: 1024)
+    and the objective's own fields. Every field is checked when the config is made: a value out of range (`lr` NaN
+    or <= 0, `temperature` <= 0, `clip_len` 0, ...) raises `VimpacError` naming the field, what is allowed and the
+    value given."""
     d_max: float | None = None     # seconds between the two clips' starts (§5.3.2); None: unbounded
-    lr: float = 1e-3
-    warmup_ratio: float = 0.05
-    weight_decay: float = 0.05
-    betas: tuple = (0.9, 0.98)
-    eps: float = 1e-8
-    grad_clip: float = 1.0
     alpha: float = 1.0             # contrastive loss weight
     temperature: float = 0.2       # gamma
     mask_ratio: float = 0.15       # target of blocks_for_ratio
     num_blocks: int | None = None  # None: blocks_for_ratio(T, h, w, mask_ratio)
-    seed: int = 0
-    log_every: int = 10
-    save_every: int = 0            # checkpoint every N steps (0: only at the end)
-    keep_last: int = 3             # checkpoints kept
-    precision: str = "auto"        # auto | bf16 | fp16 | fp32
-    compile: bool = False
-    gradient_checkpointing: bool = False
-    num_workers: int = 0           # data-loading processes
-    max_bad_steps: int = 5         # non-finite steps in a row before the run stops
+    min_batch_size = 2             # InfoNCE needs a negative: 2 clip pairs at least
 
     def __post_init__(self):
-        def n(name, **bounds):
-            if getattr(self, name) is not None: check_number(name, getattr(self, name), **bounds)
-        for name in ("steps", "save_every", "keep_last", "num_workers"): n(name, integer=True, ge=0)
-        for name in ("micro_batch_size", "clip_len", "log_every", "max_bad_steps", "num_blocks"): n(name, integer=True, ge=1)
-        n("batch_size", integer=True, ge=2)   # InfoNCE needs a negative: 2 clip pairs at least
-        n("seed", integer=True)
-        for name in ("epochs", "lr", "temperature", "grad_clip", "eps"): n(name, gt=0)
-        for name in ("d_max", "alpha", "weight_decay"): n(name, ge=0)
-        n("warmup_ratio", ge=0, le=1); n("mask_ratio", gt=0, lt=1)
-        for b in self.betas: check_number("betas", b, ge=0, lt=1)
-        if self.precision not in PRECISIONS:
-            raise VimpacError(f"precision: expected one of {', '.join(PRECISIONS)}, got {self.precision!r}")
+        super().__post_init__()
+        self._check("num_blocks", integer=True, ge=1); self._check("temperature", gt=0)
+        for name in ("d_max", "alpha"): self._check(name, ge=0)
+        self._check("mask_ratio", gt=0, lt=1)
 
-PRECISIONS = ("auto", "bf16", "fp16", "fp32")
-
-# Fields a resumed run may change; the others must match the checkpoint.
-RUNTIME_FIELDS = ("steps", "epochs", "log_every", "save_every", "keep_last", "precision", "compile",
-                  "gradient_checkpointing", "num_workers", "micro_batch_size", "max_bad_steps")
-
-def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
-    "AdamW groups: decay on weight matrices only; none on biases, LayerNorm/BatchNorm weights, embeddings and [CLS]."
-    decay, no_decay = [], []
-    for mod_name, mod in model.named_modules():
-        for name, p in mod.named_parameters(recurse=False):
-            if not p.requires_grad: continue
-            skip = name.endswith("bias") or isinstance(mod, (nn.LayerNorm, nn.BatchNorm1d, nn.Embedding)) or p.ndim < 2 \
-                or name in ("pos_t", "pos_h", "pos_w", "cls")
-            (no_decay if skip else decay).append(p)
-    return [dict(params=decay, weight_decay=weight_decay), dict(params=no_decay, weight_decay=0.0)]
+CHECKPOINT_FIELDS = ("step", "model", "optimizer", "scheduler", "rng", "model_config", "pretrain_config", "tokenizer")
+CHECKPOINT = dict(kind="vimpac-pretrain-checkpoint", what="a vimpac pre-training checkpoint", required=CHECKPOINT_FIELDS)
 
 # %% ../nbs/07_pretrain.ipynb #fd2c762c
 def mask_clip_pairs(pairs: torch.Tensor, model_config: VimpacConfig, cfg: "PretrainConfig",
@@ -104,151 +63,7 @@ def mask_clip_pairs(pairs: torch.Tensor, model_config: VimpacConfig, cfg: "Pretr
     else: mask = block_mask(clips.shape, cfg.num_blocks or blocks_for_ratio(T, h, w, cfg.mask_ratio), generator=generator, device=clips.device)
     return (*apply_mask(clips, mask, model_config.mask_id, model_config.pad_id), mask)
 
-def batch_indices(num_videos: int, batch_size: int, step: int, seed: int) -> list[int]:
-    """Videos of pre-training step `step`: consecutive slices of a per-epoch random permutation, at most one clip
-    pair per video per batch (a second pair of the same video would be a false negative)."""
-    b = min(batch_size, num_videos)
-    epoch, i = divmod(step, num_videos // b)
-    perm = torch.randperm(num_videos, generator=make_generator(derive_seed(seed, "perm", epoch)))
-    return perm[i * b:(i + 1) * b].tolist()
-
-# %% ../nbs/07_pretrain.ipynb #ca0193a1
-def init_distributed(device=None) -> tuple[int, int, torch.device]:
-    """`(rank, world size, device)`. Under `torchrun` (`WORLD_SIZE` > 1), initialises the default process group unless
-    one exists: NCCL on GPUs, gloo on CPU. A process then uses `cuda:LOCAL_RANK`. A single process needs no group."""
-    dev = get_device(device)
-    if not (dist.is_available() and dist.is_initialized()):
-        if int(os.environ.get("WORLD_SIZE", "1")) <= 1: return 0, 1, dev
-        dist.init_process_group("nccl" if dev.type == "cuda" else "gloo")
-    if dev.type == "cuda":
-        dev = torch.device("cuda", int(os.environ.get("LOCAL_RANK", dist.get_rank() % torch.cuda.device_count())))
-        torch.cuda.set_device(dev)
-    return dist.get_rank(), dist.get_world_size(), dev
-
-class GlobalBatchNorm1d(nn.BatchNorm1d):
-    """`BatchNorm1d` whose training statistics cover the batch of every process (appendix C), through an autograd
-    `all_reduce` of the sums. It works on CPU with gloo, where `nn.SyncBatchNorm` does not; without a process group
-    it is a plain `BatchNorm1d`. Input (B, C) float."""
-    def forward(self, x):
-        if not (self.training and dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1):
-            return super().forward(x)
-        s = dist_nn.all_reduce(torch.cat([x.sum(0), x.new_full((1,), x.shape[0])]))   # two passes, as BatchNorm:
-        n = s[-1]; mean = s[:-1] / n                                                     # the mean, then the variance
-        var = dist_nn.all_reduce(((x - mean) ** 2).sum(0)) / n
-        if self.track_running_stats:
-            with torch.no_grad():
-                m = self.momentum
-                self.running_mean.mul_(1 - m).add_(m * mean.detach())
-                self.running_var.mul_(1 - m).add_(m * var.detach() * n / (n - 1).clamp_min(1))
-                self.num_batches_tracked += 1
-        y = (x - mean) / torch.sqrt(var + self.eps)
-        return y * self.weight + self.bias if self.affine else y
-
-def sync_batchnorm(model: VimpacForPreTraining, device: torch.device) -> VimpacForPreTraining:
-    "Synchronise the CLS head's BatchNorm across processes: `nn.SyncBatchNorm` on CUDA, `GlobalBatchNorm1d` elsewhere."
-    if device.type == "cuda": return model.convert_sync_batchnorm()
-    for name, bn in list(model.cls_head.named_children()):
-        if type(bn) is nn.BatchNorm1d:
-            g = GlobalBatchNorm1d(bn.num_features, bn.eps, bn.momentum, bn.affine, bn.track_running_stats).to(bn.weight.device)
-            g.load_state_dict(bn.state_dict()); setattr(model.cls_head, name, g)
-    return model
-
-# Dense bf16/fp16 tensor-core peaks in FLOP/s (vendor data sheets, SXM parts), for MFU.
-GPU_PEAK_FLOPS = {"H200": 989e12, "H100": 989e12, "A100": 312e12, "L40S": 362e12, "L4": 121e12, "A10": 125e12, "V100": 125e12}
-
-def peak_flops(device) -> float | None:
-    "The dense bf16 peak of the GPU `device` in FLOP/s (`GPU_PEAK_FLOPS`), or None for a CPU or an unknown GPU."
-    device = torch.device(device)
-    if device.type != "cuda": return None
-    name = torch.cuda.get_device_name(device)
-    return next((v for k, v in GPU_PEAK_FLOPS.items() if k in name), None)
-
-def _resolve_precision(precision: str, device: torch.device):
-    """(autocast dtype or None, use a GradScaler): bf16 where the GPU supports it, else fp16 + scaler; fp32 on CPU.
-    Mixed precision off a GPU is refused: on a CPU, fp16 skips every step (its gradients overflow the scaler) and
-    bf16 runs several times slower than fp32, so neither is what a user asking for speed wants."""
-    if precision not in PRECISIONS:
-        raise VimpacError(f"precision: expected one of {', '.join(PRECISIONS)}, got {precision!r}")
-    if precision in ("fp16", "bf16") and device.type != "cuda":
-        raise VimpacError(f"precision {precision}: mixed precision needs a CUDA GPU, the device is {device}; use fp32 or auto")
-    if precision == "bf16" and not torch.cuda.is_bf16_supported():
-        raise VimpacError(f"precision bf16: {torch.cuda.get_device_name(device)} does not support bf16; use fp16 or auto")
-    if precision == "auto":
-        precision = "fp32" if device.type != "cuda" else ("bf16" if torch.cuda.is_bf16_supported() else "fp16")
-    return {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision), precision == "fp16"
-
-# %% ../nbs/07_pretrain.ipynb #b79a5e6b
-def list_checkpoints(out) -> list[Path]:
-    "The checkpoints of the run folder `out`, oldest first."
-    return sorted((Path(out)/"checkpoints").glob("step-*.pt"))
-
-CHECKPOINT_FIELDS = ("step", "model", "optimizer", "scheduler", "rng", "model_config", "pretrain_config", "tokenizer")
-
-def load_checkpoint(path) -> dict:
-    """A checkpoint written by `pretrain`, read by `load_torch_file` (weights only: nothing in it runs). Raises
-    `VimpacError` naming `path` when it is empty, truncated or corrupt, refused, not a pre-training checkpoint,
-    or lacks one of `CHECKPOINT_FIELDS`."""
-    state = load_torch_file(path, "a vimpac pre-training checkpoint")
-    if not isinstance(state, dict) or state.get("kind") != "vimpac-pretrain-checkpoint":
-        raise VimpacError(f"{path}: not a vimpac pre-training checkpoint")
-    missing = [k for k in CHECKPOINT_FIELDS if k not in state]
-    if missing: raise VimpacError(f"{path}: a vimpac pre-training checkpoint without {', '.join(missing)} (written by another version?)")
-    return state
-
-def latest_checkpoint(out) -> tuple[Path, dict]:
-    """The newest readable checkpoint of the run folder `out` and its state. A newer checkpoint that does not load
-    (truncated by a full disk, corrupted) is passed over with one warning naming it and the one used instead.
-    Raises `VimpacError` when there is no checkpoint, or none loads (naming the newest and why)."""
-    found = list_checkpoints(out)
-    if not found: raise VimpacError(f"--resume: no checkpoint in {Path(out)/'checkpoints'} (expected step-*.pt)")
-    bad = []
-    for ckpt in reversed(found):
-        try: state = load_checkpoint(ckpt)
-        except VimpacError as e: bad.append(str(e)); continue
-        if bad:
-            warnings.warn(f"--resume: passed over {len(bad)} unreadable checkpoint(s), newest first: {'; '.join(bad)}; "
-                          f"resuming from {ckpt.name}", stacklevel=3)
-        return ckpt, state
-    raise VimpacError(f"--resume: none of the {len(found)} checkpoint(s) in {Path(out)/'checkpoints'} loads; the newest: {bad[0]}")
-
-def _save_checkpoint(out, state: dict, keep_last: int) -> Path:
-    path = Path(out)/"checkpoints"/f"step-{state['step']:08d}.pt"
-    with atomic_path(path) as tmp: torch.save(state, tmp)
-    for old in list_checkpoints(out)[:-max(1, keep_last)]: old.unlink(missing_ok=True)
-    return path
-
-def _rng_state(device) -> dict:
-    return dict(torch=torch.get_rng_state(), cuda=torch.cuda.get_rng_state(device) if device.type == "cuda" else None)
-
-def _set_rng_state(s: dict, device):
-    torch.set_rng_state(s["torch"])
-    if device.type == "cuda" and s.get("cuda") is not None: torch.cuda.set_rng_state(s["cuda"], device)
-
 # %% ../nbs/07_pretrain.ipynb #c1d456d6
-def _plan(cfg: PretrainConfig, num_videos: int, world: int) -> tuple[int, int, int, int]:
-    "(global batch, micro-batch, accumulation steps, total steps), or `VimpacError` when they do not divide."
-    G = min(cfg.batch_size, num_videos)
-    micro = cfg.micro_batch_size or max(1, G // world)
-    if G % (world * micro):
-        raise VimpacError(f"batch size {G} is not divisible by processes x micro-batch = {world} x {micro}")
-    if G < 2: raise VimpacError(f"batch size: InfoNCE needs at least 2 clip pairs per step, got {G}")
-    steps = cfg.steps if cfg.epochs is None else math.ceil(cfg.epochs * (num_videos // G))
-    return G, micro, G // (world * micro), steps
-
-class _StepBatches(torch.utils.data.Sampler):
-    "This process's micro-batches, as lists of (epoch, video) keys, for steps [start, steps)."
-    def __init__(self, num_videos, G, micro, accum, world, rank, start, steps, seed):
-        super().__init__()
-        self.n, self.G, self.micro, self.accum, self.world, self.rank = num_videos, G, micro, accum, world, rank
-        self.start, self.steps, self.seed = start, steps, seed
-    def __len__(self): return (self.steps - self.start) * self.accum
-    def __iter__(self):
-        for step in range(self.start, self.steps):
-            idx, epoch = batch_indices(self.n, self.G, step, self.seed), step // (self.n // self.G)
-            for j in range(self.accum):
-                lo = (j * self.world + self.rank) * self.micro
-                yield [(epoch, i) for i in idx[lo:lo + self.micro]]
-
 def _collate(items):
     return torch.stack([p for p, _ in items]), torch.stack([u for _, u in items])
 
@@ -295,6 +110,66 @@ def _check_same_model(model, saved: dict, where: str, option: str):
 def _tokenizer_of(store) -> dict | None:
     return getattr(store, "meta", {}).get("tokenizer")
 
+def config_from_spec(model, store, clip_len: int) -> VimpacConfig:
+    """The `VimpacConfig` of a `model` argument that names one: None (the `tiny` preset), a preset name, or a dict of
+    config fields with an optional `preset`; the vocabulary and token map come from `store`, the clip length from
+    `clip_len`. Raises `VimpacError` for an unknown field or preset."""
+    spec = dict(preset=model) if isinstance(model, str) else dict(model or {})
+    unknown = sorted(set(spec) - {f.name for f in fields(VimpacConfig)} - {"preset"})
+    if unknown: raise VimpacError(f"model: unknown config field(s) {', '.join(unknown)}")
+    return VimpacConfig.from_preset(spec.pop("preset", None) or "tiny", **{**dict(vocab_size=store.vocab_size,
+                                    token_map=store.token_map, max_frames=clip_len), **spec})
+
+def _pretrain_model(store, model, cfg: PretrainConfig, state: dict | None, init) -> VimpacForPreTraining:
+    "The model `pretrain` starts from: the checkpoint's (`state`), `init`'s, or a new one (see `pretrain`); checked against the store."
+    tok_id = _tokenizer_of(store)
+    if state is not None:
+        model = VimpacForPreTraining(VimpacConfig(**state["model_config"]))
+        model.load_state_dict(state["model"])
+    elif init is not None:
+        init = Path(init)
+        saved_model = read_json(init/"config.json", "a saved vimpac model's config.json")
+        if model is not None: _check_same_model(model, saved_model, str(init), "--init")
+        pc = init/"pretrain_config.json"
+        init_tok = json.loads(pc.read_text()).get("tokenizer") if pc.is_file() else None
+        if init_tok is not None and tok_id is not None and init_tok != tok_id:
+            raise VimpacError(f"{store.path}: store was built by tokenizer {tok_id}, but {init} was trained on tokens of {init_tok}")
+        model = VimpacForPreTraining.from_pretrained(init, token_map=store.token_map, max_frames=cfg.clip_len)
+    elif model is None or isinstance(model, (str, dict)): model = config_from_spec(model, store, cfg.clip_len)
+    if isinstance(model, VimpacConfig): torch.manual_seed(cfg.seed); model = VimpacForPreTraining(model)
+    if not isinstance(model, VimpacForPreTraining):
+        raise VimpacError(f"model: expected a preset name, a dict of config fields, a VimpacConfig or a model, got {type(model).__name__}")
+    c = model.config
+    check_number("dropout", c.dropout, ge=0, lt=1)
+    if c.vocab_size != store.vocab_size or tuple(c.token_map) != tuple(store.token_map):
+        raise VimpacError(f"{store.path}: store has vocabulary {store.vocab_size} and token map {store.token_map}, "
+                          f"the model expects {c.vocab_size} and {c.token_map}")
+    return model
+
+def _resume_state(out, store, model, cfg: PretrainConfig) -> dict:
+    "The newest checkpoint of `out` that loads, checked against the `model` asked for, `cfg` and the store's tokenizer."
+    ckpt, state = latest_checkpoint(out, **CHECKPOINT)
+    if model is not None: _check_same_model(model, state["model_config"], f"the checkpoint {ckpt}", "--resume")
+    check_resume_settings(state["pretrain_config"], cfg, ckpt)
+    if state["tokenizer"] != _tokenizer_of(store):
+        raise VimpacError(f"{store.path}: store was built by tokenizer {_tokenizer_of(store)}, but the checkpoint {ckpt} "
+                          f"was trained on tokens of {state['tokenizer']}")
+    return state
+
+def _masked_step(it, accum: int, c: VimpacConfig, cfg: PretrainConfig, run) -> tuple[list, torch.Tensor]:
+    """The `accum` micro-batches of one step, block-masked from their keyed uniforms: [(inputs, labels, pairs,
+    n_masked)], with n_masked the masked tokens of the global batch (summed over processes), which normalises the
+    token loss; and n_masked."""
+    mbs, n_masked = [], torch.zeros((), device=run.device)
+    for _ in range(accum):
+        pairs, u = next(it)
+        inputs, labels, _ = mask_clip_pairs(pairs.to(run.device, non_blocking=True), c, cfg, mask_u=u.to(run.device, non_blocking=True))
+        n_masked += (labels != -100).sum()
+        mbs.append((inputs, labels, len(pairs)))
+    if run.world > 1: dist.all_reduce(n_masked)
+    return [(*mb, n_masked) for mb in mbs], n_masked
+
+# %% ../nbs/07_pretrain.ipynb #a1b2c3d5
 def pretrain(store, model: VimpacForPreTraining | VimpacConfig | dict | str | None = None, cfg: PretrainConfig | None = None,
              device=None, out=None, progress: bool = True, resume: bool = False, init=None) -> tuple[VimpacForPreTraining, list[dict]]:
     """Pre-train on a `TokenStore` with both losses (§3.3, Table 12), in one process or under `torchrun`.
@@ -325,160 +200,41 @@ def pretrain(store, model: VimpacForPreTraining | VimpacConfig | dict | str | No
     - a batch size not divisible by processes x micro-batch;
     - too many bad steps in a row."""
     cfg = cfg or PretrainConfig()
-    out = Path(out) if out is not None else None
-    if out is not None and out.exists() and not out.is_dir():
-        raise VimpacError(f"out: {out} is a file; expected a run folder (new, or a run's to resume)")
-    if resume and out is None: raise VimpacError("--resume: needs the run folder `out` that holds the checkpoints")
-    rank, world, device = init_distributed(device)
-    amp_dtype, use_scaler = _resolve_precision(cfg.precision, device)
+    run = start_run(out, resume, device, cfg.precision)
     if len(store) < 2: raise VimpacError(f"{store.path}: contrastive pre-training needs at least 2 videos, got {len(store)}")
-    if cfg.batch_size > len(store) and rank == 0:
+    if cfg.batch_size > len(store) and run.rank == 0:
         warnings.warn(f"batch size {cfg.batch_size} is larger than the {len(store)} videos of {store.path}; using "
                       f"{len(store)} (a batch holds at most one clip pair per video)", stacklevel=2)
-    tok_id = _tokenizer_of(store)
-    state = None
-    if resume:
-        ckpt, state = latest_checkpoint(out)
-        if model is not None: _check_same_model(model, state["model_config"], f"the checkpoint {ckpt}", "--resume")
-        saved = state["pretrain_config"]
-        diff = {k: (saved[k], v) for k, v in asdict(cfg).items() if k not in RUNTIME_FIELDS and k in saved and _norm(saved[k]) != _norm(v)}
-        if diff: raise VimpacError(f"--resume: settings differ from the checkpoint {ckpt} (checkpoint, now): {diff}")
-        if state["tokenizer"] != tok_id:
-            raise VimpacError(f"{store.path}: store was built by tokenizer {tok_id}, but the checkpoint {ckpt} was "
-                              f"trained on tokens of {state['tokenizer']}")
-        model = VimpacForPreTraining(VimpacConfig(**state["model_config"]))
-        model.load_state_dict(state["model"])
-    elif init is not None:
-        init = Path(init)
-        saved_model = read_json(init/"config.json", "a saved vimpac model's config.json")
-        if model is not None: _check_same_model(model, saved_model, str(init), "--init")
-        pc = init/"pretrain_config.json"
-        init_tok = json.loads(pc.read_text()).get("tokenizer") if pc.is_file() else None
-        if init_tok is not None and tok_id is not None and init_tok != tok_id:
-            raise VimpacError(f"{store.path}: store was built by tokenizer {tok_id}, but {init} was trained on tokens of {init_tok}")
-        model = VimpacForPreTraining.from_pretrained(init, token_map=store.token_map, max_frames=cfg.clip_len)
-    elif model is None or isinstance(model, (str, dict)):
-        spec = dict(preset=model) if isinstance(model, str) else dict(model or {})
-        unknown = sorted(set(spec) - {f.name for f in fields(VimpacConfig)} - {"preset"})
-        if unknown: raise VimpacError(f"model: unknown config field(s) {', '.join(unknown)}")
-        model = VimpacConfig.from_preset(spec.pop("preset", None) or "tiny", **{**dict(vocab_size=store.vocab_size,
-                                         token_map=store.token_map, max_frames=cfg.clip_len), **spec})
-    if isinstance(model, VimpacConfig): torch.manual_seed(cfg.seed); model = VimpacForPreTraining(model)
-    if not isinstance(model, VimpacForPreTraining):
-        raise VimpacError(f"model: expected a preset name, a dict of config fields, a VimpacConfig or a model, got {type(model).__name__}")
-    c = model.config
-    check_number("dropout", c.dropout, ge=0, lt=1)
-    if c.vocab_size != store.vocab_size or tuple(c.token_map) != tuple(store.token_map):
-        raise VimpacError(f"{store.path}: store has vocabulary {store.vocab_size} and token map {store.token_map}, "
-                          f"the model expects {c.vocab_size} and {c.token_map}")
-    G, micro, accum, steps = _plan(cfg, len(store), world)
-    c.gradient_checkpointing = cfg.gradient_checkpointing
-    model.to(device).train()
-    if world > 1: sync_batchnorm(model, device)
-    ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None) if world > 1 else None
-    fwd = ddp or model
-    if cfg.compile: fwd = torch.compile(fwd)
-    scaler = torch.amp.GradScaler(device.type, enabled=use_scaler)
-    opt = torch.optim.AdamW(param_groups(model, cfg.weight_decay), lr=cfg.lr, betas=tuple(cfg.betas), eps=cfg.eps)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: warmup_linear(s, steps, cfg.warmup_ratio))
-    start = 0
-    if state is not None:
-        opt.load_state_dict(state["optimizer"]); sched.load_state_dict(state["scheduler"])
-        if state.get("scaler"): scaler.load_state_dict(state["scaler"])
-        rngs = state["rng"]
-        _set_rng_state(rngs[rank] if len(rngs) == world else rngs[0], device)
-        start = state["step"]
-    else: torch.manual_seed(derive_seed(cfg.seed, "dropout", rank))
+    state = _resume_state(run.out, store, model, cfg) if resume else None
+    model = _pretrain_model(store, model, cfg, state, init)
+    c, world = model.config, run.world
+    G, micro, accum, steps = plan_steps(cfg, len(store), world)
+    eng = Engine(model, cfg, steps, run)
+    start = eng.restore(state)
     data = ClipPairDataset(store, cfg.clip_len, pad_id=c.pad_id, seed=cfg.seed, num_blocks=cfg.num_blocks,
                            mask_ratio=cfg.mask_ratio, d_max=cfg.d_max)
-    loader = torch.utils.data.DataLoader(data, batch_sampler=_StepBatches(len(store), G, micro, accum, world, rank, start, steps, cfg.seed),
-                                         num_workers=cfg.num_workers, collate_fn=_collate, pin_memory=device.type == "cuda",
-                                         generator=make_generator(cfg.seed))   # keeps the global (dropout) stream untouched
-    log = tb = None
-    if out is not None and rank == 0:
-        out.mkdir(parents=True, exist_ok=True)
-        kept = [l for l in (out/"metrics.jsonl").read_text().splitlines() if json.loads(l)["step"] < start] \
-            if resume and (out/"metrics.jsonl").is_file() else []
-        (out/"metrics.jsonl").write_text("".join(l + "\n" for l in kept))
-        log = open(out/"metrics.jsonl", "a")
-        try:
-            from torch.utils.tensorboard import SummaryWriter
-            tb = SummaryWriter(str(out/"tensorboard"))
-        except ImportError: tb = None
-    history, bad, peak = [], 0, peak_flops(device)
-    it = iter(loader)
-    t0, clips = time.perf_counter(), 0
-    bar = tqdm(range(start, steps), desc="pre-train", disable=not progress or rank != 0, initial=start, total=steps)
-    for step in bar:
-        micro_batches, n_masked = [], torch.zeros((), device=device)
-        for _ in range(accum):
-            pairs, u = next(it)
-            inputs, labels, _ = mask_clip_pairs(pairs.to(device, non_blocking=True), c, cfg, mask_u=u.to(device, non_blocking=True))
-            n_masked += (labels != -100).sum()
-            micro_batches.append((inputs, labels, len(pairs)))
-        if world > 1: dist.all_reduce(n_masked)
-        stats = torch.zeros(4, device=device)
-        for j, (inputs, labels, m) in enumerate(micro_batches):
-            sync = ddp.no_sync() if ddp is not None and j < accum - 1 else contextlib.nullcontext()
-            with sync:
-                with torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
-                    o = fwd(inputs, labels, n_masked)      # o.loss: token cross-entropy / masked tokens of the global batch
-                nce, cl_correct = info_nce_distributed(o.features[:m], o.features[m:], cfg.temperature)
-                # DDP averages over processes: scaled by `world`, these sum to the one-process loss of the global batch
-                loss = pretraining_loss(world * o.loss, nce / (accum * m), cfg.alpha, cfg.temperature)
-                scaler.scale(loss).backward()
-            stats += torch.stack([o.loss.detach() * n_masked.clamp_min(1), (o.logits.argmax(-1) == o.targets).sum(),
-                                  nce.detach(), cl_correct])
-        if world > 1: dist.all_reduce(stats)
-        scaler.unscale_(opt)
-        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-        # fp16 gradient overflow is the scaler's business (it skips the step and lowers the scale); a non-finite
-        # loss, or a non-finite gradient without a scaler, is a bad step
-        finite = bool(torch.isfinite(stats).all()) and (use_scaler or bool(torch.isfinite(grad_norm)))
-        if finite:
-            scaler.step(opt); bad = 0
-        else: bad += 1
-        scaler.update(); opt.zero_grad(set_to_none=True)
-        lr = opt.param_groups[0]["lr"]; sched.step()
-        clips += 2 * G
-        if rank == 0 and (not finite or step % cfg.log_every == 0 or step == steps - 1):
-            rec = log_record(step, stats, n_masked.item(), G, cfg, lr, float(grad_norm), clips, time.perf_counter() - t0,
-                             c, peak, world)
-            if device.type == "cuda": rec["peak_mem_gb"] = torch.cuda.max_memory_allocated(device) / 1e9
-            if not finite: rec["skipped"] = "non-finite loss or gradient"
-            history.append(rec)
-            if log: log.write(json.dumps(rec) + "\n"); log.flush()
-            if tb:
-                for k, v in rec.items():
-                    if isinstance(v, (int, float)) and k != "step": tb.add_scalar(k, v, step)
-            bar.set_postfix(loss=f"{rec['loss']:.3f}", mask_acc=f"{rec['mask_acc']:.3f}", cl_acc=f"{rec['cl_acc']:.2f}")
-            t0, clips = time.perf_counter(), 0
-        if bad >= cfg.max_bad_steps:
-            last = (list_checkpoints(out) or ["none"])[-1] if out is not None else "none"
-            raise VimpacError(f"pre-training stopped at step {step}: {bad} steps in a row had a non-finite loss or "
-                              f"gradient (learning rate {lr:.3g}); last checkpoint: {last}")
-        done = step + 1
-        if out is not None and (done == steps or (cfg.save_every and done % cfg.save_every == 0)):
-            rngs = [None] * world
-            if world > 1: dist.all_gather_object(rngs, _rng_state(device))
-            else: rngs = [_rng_state(device)]
-            if rank == 0:
-                _save_checkpoint(out, dict(kind="vimpac-pretrain-checkpoint", step=done, model=model.state_dict(),
-                                           optimizer=opt.state_dict(), scheduler=sched.state_dict(),
-                                           scaler=scaler.state_dict() if use_scaler else {}, rng=rngs,
-                                           model_config=asdict(c), pretrain_config=asdict(cfg), tokenizer=tok_id,
-                                           world_size=world), cfg.keep_last)
-    if log: log.close()
-    if tb: tb.close()
-    model.eval()
-    if out is not None and rank == 0:
-        model.save_pretrained(out); write_json(out/"pretrain_config.json", dict(asdict(cfg), tokenizer=tok_id))
-    if world > 1: dist.barrier()
-    return model, history
+    it = iter(step_loader(data, StepBatches(len(store), G, micro, accum, world, run.rank, start, steps, cfg.seed), cfg, run.device, _collate))
+    log, peak = MetricsLog(run, start, steps, resume, "pre-train", progress), peak_flops(run.device)
 
-def _norm(v):
-    "Config values as JSON would hold them (tuples become lists)."
-    return list(v) if isinstance(v, tuple) else v
+    def loss_fn(mb):        # one micro-batch: the token loss over the global batch's masked tokens, InfoNCE over all processes
+        inputs, labels, m, n_masked = mb
+        o = eng.forward(inputs, labels, n_masked)
+        nce, cl_correct = info_nce_distributed(o.features[:m], o.features[m:], cfg.temperature)
+        # DDP averages over processes: scaled by `world`, these sum to the one-process loss of the global batch
+        loss = pretraining_loss(world * o.loss, nce / (accum * m), cfg.alpha, cfg.temperature)
+        return loss, torch.stack([o.loss.detach() * n_masked.clamp_min(1), (o.logits.argmax(-1) == o.targets).sum(), nce.detach(), cl_correct])
+
+    for step in log:
+        micro_batches, n_masked = _masked_step(it, accum, c, cfg, run)
+        stats, finite, grad_norm, lr = eng.update(eng.accumulate(micro_batches, loss_fn))
+        log.count(2 * G)
+        if log.due(step, cfg.log_every, finite):
+            log.write(log_record(step, stats, n_masked.item(), G, cfg, lr, grad_norm, *log.rate(), c, peak, world),
+                      finite, show=("loss", "mask_acc", "cl_acc"))
+        eng.check_bad_steps(step, "pre-training")
+        eng.save(step + 1, CHECKPOINT["kind"], model_config=asdict(c), pretrain_config=asdict(cfg), tokenizer=_tokenizer_of(store))
+    log.close()
+    return eng.finish({"pretrain_config.json": dict(asdict(cfg), tokenizer=_tokenizer_of(store))}), log.history
 
 # %% ../nbs/07_pretrain.ipynb #72ebd7bb
 @torch.no_grad()
