@@ -281,7 +281,7 @@ def labelled_scene(variant: str, label: int, rng: np.random.Generator, num_frame
       (circle, triangle, cross); the motion is random. A single frame tells the class.
     The random draws do not depend on `label`: one `rng` state gives the same scene in every class, differing only
     in what the class sets. Speeds vary (travel 0.24-0.5 of the frame, a turn of 90-180 degrees, a size factor of
-    1.6-2.5 over the clip). Raises `VimpacError` for an unknown variant, a label out of range, or fewer than 2 frames."""
+    1.5-2 over the clip). Raises `VimpacError` for an unknown variant, a label out of range, or fewer than 2 frames."""
     if variant not in LABELLED_VARIANTS: raise VimpacError(f"variant: expected one of {', '.join(LABELLED_VARIANTS)}, got {variant!r}")
     classes = LABELLED_VARIANTS[variant]
     if isinstance(label, bool) or not isinstance(label, (int, np.integer)) or not 0 <= label < len(classes):
@@ -296,8 +296,8 @@ def labelled_scene(variant: str, label: int, rng: np.random.Generator, num_frame
                     float(rng.uniform(0.05, 0.1)), angle=float(rng.uniform(0, 2 * np.pi)))
               for _ in range(int(rng.integers(0, 3)))]
     # the actor: amplitudes of x, angle, log-size, their centres, and the frozen phases (grid indices)
-    amp = np.array([rng.uniform(0.12, 0.25), rng.uniform(np.pi / 4, np.pi / 2), rng.uniform(0.25, 0.45)])
-    mid = np.array([0.5 + rng.uniform(-1, 1) * (0.32 - amp[0]), rng.uniform(0, 2 * np.pi), math.log(rng.uniform(0.1, 0.16))])
+    amp = np.array([rng.uniform(0.12, 0.25), rng.uniform(np.pi / 4, np.pi / 2), rng.uniform(0.2, 0.35)])
+    mid = np.array([0.5 + rng.uniform(-1, 1) * (0.32 - amp[0]), rng.uniform(0, 2 * np.pi), math.log(rng.uniform(0.13, 0.19))])
     cy, frozen = float(rng.uniform(0.3, 0.7)), rng.integers(n, size=3)
     hue, sat, val = rng.random(), rng.uniform(0.75, 1.0), rng.uniform(0.75, 1.0)
     kind_i, random_motion = int(rng.integers(3)), int(rng.integers(6))
