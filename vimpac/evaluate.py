@@ -389,8 +389,11 @@ def read_run(path) -> dict:
         raise VimpacError(f"{path}: not a saved vimpac model (expected config.json and model.safetensors)")
     cfg = read_json(path/"config.json", "a saved vimpac model's config.json", required=("kind",))
     records = [read_json(path/n, f"a run record ({n})") for n in RUN_RECORDS if (path/n).is_file()]
-    if (path/"classes.json").is_file():
-        records.insert(0, read_json(path/"classes.json", "a class list ({\"classes\": [...]})", required=("classes",)))
+    if (path/"classes.json").is_file():     # a list of names (as vimpac.finetune writes it) or {"classes": [...]}
+        try: listed = json.loads((path/"classes.json").read_text())
+        except (OSError, ValueError, UnicodeDecodeError): listed = None
+        records.insert(0, {"classes": listed} if isinstance(listed, list) else
+                       read_json(path/"classes.json", "a class list ([...] or {\"classes\": [...]})", required=("classes",)))
     first = lambda k: next((r[k] for r in records if r.get(k) is not None), None)
     classes = first("classes")
     if classes is not None and (not isinstance(classes, list) or not all(isinstance(c, str) for c in classes)):
