@@ -20,9 +20,9 @@ from .viz import plot_curves, plot_reconstruction
 
 # %% auto #0
 __all__ = ['DATASET_FPS', 'DATASET_VIEWS', 'tokenize_videos', 'tokenize_dataset', 'tokenize_main', 'pretrain_parser',
-           'pretrain_args', 'pretrain_main', 'run_demo', 'showcase_main', 'predict_videos', 'predict_main',
-           'features_of', 'features_main', 'evaluate_run', 'evaluate_main', 'finetune_parser', 'finetune_args',
-           'finetune_main']
+           'pretrain_args', 'pretrain_main', 'run_demo', 'showcase_main', 'finetune_parser', 'finetune_args',
+           'finetune_main', 'predict_videos', 'predict_main', 'features_of', 'features_main', 'evaluate_run',
+           'evaluate_main']
 
 # %% ../nbs/11_cli.ipynb #d4c797d1
 def _one_line(e: BaseException) -> str:
@@ -293,6 +293,72 @@ def showcase_main(argv=None):
     print(f"wrote {a.images}/reconstruction.png, {a.images}/training_curves.png and {a.out}/ "
           f"({s['total_s']:.0f} s: tokenize {s['tokenize_s']:.0f} s, pre-train {s['pretrain_s']:.0f} s)")
 
+# %% ../nbs/11_cli.ipynb #425908c4
+from .finetune import FinetuneConfig, finetune
+
+def finetune_parser(raise_errors: bool = False) -> argparse.ArgumentParser:
+    """The options of `vimpac-finetune`. With `raise_errors`, a bad option raises `VimpacError` (its one line)
+    instead of printing it and exiting: for notebooks and papermill runs."""
+    d = FinetuneConfig()
+    p = _Parser(prog="vimpac-finetune", description="Fine-tune VIMPAC on a labelled token store (alone or under torchrun).",
+                raise_errors=raise_errors)
+    p.add_argument("--store", required=True, help="labelled training token store (vimpac-tokenize --dataset ...: OUT/train)")
+    p.add_argument("--test-store", default=None, help="labelled held-out store: its single-view accuracy is logged at the end")
+    p.add_argument("--out", required=True, type=_folder, help="run folder to write")
+    s = p.add_mutually_exclusive_group()
+    s.add_argument("--init", default=None, help="start from a kit run folder (pre-training or fine-tuning)")
+    s.add_argument("--official", default=None, help="start from an authors' classifier.pt")
+    p.add_argument("--new-head", action="store_true", help="a new zero classification head when the start's class count differs")
+    p.add_argument("--preset", default=None, choices=list(PRESETS), help="model size from scratch (default: tiny)")
+    p.add_argument("--layout", default=None, choices=LAYOUTS, help="attention layout from scratch (default: T,H|W)")
+    p.add_argument("--dropout", type=_number(ge=0, lt=1), default=None, help="backbone dropout from scratch (default 0.1)")
+    n = p.add_mutually_exclusive_group()
+    n.add_argument("--steps", type=_number(integer=True, ge=1), default=d.steps)
+    n.add_argument("--epochs", type=_number(gt=0), default=None, help="passes over the store, instead of --steps (paper: 22-50)")
+    p.add_argument("--batch-size", type=_number(integer=True, ge=1), default=d.batch_size, help="global clips per update (paper: 128)")
+    p.add_argument("--micro-batch-size", type=_number(integer=True, ge=1), default=None, help="clips per process and forward pass")
+    p.add_argument("--lr", type=_number(gt=0), default=None, help="default: 1e-4, 5e-5 for large_half (Table 12)")
+    p.add_argument("--clip-len", type=_number(integer=True, ge=1), default=d.clip_len, help="T, frames per clip (paper: 10)")
+    p.add_argument("--views", default=None, help="training views: all (default: the store's), noflip (SSV2), center")
+    p.add_argument("--save-every", type=_number(integer=True, ge=0), default=d.save_every, help="checkpoint every N steps (0: at the end)")
+    p.add_argument("--keep-last", type=_number(integer=True, ge=0), default=d.keep_last, help="checkpoints to keep")
+    p.add_argument("--log-every", type=_number(integer=True, ge=1), default=d.log_every)
+    p.add_argument("--seed", type=_number(integer=True), default=d.seed)
+    p.add_argument("--resume", action="store_true", help="continue from the last checkpoint in --out")
+    p.add_argument("--precision", default="auto", choices=PRECISIONS, help="auto: bf16 or fp16 on a GPU, fp32 on a CPU")
+    p.add_argument("--compile", action="store_true", help="torch.compile the model")
+    p.add_argument("--gradient-checkpointing", action="store_true")
+    p.add_argument("--num-workers", type=_number(integer=True, ge=0), default=0, help="data-loading processes")
+    p.add_argument("--device", type=_device, default=None, help="cpu, cuda or cuda:N (default: cuda when available)")
+    return p
+
+def finetune_args(a: argparse.Namespace, progress: bool = True) -> list[dict]:
+    """Run `vimpac-finetune` from parsed options (`finetune_parser().parse_args(argv)`) in this process. Returns the
+    logged records. Raises `VimpacError` for bad input (one line)."""
+    store = TokenStore(a.store)
+    test = TokenStore(a.test_store) if a.test_store else None
+    cfg = FinetuneConfig(steps=a.steps, epochs=a.epochs, batch_size=a.batch_size, micro_batch_size=a.micro_batch_size,
+                         lr=a.lr, clip_len=a.clip_len, views=a.views, save_every=a.save_every, keep_last=a.keep_last,
+                         log_every=a.log_every, seed=a.seed, precision=a.precision, compile=a.compile,
+                         gradient_checkpointing=a.gradient_checkpointing, num_workers=a.num_workers)
+    given = {k: v for k, v in dict(preset=a.preset, layout=a.layout, dropout=a.dropout).items() if v is not None}
+    if given and (a.init or a.official or a.resume):
+        raise VimpacError(f"--{'/--'.join(given)}: only for a model from scratch; --init, --official and --resume use the saved model")
+    _, hist = finetune(store, given or None, cfg, device=a.device, out=a.out, resume=a.resume, init=a.init, official=a.official,
+                       new_head=a.new_head, test_store=test, progress=progress and int(os.environ.get("RANK", "0")) == 0)
+    return hist
+
+def finetune_main(argv=None):
+    "Console script `vimpac-finetune`."
+    p = finetune_parser()
+    a = p.parse_args(argv)
+    hist = _run(p.prog, finetune_args, a)
+    train = [r for r in hist if "acc" in r]
+    if train:
+        test = [r["test_acc"] for r in hist if "test_acc" in r]
+        print(f"train accuracy {train[-1]['acc']:.3f}, loss {train[-1]['loss']:.3f}"
+              + (f"; test accuracy {test[-1]:.3f} (one view per video)" if test else "") + f"; wrote {a.out}")
+
 # %% ../nbs/11_cli.ipynb #e2bd0001
 from .evaluate import (Features, load_run, run_tokenizer, predict, extract_features, evaluate, evaluate_probe,
                              parse_views, write_predictions)
@@ -316,12 +382,15 @@ def _common(p, views_default, views_help):
 def predict_videos(videos, checkpoint, views="3x10", fps=None, tokenizer=None, top: int = 5, batch_size: int = 32,
                    device=None, progress: bool = True) -> tuple[list[dict], dict]:
     """`vimpac-predict` as a function: load the checkpoint folder (`load_run`) and its tokenizer (`run_tokenizer`),
-    then `predict` the videos at `fps` (default: the run's record, else 2). Returns (predictions, run info)."""
+    then `predict` the videos at `fps` (default: the run's record, else 2 with a warning). Returns (predictions, run
+    info)."""
     dev = get_device(device)
     model, info = load_run(checkpoint, dev)
     tok = run_tokenizer(info, tokenizer, dev)
-    fps = fps or info["fps"] or 2.0
-    return predict(videos, model, tok, views, fps, info["classes"], top, batch_size, dev, progress), info
+    preds = predict(videos, model, tok, views, fps or info["fps"] or 2.0, info["classes"], top, batch_size, dev, progress)
+    if fps is None and info["fps"] is None:
+        warnings.warn(f"{checkpoint}: records no frame rate; sampled at 2 FPS (pass --fps, e.g. 4 for HMDB51, SSV2, Diving48)")
+    return preds, info
 
 def predict_main(argv=None):
     "Console script `vimpac-predict`."
@@ -394,7 +463,10 @@ def evaluate_run(checkpoint, test, train=None, probe=None, views=None, k: int = 
                                       batch_size, dev, info, progress)
     if out is not None:
         out = Path(out); ev.write(out)
-        plot_confusion(ev.metrics["confusion"], ev.classes, out/"confusion.png", title=f"{ev.headline()}\n{Path(checkpoint).name} on {test_store.path.name}")
+        m = ev.metrics
+        plot_confusion(m["confusion"], ev.classes, out/"confusion.png",
+                       title=f"{Path(checkpoint).name} on {test_store.path.name}: {ev.method}, {ev.views} views\n"
+                             f"top-1 {m['top1']:.3f}, top-{min(5, len(ev.classes))} {m['top5']:.3f}, mean per-class {m['mean_class_acc']:.3f} ({m['n']} videos)")
         plt.close("all")
         if train is not None and retrieval:
             train_store = TokenStore(train)
@@ -428,69 +500,3 @@ def evaluate_main(argv=None):
               a.out, a.retrieval, a.tokenizer, a.batch_size, a.device)
     print(ev.headline())
     if a.out: print(f"wrote {a.out}/metrics.json, predictions.csv, confusion.png" + (", retrieval.png" if (Path(a.out)/"retrieval.png").is_file() else ""))
-
-# %% ../nbs/11_cli.ipynb #425908c4
-from .finetune import FinetuneConfig, finetune
-
-def finetune_parser(raise_errors: bool = False) -> argparse.ArgumentParser:
-    """The options of `vimpac-finetune`. With `raise_errors`, a bad option raises `VimpacError` (its one line)
-    instead of printing it and exiting: for notebooks and papermill runs."""
-    d = FinetuneConfig()
-    p = _Parser(prog="vimpac-finetune", description="Fine-tune VIMPAC on a labelled token store (alone or under torchrun).",
-                raise_errors=raise_errors)
-    p.add_argument("--store", required=True, help="labelled training token store (vimpac-tokenize --dataset ...: OUT/train)")
-    p.add_argument("--test-store", default=None, help="labelled held-out store: its single-view accuracy is logged at the end")
-    p.add_argument("--out", required=True, type=_folder, help="run folder to write")
-    s = p.add_mutually_exclusive_group()
-    s.add_argument("--init", default=None, help="start from a kit run folder (pre-training or fine-tuning)")
-    s.add_argument("--official", default=None, help="start from an authors' classifier.pt")
-    p.add_argument("--new-head", action="store_true", help="a new zero classification head when the start's class count differs")
-    p.add_argument("--preset", default=None, choices=list(PRESETS), help="model size from scratch (default: tiny)")
-    p.add_argument("--layout", default=None, choices=LAYOUTS, help="attention layout from scratch (default: T,H|W)")
-    p.add_argument("--dropout", type=_number(ge=0, lt=1), default=None, help="backbone dropout from scratch (default 0.1)")
-    n = p.add_mutually_exclusive_group()
-    n.add_argument("--steps", type=_number(integer=True, ge=1), default=d.steps)
-    n.add_argument("--epochs", type=_number(gt=0), default=None, help="passes over the store, instead of --steps (paper: 22-50)")
-    p.add_argument("--batch-size", type=_number(integer=True, ge=1), default=d.batch_size, help="global clips per update (paper: 128)")
-    p.add_argument("--micro-batch-size", type=_number(integer=True, ge=1), default=None, help="clips per process and forward pass")
-    p.add_argument("--lr", type=_number(gt=0), default=None, help="default: 1e-4, 5e-5 for large_half (Table 12)")
-    p.add_argument("--clip-len", type=_number(integer=True, ge=1), default=d.clip_len, help="T, frames per clip (paper: 10)")
-    p.add_argument("--views", default=None, help="training views: all (default: the store's), noflip (SSV2), center")
-    p.add_argument("--save-every", type=_number(integer=True, ge=0), default=d.save_every, help="checkpoint every N steps (0: at the end)")
-    p.add_argument("--keep-last", type=_number(integer=True, ge=0), default=d.keep_last, help="checkpoints to keep")
-    p.add_argument("--log-every", type=_number(integer=True, ge=1), default=d.log_every)
-    p.add_argument("--seed", type=_number(integer=True), default=d.seed)
-    p.add_argument("--resume", action="store_true", help="continue from the last checkpoint in --out")
-    p.add_argument("--precision", default="auto", choices=PRECISIONS, help="auto: bf16 or fp16 on a GPU, fp32 on a CPU")
-    p.add_argument("--compile", action="store_true", help="torch.compile the model")
-    p.add_argument("--gradient-checkpointing", action="store_true")
-    p.add_argument("--num-workers", type=_number(integer=True, ge=0), default=0, help="data-loading processes")
-    p.add_argument("--device", type=_device, default=None, help="cpu, cuda or cuda:N (default: cuda when available)")
-    return p
-
-def finetune_args(a: argparse.Namespace, progress: bool = True) -> list[dict]:
-    """Run `vimpac-finetune` from parsed options (`finetune_parser().parse_args(argv)`) in this process. Returns the
-    logged records. Raises `VimpacError` for bad input (one line)."""
-    store = TokenStore(a.store)
-    test = TokenStore(a.test_store) if a.test_store else None
-    cfg = FinetuneConfig(steps=a.steps, epochs=a.epochs, batch_size=a.batch_size, micro_batch_size=a.micro_batch_size,
-                         lr=a.lr, clip_len=a.clip_len, views=a.views, save_every=a.save_every, keep_last=a.keep_last,
-                         log_every=a.log_every, seed=a.seed, precision=a.precision, compile=a.compile,
-                         gradient_checkpointing=a.gradient_checkpointing, num_workers=a.num_workers)
-    given = {k: v for k, v in dict(preset=a.preset, layout=a.layout, dropout=a.dropout).items() if v is not None}
-    if given and (a.init or a.official or a.resume):
-        raise VimpacError(f"--{'/--'.join(given)}: only for a model from scratch; --init, --official and --resume use the saved model")
-    _, hist = finetune(store, given or None, cfg, device=a.device, out=a.out, resume=a.resume, init=a.init, official=a.official,
-                       new_head=a.new_head, test_store=test, progress=progress and int(os.environ.get("RANK", "0")) == 0)
-    return hist
-
-def finetune_main(argv=None):
-    "Console script `vimpac-finetune`."
-    p = finetune_parser()
-    a = p.parse_args(argv)
-    hist = _run(p.prog, finetune_args, a)
-    train = [r for r in hist if "acc" in r]
-    if train:
-        test = [r["test_acc"] for r in hist if "test_acc" in r]
-        print(f"train accuracy {train[-1]['acc']:.3f}, loss {train[-1]['loss']:.3f}"
-              + (f"; test accuracy {test[-1]:.3f} (one view per video)" if test else "") + f"; wrote {a.out}")

@@ -381,19 +381,15 @@ RUN_RECORDS = ("finetune_config.json", "training.json", "pretrain_config.json")
 def read_run(path) -> dict:
     """What a checkpoint folder records: `path`, `kind` ("vimpac-classification" or "vimpac-pretraining"),
     `num_classes` (or None), `classes` (names, or None when not recorded), `tokenizer` (the `{name, hash}` identity,
-    or None) and `fps` (frames/s of its training tokens, or None), read from `config.json`, `classes.json` and the
-    records `RUN_RECORDS` (first found wins). Raises `VimpacError` for a folder without `config.json` or
+    or None) and `fps` (frames/s of its training tokens, or None), read from `config.json`, `classes.json` (the list
+    `finetune` writes) and the records `RUN_RECORDS` (first found wins). Raises `VimpacError` for a folder without `config.json` or
     `model.safetensors`, or invalid JSON."""
     path = Path(path)
     if not (path/"config.json").is_file() or not (path/"model.safetensors").is_file():
         raise VimpacError(f"{path}: not a saved vimpac model (expected config.json and model.safetensors)")
     cfg = read_json(path/"config.json", "a saved vimpac model's config.json", required=("kind",))
     records = [read_json(path/n, f"a run record ({n})") for n in RUN_RECORDS if (path/n).is_file()]
-    if (path/"classes.json").is_file():     # a list of names (as vimpac.finetune writes it) or {"classes": [...]}
-        try: listed = json.loads((path/"classes.json").read_text())
-        except (OSError, ValueError, UnicodeDecodeError): listed = None
-        records.insert(0, {"classes": listed} if isinstance(listed, list) else
-                       read_json(path/"classes.json", "a class list ([...] or {\"classes\": [...]})", required=("classes",)))
+    if (path/"classes.json").is_file(): records.insert(0, dict(classes=_read_classes(path/"classes.json")))
     first = lambda k: next((r[k] for r in records if r.get(k) is not None), None)
     classes = first("classes")
     if classes is not None and (not isinstance(classes, list) or not all(isinstance(c, str) for c in classes)):
@@ -401,6 +397,16 @@ def read_run(path) -> dict:
     fps = first("fps")
     return dict(path=path, kind=cfg["kind"], num_classes=cfg.get("num_classes"), classes=classes,
                 tokenizer=first("tokenizer"), fps=float(fps) if isinstance(fps, (int, float)) else None)
+
+def _read_classes(f: Path) -> list:
+    "The class names in `f` (`classes.json`, as `finetune` writes it: a JSON list of names, in order)."
+    try: obj = json.loads(f.read_text())
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise VimpacError(f"{f}: not valid JSON ({type(e).__name__}), expected the list of class names") from None
+    obj = obj.get("classes") if isinstance(obj, dict) else obj
+    if not isinstance(obj, list) or not all(isinstance(c, str) for c in obj):
+        raise VimpacError(f"{f}: expected a JSON list of class names")
+    return obj
 
 def load_run(path, device="cpu") -> tuple[nn.Module, dict]:
     """The model saved in the checkpoint folder `path` (classification or pre-training, by its `kind`) in eval mode,

@@ -346,7 +346,7 @@ def plot_confusion(confusion, classes=None, path=None, title: str | None = None)
     C = len(m)
     if classes is not None and len(classes) != C: raise VimpacError(f"classes: {len(classes)} names for a {C} x {C} matrix")
     rows = m / np.maximum(m.sum(1, keepdims=True), 1)
-    side = min(12.0, 2.5 + 0.32 * C)
+    side = min(12.0, max(4.5, 2.5 + 0.32 * C))
     fig, ax = plt.subplots(figsize=(side + 1.2, side))
     im = ax.imshow(rows, cmap="Blues", vmin=0, vmax=1, interpolation="nearest")
     if C <= 30:
