@@ -31,6 +31,7 @@ def test_demo_checkpoint_fits_default_tokenizer_and_beats_majority(demo, tmp_pat
     model, run = demo
     tok = load_tokenizer("default")
     assert tok.identity == run["tokenizer"], (tok.identity, run["tokenizer"])   # trained on this tokenizer's codes
+    assert f"hash `{tok.identity['hash']}`" in (DEMO / "README.md").read_text()   # the card names the same one
     assert model.config.vocab_size == tok.vocab_size
     build_store(sample_videos(), tok, tmp_path / "store", fps=run["fps"], frame_size=run["frame_size"], progress=False)
     store = TokenStore(tmp_path / "store", tokenizer=tok)
@@ -39,3 +40,14 @@ def test_demo_checkpoint_fits_default_tokenizer_and_beats_majority(demo, tmp_pat
     assert ev["masked_tokens"] > 3000
     # the training run's own measure was far above this; an untrained or mismatched model sits near the majority
     assert ev["mask_acc"] > ev["majority_acc"] + 0.15, ev
+
+
+def test_default_tokenizer_card_matches_its_weights():
+    "The default tokenizer's card and report describe the shipped weights (its hash), which stay under 10 MB."
+    folder = Path(vimpac.__file__).parent / "weights" / "default"
+    tok = load_tokenizer("default")
+    report = read_json(folder / "tokenizer_report.json", "the tokenizer's report", required=("identity", "heldout_psnr"))
+    assert report["identity"] == tok.identity, (report["identity"], tok.identity)
+    assert f"hash `{tok.identity['hash']}`" in (folder / "README.md").read_text()
+    assert set(report["heldout_psnr"]) == {"sample videos", "procedural scenes", "photographs", "colour test patterns"}
+    assert (folder / "model.safetensors").stat().st_size <= 10e6

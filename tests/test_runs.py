@@ -63,10 +63,14 @@ PRETRAIN_PARAMETERS = {  # name: (type, default), as papermill's own inspector r
     "precision": ("str", '"auto"'), "compile": ("bool", "False"), "gpus": ("int", "0"), "resume": ("bool", "False"),
     "stages": ("Optional[list]", "None"), "seed": ("int", "0")}
 TOKENIZER_PARAMETERS = {
-    "videos": ("Optional[list]", "None"), "out": ("Optional[str]", "None"), "figure": ("Optional[str]", "None"),
+    "videos": ("Optional[list]", "None"), "heldout_fraction": ("float", "0.2"), "video_repeat": ("int", "1"),
+    "scenes": ("int", "2"), "heldout_scenes": ("int", "1"), "test_patterns": ("int", "1"),
+    "images": ("Optional[list]", "None"), "heldout_images": ("list", '["grace_hopper.jpg", "cheetah2.jpg"]'),
+    "image_clips": ("int", "1"), "clip_frames": ("int", "4"), "out": ("Optional[str]", "None"),
+    "figure": ("Optional[str]", "None"), "compare": ("Optional[str]", "None"), "init": ("Optional[str]", "None"),
     "fps": ("float", "8.0"), "size": ("int", "128"), "steps": ("int", "20"), "batch_size": ("int", "32"),
     "crop": ("int", "64"), "scale_min": ("float", "0.6"), "scale_max": ("float", "1.4"), "lr": ("float", "2e-3"),
-    "vocab_size": ("int", "512"), "seed": ("int", "0")}
+    "vocab_size": ("int", "512"), "channels": ("list", "[32, 64, 128]"), "seed": ("int", "0")}
 
 
 @pytest.mark.parametrize("name,expected", [("pretrain", PRETRAIN_PARAMETERS), ("train_tokenizer", TOKENIZER_PARAMETERS)])

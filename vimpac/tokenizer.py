@@ -235,21 +235,29 @@ def _random_crops(x: torch.Tensor, crop: int, g: torch.Generator) -> torch.Tenso
 
 def train_vqvae(frames, config: VQVAEConfig | None = None, steps: int = 1000, batch_size: int = 32,
                 crop: int = 64, lr: float = 2e-3, holdout_every: int = 10, seed: int = 0,
-                scale_range: tuple = (1.0, 1.0), device=None, progress: bool = True) -> tuple[VQVAE, dict]:
-    """Train the kit's VQ-VAE on uint8 frames (N, H, W, 3). Every `holdout_every`-th frame is held out. Each step
+                scale_range: tuple = (1.0, 1.0), device=None, progress: bool = True, heldout=None,
+                init: VQVAE | None = None) -> tuple[VQVAE, dict]:
+    """Train the kit's VQ-VAE on uint8 frames (N, H, W, 3). Every `holdout_every`-th frame is held out, unless
+    `heldout` frames (uint8 (M, H', W', 3), e.g. whole video segments never seen in training) are given: then all of
+    `frames` train and the report is measured on `heldout`. `init`, a trained VQ-VAE, is the starting point (a copy
+    of its weights, codebook included, is trained and `config` is ignored); else training starts from scratch. Each step
     rescales its batch by a random factor in `scale_range` (never below the crop), then takes random crops and flips.
     Returns the frozen model (eval mode) and a report: `psnr` (dB, held-out frames, full size), `perplexity`,
     `used_fraction`, `steps`, `train_frames`, `heldout_frames`. Raises `VimpacError` for frames smaller than `crop`."""
     x = to_float_frames(frames)
     N, _, H, W = x.shape
     if min(H, W) < crop: raise VimpacError(f"train_vqvae: frames of {H}x{W} are smaller than the crop {crop}")
-    held = torch.zeros(N, dtype=torch.bool); held[holdout_every // 2::holdout_every] = True
-    if held.all() or not held.any(): held[:] = False; held[-1] = N > 1
-    train, test = x[~held], x[held]
+    held = torch.zeros(N, dtype=torch.bool)
+    if heldout is None:
+        held[holdout_every // 2::holdout_every] = True
+        if held.all() or not held.any(): held[:] = False; held[-1] = N > 1
+    train, test = x[~held], (x[held] if heldout is None else to_float_frames(heldout))
     g = make_generator(seed)
     torch.manual_seed(seed)  # k-means initialisation inside the quantizer draws from the global generator
     device = torch.device(device or "cpu")
-    model = VQVAE(config).to(device).train()
+    model = VQVAE(init.config if init is not None else config)
+    if init is not None: model.load_state_dict(init.state_dict())   # a copy: `init` itself is left as it was
+    model = model.to(device).train()
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: warmup_linear(s, steps, 0.05))
     bar = tqdm(range(steps), desc="VQ-VAE", disable=not progress)
