@@ -8,7 +8,7 @@ TORCH_CPU := torch==2.13.0
 DEMO_OUT ?= runs/demo
 LAB_PORT ?= 8888
 
-.PHONY: demo test lab docs readme readme-check install lint sync-check nbtest pytest export clean-venv
+.PHONY: demo test lab docs readme readme-check install lint sync-check nbtest pytest export clean-venv bench-gpu
 
 install: $(STAMP)
 
@@ -69,7 +69,15 @@ pytest: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check --no-cache .
 
+# The GPU suite (issue 13): gpu tests and benchmarks, results in benchmarks/results/gpu-<name>.json, exit 1 on failure.
+# `make bench-gpu DEVICE=cpu QUICK=1`: the same suite at toy sizes on a CPU (part of `make test`).
+DEVICE ?= cuda
+QUICK ?=
+bench-gpu: $(STAMP)
+	$(BIN)/python benchmarks/bench_gpu.py --device $(DEVICE) $(if $(QUICK),--quick --out-dir $${BENCH_OUT:-/tmp/vimpac-bench},)
+
 test: lint sync-check readme-check nbtest pytest docs
+	$(MAKE) bench-gpu DEVICE=cpu QUICK=1
 
 export: $(STAMP)
 	$(BIN)/nbdev-export && $(BIN)/nbdev-clean

@@ -216,6 +216,8 @@ def pretrain_parser(raise_errors: bool = False) -> argparse.ArgumentParser:
     p.add_argument("--num-workers", type=_number(integer=True, ge=0), default=0, help="data-loading processes")
     p.add_argument("--dropout", type=_number(ge=0, lt=1), default=None, help="override the preset's dropout (0.1)")
     p.add_argument("--device", type=_device, default=None, help="cpu, cuda or cuda:N (default: cuda when available)")
+    p.add_argument("--peak-tflops", type=_number(gt=0), default=None,
+                   help="the device's peak TFLOP/s, for the MFU field of the metrics on any device (default: known GPUs only)")
     p.add_argument("--no-eval", action="store_true", help="skip the final mask-accuracy evaluation and plot")
     return p
 
@@ -232,7 +234,7 @@ def pretrain_args(a: argparse.Namespace, progress: bool = True) -> dict | None:
                          lr=a.lr, clip_len=a.clip_len, d_max=a.d_max, alpha=a.alpha, temperature=a.temperature,
                          save_every=a.save_every, keep_last=a.keep_last, log_every=a.log_every, seed=a.seed,
                          precision=a.precision, compile=a.compile, gradient_checkpointing=a.gradient_checkpointing,
-                         num_workers=a.num_workers)
+                         num_workers=a.num_workers, peak_tflops=a.peak_tflops)
     given = {k: v for k, v in dict(preset=a.preset, layout=a.layout, dropout=a.dropout).items() if v is not None}
     model, hist = pretrain(store, given or None, cfg, device=a.device, out=a.out, resume=a.resume, init=a.init,
                            progress=progress and rank == 0)

@@ -20,10 +20,11 @@ from .model import VimpacConfig
 
 # %% auto #0
 __all__ = ['PRECISIONS', 'RUNTIME_FIELDS', 'GPU_PEAK_FLOPS', 'TrainConfig', 'check_resume_settings', 'init_distributed',
-           'resolve_precision', 'Run', 'start_run', 'GlobalBatchNorm1d', 'sync_batchnorm', 'peak_flops', 'param_groups',
-           'make_optimizer', 'make_schedule', 'plan_steps', 'batch_indices', 'StepBatches', 'step_loader',
-           'config_from_spec', 'list_checkpoints', 'load_checkpoint', 'latest_checkpoint', 'save_checkpoint',
-           'rng_state', 'set_rng_state', 'Engine', 'MetricsLog']
+           'resolve_precision', 'Run', 'start_run', 'GlobalBatchNorm1d', 'sync_batchnorm', 'peak_flops',
+           'choose_precision', 'device_capability', 'dist_backend', 'batchnorm_sync', 'param_groups', 'make_optimizer',
+           'make_schedule', 'plan_steps', 'batch_indices', 'StepBatches', 'step_loader', 'config_from_spec',
+           'list_checkpoints', 'load_checkpoint', 'latest_checkpoint', 'save_checkpoint', 'rng_state', 'set_rng_state',
+           'Engine', 'MetricsLog']
 
 # %% ../nbs/06b_engine.ipynb #240b8d9b
 PRECISIONS = ("auto", "bf16", "fp16", "fp32")
@@ -56,6 +57,7 @@ class TrainConfig:
     gradient_checkpointing: bool = False
     num_workers: int = 0           # data-loading processes
     max_bad_steps: int = 5         # non-finite steps in a row before the run stops
+    peak_tflops: float | None = None  # the device's peak TFLOP/s for MFU; None: `GPU_PEAK_FLOPS` (known GPUs only)
     min_batch_size = 1             # (a class constant, not a field) the smallest global batch that can train
 
     def _check(self, name, **bounds):
@@ -64,7 +66,7 @@ class TrainConfig:
     def __post_init__(self):
         for name in ("steps", "save_every", "keep_last", "num_workers"): self._check(name, integer=True, ge=0)
         for name in ("micro_batch_size", "clip_len", "log_every", "max_bad_steps"): self._check(name, integer=True, ge=1)
-        self._check("batch_size", integer=True, ge=self.min_batch_size)
+        self._check("batch_size", integer=True, ge=self.min_batch_size); self._check("peak_tflops", gt=0)
         self._check("seed", integer=True)
         for name in ("epochs", "lr", "grad_clip", "eps"): self._check(name, gt=0)
         self._check("weight_decay", ge=0); self._check("warmup_ratio", ge=0, le=1)
@@ -74,7 +76,8 @@ class TrainConfig:
 
 # Fields a resumed run may change; the others must match the checkpoint.
 RUNTIME_FIELDS = ("steps", "epochs", "log_every", "save_every", "keep_last", "precision", "compile",
-                  "gradient_checkpointing", "num_workers", "micro_batch_size", "max_bad_steps")
+                  "gradient_checkpointing", "num_workers", "micro_batch_size", "max_bad_steps",
+                  "peak_tflops")
 
 def _norm(v):
     "Config values as JSON would hold them (tuples become lists)."
@@ -93,7 +96,7 @@ def init_distributed(device=None) -> tuple[int, int, torch.device]:
     dev = get_device(device)
     if not (dist.is_available() and dist.is_initialized()):
         if int(os.environ.get("WORLD_SIZE", "1")) <= 1: return 0, 1, dev
-        dist.init_process_group("nccl" if dev.type == "cuda" else "gloo")
+        dist.init_process_group(dist_backend(dev.type))
     if dev.type == "cuda":
         dev = torch.device("cuda", int(os.environ.get("LOCAL_RANK", dist.get_rank() % torch.cuda.device_count())))
         torch.cuda.set_device(dev)
@@ -103,15 +106,8 @@ def resolve_precision(precision: str, device: torch.device):
     """(autocast dtype or None, use a GradScaler): bf16 where the GPU supports it, else fp16 + scaler; fp32 on CPU.
     Mixed precision off a GPU is refused: on a CPU, fp16 skips every step (its gradients overflow the scaler) and
     bf16 runs several times slower than fp32, so neither is what a user asking for speed wants."""
-    if precision not in PRECISIONS:
-        raise VimpacError(f"precision: expected one of {', '.join(PRECISIONS)}, got {precision!r}")
-    if precision in ("fp16", "bf16") and device.type != "cuda":
-        raise VimpacError(f"precision {precision}: mixed precision needs a CUDA GPU, the device is {device}; use fp32 or auto")
-    if precision == "bf16" and not torch.cuda.is_bf16_supported():
-        raise VimpacError(f"precision bf16: {torch.cuda.get_device_name(device)} does not support bf16; use fp16 or auto")
-    if precision == "auto":
-        precision = "fp32" if device.type != "cuda" else ("bf16" if torch.cuda.is_bf16_supported() else "fp16")
-    return {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision), precision == "fp16"
+    return choose_precision(precision, device.type, device_capability(device),
+                            torch.cuda.get_device_name(device) if device.type == "cuda" else str(device))
 
 @dataclass
 class Run:
@@ -168,12 +164,51 @@ def sync_batchnorm(model: nn.Module, device: torch.device) -> nn.Module:
 # Dense bf16/fp16 tensor-core peaks in FLOP/s (vendor data sheets, SXM parts), for MFU.
 GPU_PEAK_FLOPS = {"H200": 989e12, "H100": 989e12, "A100": 312e12, "L40S": 362e12, "L4": 121e12, "A10": 125e12, "V100": 125e12}
 
-def peak_flops(device) -> float | None:
-    "The dense bf16 peak of the GPU `device` in FLOP/s (`GPU_PEAK_FLOPS`), or None for a CPU or an unknown GPU."
+def peak_flops(device, peak_tflops: float | None = None) -> float | None:
+    """The peak of `device` in FLOP/s for MFU: `peak_tflops` x 1e12 when given (any device, a CPU included), else the
+    dense bf16 peak of a known GPU (`GPU_PEAK_FLOPS`), else None (a CPU or an unknown GPU: no MFU)."""
+    if peak_tflops is not None: return float(peak_tflops) * 1e12
     device = torch.device(device)
     if device.type != "cuda": return None
     name = torch.cuda.get_device_name(device)
     return next((v for k, v in GPU_PEAK_FLOPS.items() if k in name), None)
+
+# %% ../nbs/06b_engine.ipynb #4491fddd
+def choose_precision(precision: str, device_type: str, capability: tuple[int, int] | None = None,
+                     name: str = "the GPU") -> tuple[torch.dtype | None, bool]:
+    """(autocast dtype or None, use a GradScaler) for the user's `precision` (auto | fp32 | bf16 | fp16) on a device
+    of type `device_type` ("cpu", "cuda", ...) whose CUDA compute `capability` is (major, minor) (None off CUDA).
+    - auto: bf16 from capability 8 (Ampere), fp16 + scaler on 7.x (Volta, Turing: tensor cores, no bf16), fp32 below
+      7 and off CUDA;
+    - fp16 is allowed on any CUDA GPU, bf16 from capability 8; fp32 everywhere.
+    Raises `VimpacError` (one line naming the precision, the device `name` and its capability) for an unknown value,
+    mixed precision off CUDA, and bf16 below capability 8."""
+    if precision not in PRECISIONS:
+        raise VimpacError(f"precision: expected one of {', '.join(PRECISIONS)}, got {precision!r}")
+    if device_type != "cuda":
+        if precision in ("fp16", "bf16"):
+            raise VimpacError(f"precision {precision}: mixed precision needs a CUDA GPU, the device is {device_type}; use fp32 or auto")
+        return None, False
+    cap = tuple(capability or (0, 0))
+    if precision == "bf16" and cap < (8, 0):
+        raise VimpacError(f"precision bf16: {name} (compute capability {cap[0]}.{cap[1]}) does not support bf16 "
+                          "(needs 8.0 or newer); use fp16 or auto")
+    if precision == "auto": precision = "bf16" if cap >= (8, 0) else "fp16" if cap >= (7, 0) else "fp32"
+    return {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision), precision == "fp16"
+
+def device_capability(device) -> tuple[int, int] | None:
+    "The CUDA compute capability (major, minor) of `device`, None off CUDA."
+    device = torch.device(device)
+    return tuple(torch.cuda.get_device_capability(device)) if device.type == "cuda" else None
+
+def dist_backend(device_type: str) -> str:
+    "The `torch.distributed` backend for processes on devices of type `device_type`: NCCL on CUDA, gloo elsewhere."
+    return "nccl" if device_type == "cuda" else "gloo"
+
+def batchnorm_sync(device_type: str) -> type:
+    """The synchronised BatchNorm `sync_batchnorm` uses on `device_type`: `nn.SyncBatchNorm` on CUDA (its kernels
+    need NCCL and CUDA tensors), `GlobalBatchNorm1d` elsewhere (gloo, CPU)."""
+    return nn.SyncBatchNorm if device_type == "cuda" else GlobalBatchNorm1d
 
 # %% ../nbs/06b_engine.ipynb #276a386f
 def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
@@ -405,6 +440,57 @@ class Engine:
             for name, obj in files.items(): write_json(self.run.out/name, obj)
         if self.run.world > 1: dist.barrier()
         return self.model
+
+# %% ../nbs/06b_engine.ipynb #4b3eb3b2
+from fastcore.basics import patch
+
+@patch
+def update_async(self: Engine, stats: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, float]:
+    """`update` with nothing read on the host when the optimizer is fused (`make_optimizer` on CUDA): returns (global
+    stats, `bad` a 0-d bool tensor, the gradient norm a 0-d tensor, the learning rate the step used). The step is
+    skipped when the statistics or the gradient are not finite, on the device, through the fused kernel's
+    `found_inf`; a non-fused optimizer reads that flag instead. `bad` is `update`'s bad step (a non-finite statistic,
+    or a non-finite gradient without a scaler: fp16 overflow is the scaler's business). Read the flags later with
+    `settle`."""
+    if self.run.world > 1: dist.all_reduce(stats)
+    self.scaler.unscale_(self.opt)
+    grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.grad_clip)
+    stats_ok, grads_ok = torch.isfinite(stats).all(), torch.isfinite(grad_norm)
+    skip = ~(stats_ok & grads_ok)
+    bad = ~stats_ok if self.run.use_scaler else skip
+    if self.opt.defaults.get("fused"):
+        self.opt.found_inf = skip.float()             # the fused kernel leaves everything as it was where found_inf is 1
+        try: self.opt.step()
+        finally: del self.opt.found_inf
+    elif not bool(skip): self.opt.step()
+    self.scaler.update(); self.opt.zero_grad(set_to_none=True)   # the scaler's own overflow record is from unscale_
+    lr = self.opt.param_groups[0]["lr"]; self.sched.step()
+    return stats, bad, grad_norm, lr
+
+@patch
+def read_due(self: Engine, step: int) -> bool:
+    "Whether the loop reads the device after `step` (0-based): a log step (every `cfg.log_every`, the last) or a checkpoint's."
+    done, cfg = step + 1, self.cfg
+    return step % cfg.log_every == 0 or done == self.steps or bool(
+        self.run.out is not None and cfg.save_every and done % cfg.save_every == 0)
+
+@patch
+def settle(self: Engine, pending: list):
+    """Read the steps `pending`, [(step, stats, bad, grad_norm, lr, *extra)] as `update_async` left them (extra: 0-d
+    tensors or numbers), in one device-to-host transfer, and yield per step, in order, (step, stats float tensor on
+    the CPU, finite, grad_norm float, lr, *extra floats), counting bad steps in a row as `update` does, so that
+    `check_bad_steps(step)` after each holds. Empties `pending`."""
+    if not pending: return
+    rows = [torch.cat([st.detach().float().reshape(-1), b.float().reshape(1), g.detach().float().reshape(1),
+                       *[torch.as_tensor(e, dtype=torch.float, device=st.device).reshape(1) for e in ex]])
+            for _, st, b, g, _, *ex in pending]
+    host, items = torch.stack(rows).cpu(), list(pending)
+    pending.clear()
+    for (step, st, _, _, lr, *ex), row in zip(items, host):
+        n = st.numel(); finite = not bool(row[n])
+        self.bad = 0 if finite else self.bad + 1
+        self.lr = lr
+        yield (step, row[:n].reshape(st.shape), finite, float(row[n + 1]), lr, *row[n + 2:].tolist())
 
 # %% ../nbs/06b_engine.ipynb #07084261
 class MetricsLog:

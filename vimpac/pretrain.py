@@ -73,14 +73,14 @@ def log_record(step: int, stats: torch.Tensor, n_masked, batch: int, cfg: Pretra
     """One logged step, as `pretrain` writes it to `metrics.jsonl`. `stats` float (4,): the step's token
     cross-entropy summed over its `n_masked` masked tokens, their correct predictions, the InfoNCE loss summed over
     its `batch` clip pairs, and the correct contrastive matches (of 2 x `batch`); `clips` clips were seen in `seconds`
-    since the last record. With a GPU's dense `peak` FLOP/s (`peak_flops`) it adds `mfu`, the model FLOPs
-    utilisation over the `world` processes: videos/s x 2 clips x `model_flops(model_config, cfg.clip_len)` / (peak x world)."""
+    since the last record. With the device's `peak` FLOP/s (`peak_flops`: given, or a known GPU's) it adds `mfu`, the model FLOPs
+    utilisation over the `world` processes: videos/s x 2 clips x `model_flops(model_config, cfg.clip_len, cfg.mask_ratio)` / (peak x world)."""
     nm = max(float(n_masked), 1)
     rec = dict(step=step, loss=pretraining_loss(stats[0] / nm, stats[2] / batch, cfg.alpha, cfg.temperature).item(),
                mask_loss=(stats[0] / nm).item(), mask_acc=(stats[1] / nm).item(), cl_loss=(stats[2] / batch).item(),
                cl_acc=(stats[3] / (2 * batch)).item(), lr=lr, grad_norm=float(grad_norm), clips_per_s=clips / seconds,
                videos_per_s=clips / 2 / seconds)
-    if peak: rec["mfu"] = rec["videos_per_s"] * 2 * model_flops(model_config, cfg.clip_len) / (peak * world)
+    if peak: rec["mfu"] = rec["videos_per_s"] * 2 * model_flops(model_config, cfg.clip_len, cfg.mask_ratio) / (peak * world)
     return rec
 
 _NOT_COMPARED = ("token_map", "max_frames", "gradient_checkpointing")   # adapted to the store and clip length
@@ -214,7 +214,7 @@ def pretrain(store, model: VimpacForPreTraining | VimpacConfig | dict | str | No
     data = ClipPairDataset(store, cfg.clip_len, pad_id=c.pad_id, seed=cfg.seed, num_blocks=cfg.num_blocks,
                            mask_ratio=cfg.mask_ratio, d_max=cfg.d_max)
     it = iter(step_loader(data, StepBatches(len(store), G, micro, accum, world, run.rank, start, steps, cfg.seed), cfg, run.device, _collate))
-    log, peak = MetricsLog(run, start, steps, resume, "pre-train", progress), peak_flops(run.device)
+    log, peak = MetricsLog(run, start, steps, resume, "pre-train", progress), peak_flops(run.device, cfg.peak_tflops)
 
     def loss_fn(mb):        # one micro-batch: the token loss over the global batch's masked tokens, InfoNCE over all processes
         inputs, labels, m, n_masked = mb
@@ -224,14 +224,17 @@ def pretrain(store, model: VimpacForPreTraining | VimpacConfig | dict | str | No
         loss = pretraining_loss(world * o.loss, nce / (accum * m), cfg.alpha, cfg.temperature)
         return loss, torch.stack([o.loss.detach() * n_masked.clamp_min(1), (o.logits.argmax(-1) == o.targets).sum(), nce.detach(), cl_correct])
 
+    pending = []            # steps not yet read on the host: the loop reads the device at log and checkpoint steps only
     for step in log:
         micro_batches, n_masked = _masked_step(it, accum, c, cfg, run)
-        stats, finite, grad_norm, lr = eng.update(eng.accumulate(micro_batches, loss_fn))
+        pending.append((step, *eng.update_async(eng.accumulate(micro_batches, loss_fn)), n_masked))
         log.count(2 * G)
-        if log.due(step, cfg.log_every, finite):
-            log.write(log_record(step, stats, n_masked.item(), G, cfg, lr, grad_norm, *log.rate(), c, peak, world),
-                      finite, show=("loss", "mask_acc", "cl_acc"))
-        eng.check_bad_steps(step, "pre-training")
+        if eng.read_due(step):
+            for s, stats, finite, grad_norm, lr, nm in eng.settle(pending):
+                if log.due(s, cfg.log_every, finite):
+                    log.write(log_record(s, stats, nm, G, cfg, lr, grad_norm, *log.rate(), c, peak, world),
+                              finite, show=("loss", "mask_acc", "cl_acc"))
+                eng.check_bad_steps(s, "pre-training")
         eng.save(step + 1, CHECKPOINT["kind"], model_config=asdict(c), pretrain_config=asdict(cfg), tokenizer=_tokenizer_of(store))
     log.close()
     return eng.finish({"pretrain_config.json": dict(asdict(cfg), tokenizer=_tokenizer_of(store))}), log.history
