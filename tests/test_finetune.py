@@ -8,7 +8,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 from vimpac.tokenizer import load_tokenizer
-from vimpac.store import build_store
+from vimpac.store import build_store, TokenStore
 from vimpac.model import VimpacConfig, VimpacForVideoClassification
 from vimpac.cli import finetune_main
 
@@ -76,6 +76,7 @@ def test_finetune_learns_the_toy(stores, tmp_path, capsys):
     assert json.loads((tmp_path / "run" / "classes.json").read_text()) == list(COLOURS)
     cfg = json.loads((tmp_path / "run" / "finetune_config.json").read_text())
     assert (cfg["batch_size"], cfg["micro_batch_size"], cfg["weight_decay"], cfg["betas"]) == (9, 3, 0.01, [0.9, 0.999])
+    assert cfg["fps"] == TokenStore(stores["train"]).fps > 0            # vimpac-predict decodes new videos at this rate
     assert VimpacForVideoClassification.from_pretrained(tmp_path / "run").num_classes == 3
     assert "test accuracy" in capsys.readouterr().out
 

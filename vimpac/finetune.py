@@ -158,7 +158,8 @@ def finetune(store, model=None, cfg: FinetuneConfig | None = None, device=None, 
     per video, one random spatial view of `cfg.views` and one random temporal crop of `cfg.clip_len` frames, keyed
     by (seed, epoch, video) (`LabelledClipDataset`). The loss is the model's own (`ClassificationOutput.loss`).
     - `out`: the run folder: `metrics.jsonl`, `checkpoints/`, TensorBoard, and at the end `model.safetensors`,
-      `config.json` (with `num_classes`), `finetune_config.json` and `classes.json` (the class names, in order).
+      `config.json` (with `num_classes`), `finetune_config.json` (the settings, the tokenizer identity and the store's frame rate `fps`, which
+      `vimpac-predict` decodes at) and `classes.json` (the class names, in order).
     - `resume=True`: continue from the newest checkpoint in `out` that loads, exactly.
     - `test_store`: a labelled store of held-out videos; its `clip_accuracy` is logged at the end as `test_acc`.
     Returns the model (eval mode) and the logged records (step, loss, acc, lr, grad_norm, clips_per_s).
@@ -198,4 +199,4 @@ def finetune(store, model=None, cfg: FinetuneConfig | None = None, device=None, 
     if test_store is not None and run.rank == 0:
         log.write(dict(step=steps, test_acc=clip_accuracy(model, test_store, cfg.clip_len, classes)))
     log.close()
-    return eng.finish({"finetune_config.json": dict(asdict(cfg), tokenizer=tok), "classes.json": classes}), log.history
+    return eng.finish({"finetune_config.json": dict(asdict(cfg), tokenizer=tok, fps=store.fps), "classes.json": classes}), log.history

@@ -181,7 +181,7 @@ def pretrain(store, model: VimpacForPreTraining | VimpacConfig | dict | str | No
       store's token map, which is how §4.2's stage at S = 256 continues from the stage at S = 128.
     - `out`: the run folder. It receives `metrics.jsonl` (one JSON object per logged step), checkpoints under
       `checkpoints/`, TensorBoard events when `tensorboard` is installed, and at the end `model.safetensors`,
-      `config.json` and `pretrain_config.json`.
+      `config.json` and `pretrain_config.json` (the settings, the tokenizer identity, the store's `fps`).
     - `resume=True`: continue from the newest checkpoint in `out` that loads; newer ones that do not (truncated,
       corrupt) are passed over with one warning naming them.
 
@@ -237,7 +237,7 @@ def pretrain(store, model: VimpacForPreTraining | VimpacConfig | dict | str | No
                 eng.check_bad_steps(s, "pre-training")
         eng.save(step + 1, CHECKPOINT["kind"], model_config=asdict(c), pretrain_config=asdict(cfg), tokenizer=_tokenizer_of(store))
     log.close()
-    return eng.finish({"pretrain_config.json": dict(asdict(cfg), tokenizer=_tokenizer_of(store))}), log.history
+    return eng.finish({"pretrain_config.json": dict(asdict(cfg), tokenizer=_tokenizer_of(store), fps=store.fps)}), log.history
 
 # %% ../nbs/07_pretrain.ipynb #72ebd7bb
 @torch.no_grad()
