@@ -306,7 +306,12 @@ def test_end_to_end_tokenize_finetune_evaluate_predict(tmp_path, capsys):
     assert code == 0 and "warning" not in err, err
     lines = out.splitlines()
     assert lines[0] == str(video) and {l.split()[-1] for l in lines[1:]} == set(CLASSES)
-    code, out, err = run(predict_main, [video, "--checkpoint", ft, "--views", "1x1"], capsys)   # the run records no FPS
+    code, out, err = run(predict_main, [video, "--checkpoint", ft, "--views", "1x1"], capsys)   # at the run's 4 FPS
+    assert code == 0 and "warning" not in err, err
+    rec = json.loads((ft / "finetune_config.json").read_text())
+    assert rec["fps"] == 4.0
+    del rec["fps"]; (ft / "finetune_config.json").write_text(json.dumps(rec))            # a run that records no FPS
+    code, out, err = run(predict_main, [video, "--checkpoint", ft, "--views", "1x1"], capsys)
     assert code == 0 and "vimpac-predict: warning: " in err and "records no frame rate; sampled at 2 FPS" in err
     # the prediction equals the evaluation's scores for that video (same decoding, tokenizer and views)
     row = next(r for r in rows if r["label_name"] == "red")

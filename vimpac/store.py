@@ -329,7 +329,10 @@ def build_store(inputs, tokenizer, out, fps: float = 2.0, frame_size: int = 128,
                                   f"({classes[label_of[key]]!r}); tokenize into a new folder")
             else: summary.skipped.append(key)
     loader = torch.utils.data.DataLoader(_DecodeVideos(todo, fps, frame_size, view_names, batch_size), batch_size=None,
-                                         num_workers=workers, collate_fn=_identity)
+                                         num_workers=workers, collate_fn=_identity,
+                                         # forkserver: a worker forked from a process with threads (Jupyter, a web
+                                         # server, earlier work) can deadlock on a lock copied in its held state
+                                         multiprocessing_context="forkserver" if workers else None)
     pending = {}  # key -> view -> token chunks of the videos being received
     bar = tqdm(total=len(todo), desc=f"tokenize shard {shard_index}", disable=not progress)
     try:
