@@ -12,6 +12,16 @@ def bin_dir():
     return BIN
 
 
+@pytest.fixture(scope="module")
+def one_thread():
+    """One intra-op thread for a module's tests (`pytestmark = pytest.mark.usefixtures("one_thread")`): tiny models run
+    many times slower when OpenMP threads wait on a busy shared CPU."""
+    import torch
+    n = torch.get_num_threads(); torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
 def pytest_collection_modifyitems(config, items):
     "Tests marked `gpu` are skipped, with the reason, where no CUDA GPU is visible."
     import torch

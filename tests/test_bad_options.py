@@ -15,12 +15,7 @@ NO_GPU_7 = torch.cuda.device_count() < 8
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    "One intra-op thread: these tiny models run 20x slower when OpenMP threads wait on a busy shared CPU."
-    n = torch.get_num_threads(); torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")   # conftest.py
 
 
 def write_video(path, seed, seconds=3, fps=10, size=64):

@@ -22,12 +22,7 @@ RGB = [(230, 20, 20), (20, 210, 40), (30, 40, 230)]
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    "One intra-op thread: tiny models run much slower when OpenMP threads wait on a busy shared CPU."
-    n = torch.get_num_threads(); torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")   # conftest.py
 
 
 def write_video(path, colour, seed, seconds=2, fps=8, w=48, h=32):

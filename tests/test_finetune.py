@@ -16,12 +16,7 @@ ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
 COLOURS = {"red": (200, 40, 40), "green": (40, 200, 40), "blue": (40, 40, 200)}
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    "One intra-op thread: these tiny models run much slower when OpenMP threads wait on a busy shared CPU."
-    n = torch.get_num_threads(); torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")   # conftest.py
 
 
 def toy_video(path, colour, seed, seconds=3, fps=4, size=32):

@@ -13,12 +13,7 @@ from vimpac.tokenizer import VQVAE, VQVAEConfig
 from vimpac.video import VIEW_SETS
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    "One intra-op thread: tiny models run much slower when OpenMP threads wait on a busy shared CPU."
-    n = torch.get_num_threads(); torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")   # conftest.py
 
 
 def write_video(path, seed, seconds=2, fps=8, size=40):
