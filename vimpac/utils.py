@@ -11,8 +11,9 @@ from pathlib import Path
 import torch
 
 # %% auto #0
-__all__ = ['VimpacError', 'load_torch_file', 'read_json', 'check_device', 'get_device', 'make_generator', 'derive_seed',
-           'check_number', 'warmup_linear', 'atomic_path', 'write_json']
+__all__ = ['IGNORE_INDEX', 'VimpacError', 'load_torch_file', 'read_json', 'check_device', 'get_device', 'make_generator',
+           'derive_seed', 'check_number', 'warmup_linear', 'atomic_path', 'write_json', 'save_weights', 'load_weights',
+           'VimpacDeprecationWarning', 'renamed_kwargs']
 
 # %% ../nbs/00a_utils.ipynb #6eaf13c8
 class VimpacError(ValueError):
@@ -147,3 +148,54 @@ def atomic_path(path: str | os.PathLike):
 def write_json(path: str | os.PathLike, obj) -> None:
     "Write `obj` as indented JSON to `path`, atomically."
     with atomic_path(path) as tmp: Path(tmp).write_text(json.dumps(obj, indent=2) + "\n")
+
+# %% ../nbs/00a_utils.ipynb #46fc101e
+def save_weights(path, module: torch.nn.Module, config: dict, kind: str) -> Path:
+    """Write the folder `path`: `model.safetensors` (`module`'s state dict, on the CPU, with `kind` in its metadata)
+    and `config.json` (`{"kind": kind, **config}`), each atomically. Returns `path`."""
+    from safetensors.torch import save_file
+    path = Path(path); path.mkdir(parents=True, exist_ok=True)
+    sd = {k: v.detach().cpu().contiguous() for k, v in module.state_dict().items()}
+    with atomic_path(path/"model.safetensors") as tmp: save_file(sd, str(tmp), metadata={"kind": kind})
+    write_json(path/"config.json", dict(kind=kind, **config))
+    return path
+
+def load_weights(path, what: str) -> tuple[dict, dict]:
+    """`(config, state_dict)` of a folder written by `save_weights`: `config` is `config.json` as a dict (its `kind`
+    included), `state_dict` maps names to CPU tensors. Raises `VimpacError` naming the folder when it lacks either
+    file, and naming the file when `config.json` is not a JSON object or `model.safetensors` is truncated or corrupt;
+    `what` says what the folder should be (e.g. "a saved VQ-VAE")."""
+    from safetensors.torch import load_file
+    path = Path(path)
+    if not (path/"config.json").is_file() or not (path/"model.safetensors").is_file():
+        raise VimpacError(f"{path}: not {what} (expected config.json and model.safetensors)")
+    config = read_json(path/"config.json", f"{what}'s config.json")
+    try: sd = load_file(str(path/"model.safetensors"))
+    except Exception as e:   # safetensors raises its own error types (and OSError) for truncated or corrupt files
+        first = next((l for l in str(e).splitlines() if l.strip()), "")[:160]
+        raise VimpacError(f"{path/'model.safetensors'}: not a readable safetensors file ({type(e).__name__}: "
+                          f"{first}); truncated or corrupt?") from None
+    return config, sd
+
+# %% ../nbs/00a_utils.ipynb #c398a3d9
+IGNORE_INDEX = -100   # the label of a position or clip that no loss counts (torch.nn.functional.cross_entropy's default)
+
+class VimpacDeprecationWarning(FutureWarning):
+    "An old name of an option or field, still accepted for one release."
+
+def renamed_kwargs(**old_to_new: str):
+    """Decorator: a call that passes an old keyword (`old=...`) is given it as `new=...`, with a
+    `VimpacDeprecationWarning` naming both. Passing both raises `TypeError`, as a duplicate argument does."""
+    import functools
+    def wrap(fn):
+        @functools.wraps(fn)
+        def inner(*args, **kwargs):
+            for old, new in old_to_new.items():
+                if old in kwargs:
+                    if new in kwargs: raise TypeError(f"{fn.__qualname__}: got both {old!r} (old name) and {new!r}")
+                    warnings.warn(f"{fn.__qualname__}: {old!r} is renamed {new!r}; the old name goes in the next release",
+                                  VimpacDeprecationWarning, stacklevel=2)
+                    kwargs[new] = kwargs.pop(old)
+            return fn(*args, **kwargs)
+        return inner
+    return wrap
