@@ -14,9 +14,9 @@ import av
 from .utils import VimpacError
 
 # %% auto #0
-__all__ = ['SAMPLE_VIDEO_NAMES', 'VIDEO_EXTENSIONS', 'VIEW_SETS', 'sample_videos', 'scan_folder', 'list_videos', 'video_info',
-           'resize_shape', 'center_crop', 'check_fps', 'sample_frames', 'decode_frames', 'read_video', 'parse_view',
-           'iter_views', 'read_views']
+__all__ = ['SAMPLE_VIDEO_NAMES', 'VIDEO_EXTENSIONS', 'CENTER_VIEW', 'VIEW_SETS', 'sample_videos', 'scan_folder', 'list_videos',
+           'video_info', 'resize_shape', 'center_crop', 'check_fps', 'sample_frames', 'decode_frames', 'read_video',
+           'parse_view', 'iter_views', 'read_views']
 
 # %% ../nbs/00_video.ipynb #d533539f
 SAMPLE_VIDEO_NAMES = ("bigbuckbunny.mp4", "bikes.mp4", "carphone_pristine.mp4")
@@ -249,8 +249,9 @@ def read_video(path, fps: float = 2.0, size: int | None = 128, crop: str = "cent
     return center_crop(out, size) if (crop == "center" and size) else out
 
 # %% ../nbs/00_video.ipynb #76c872f2
+CENTER_VIEW = "1x-center"   # the one view of pre-training and of single-crop checks: the centre square at S
 VIEW_SETS = {
-    "center": ["1x-center"],
+    "center": [CENTER_VIEW],
     "noflip": [f"{z}x-{c}" for z in ("1", "1.25") for c in ("topleft", "center", "bottomright")],
 }
 VIEW_SETS["all"] = [v + f for v in VIEW_SETS["noflip"] for f in ("", "-flip")]
