@@ -8,7 +8,7 @@ Docs: https://vimpac.github.io/vimpac/masking.html.md"""
 from __future__ import annotations
 import functools
 import torch
-from .utils import VimpacError
+from .utils import VimpacError, IGNORE_INDEX
 
 # %% auto #0
 __all__ = ['block_max_lengths', 'block_mask_from_uniform', 'block_mask', 'expected_block_ratio', 'blocks_for_ratio', 'iid_mask',
@@ -25,6 +25,7 @@ def block_max_lengths(T: int, H: int, W: int) -> tuple[int, int, int]:
     "Largest block side per axis (appendix B.1): floor(2T/3) frames, H//2 rows, W//2 columns (each at least 1)."
     return max(1, (2 * T) // 3), max(1, H // 2), max(1, W // 2)
 
+# %% ../nbs/03_masking.ipynb #16d7dfc8
 def block_mask_from_uniform(u: torch.Tensor, T: int, H: int, W: int) -> torch.Tensor:
     """Block mask, bool (B, T, H, W), from uniforms u in [0, 1) of shape (B, K, 6): for block k, `u[..., :3]` draws
     its side lengths (frames, rows, columns) and `u[..., 3:]` its start, as in `block_mask`. Runs on u's device.
@@ -46,6 +47,7 @@ def block_mask_from_uniform(u: torch.Tensor, T: int, H: int, W: int) -> torch.Te
     count = torch.bmm(th.transpose(1, 2).float(), axis(2, W).float())   # (B, T*H, W)
     return count.view(B, T, H, W).bool()
 
+# %% ../nbs/03_masking.ipynb #1602a6b8
 def block_mask(shape, num_blocks: int, generator: torch.Generator | None = None, device=None) -> torch.Tensor:
     """Block mask, bool (B, T, H, W), True = masked: per sample the union of `num_blocks` cuboids whose side lengths
     are uniform in [1, max] per axis (`block_max_lengths`) at uniform positions. Paper §3.1 eq. 3, appendix B.1, Table 10.
@@ -66,6 +68,7 @@ def expected_block_ratio(T: int, H: int, W: int, num_blocks: int, samples: int =
     g = torch.Generator().manual_seed(seed)
     return block_mask((samples, T, H, W), num_blocks, generator=g).float().mean().item()
 
+# %% ../nbs/03_masking.ipynb #4ab0ecaa
 @functools.lru_cache(maxsize=None)
 def blocks_for_ratio(T: int, H: int, W: int, target: float = 0.15, samples: int = 5000) -> int:
     """The block count whose induced mask ratio is closest to `target` (appendix B.1: 15%, as BERT). Table 10's bold
@@ -93,12 +96,12 @@ def apply_mask(tokens: torch.Tensor, mask: torch.Tensor, mask_id: int, pad_id: i
                vocab_size: int | None = None, generator: torch.Generator | None = None):
     """Mask-then-predict input and labels from int64 tokens (B, T, H, W) and a bool mask of the same shape.
     Returns `(inputs, labels)`: inputs with [MASK] (`mask_id`) at masked non-[PAD] positions, labels equal to the
-    original token there and -100 elsewhere. `noisy=True` needs `vocab_size` (appendix F.2).
+    original token there and `IGNORE_INDEX` (-100) elsewhere. `noisy=True` needs `vocab_size` (appendix F.2).
     Raises `VimpacError` when the mask's shape differs from the tokens'."""
     if mask.shape != tokens.shape:
         raise VimpacError(f"mask: shape {tuple(mask.shape)} differs from the tokens' {tuple(tokens.shape)}")
     m = mask.to(tokens.device) & (tokens != pad_id)
-    labels = torch.where(m, tokens, torch.full_like(tokens, -100))
+    labels = torch.where(m, tokens, torch.full_like(tokens, IGNORE_INDEX))
     if not noisy: return tokens.masked_fill(m, mask_id), labels
     if vocab_size is None: raise VimpacError("apply_mask: noisy=True needs vocab_size")
     gdev = generator.device if generator is not None else tokens.device
@@ -144,6 +147,7 @@ def _nn_search(vis: torch.Tensor, q: torch.Tensor, offsets: torch.Tensor, budget
         todo = todo[~got]; i += k
     return found
 
+# %% ../nbs/03_masking.ipynb #d7a53fa2
 def nearest_neighbour_fill(tokens: torch.Tensor, mask: torch.Tensor, mode: str = "spatial") -> torch.Tensor:
     """Copy-paste reconstruction of appendix G.2 (Fig. 4, Fig. 7): every masked token of `tokens` (B, T, H, W), any
     integer dtype, takes the value of its nearest visible token, where `mask` (bool, same shape) is True for masked.
