@@ -157,7 +157,7 @@ class GlobalBatchNorm1d(nn.BatchNorm1d):
 def sync_batchnorm(model: nn.Module, device: torch.device) -> nn.Module:
     """Synchronise every `BatchNorm1d` of `model` across processes (the pre-training CLS head's, appendix A.2):
     `nn.SyncBatchNorm` on CUDA, `GlobalBatchNorm1d` elsewhere. State-dict keys are unchanged. Returns `model`."""
-    if device.type == "cuda": return nn.SyncBatchNorm.convert_sync_batchnorm(model)
+    if batchnorm_sync(device.type) is nn.SyncBatchNorm: return nn.SyncBatchNorm.convert_sync_batchnorm(model)
     for parent in list(model.modules()):
         for name, bn in list(parent.named_children()):
             if type(bn) is nn.BatchNorm1d:
