@@ -21,8 +21,8 @@ from .model import VimpacConfig
 
 # %% auto #0
 __all__ = ['PRECISIONS', 'RUNTIME_FIELDS', 'GPU_PEAK_FLOPS', 'TrainConfig', 'check_resume_settings', 'init_distributed',
-           'resolve_precision', 'Run', 'start_run', 'GlobalBatchNorm1d', 'sync_batchnorm', 'peak_flops',
-           'choose_precision', 'device_capability', 'dist_backend', 'batchnorm_sync', 'param_groups', 'make_optimizer',
+           'resolve_precision', 'Run', 'start_run', 'GlobalBatchNorm1d', 'batchnorm_sync', 'sync_batchnorm',
+           'peak_flops', 'choose_precision', 'device_capability', 'dist_backend', 'param_groups', 'make_optimizer',
            'make_schedule', 'plan_steps', 'batch_indices', 'StepBatches', 'step_loader', 'config_from_spec',
            'list_checkpoints', 'load_checkpoint', 'latest_checkpoint', 'save_checkpoint', 'rng_state', 'set_rng_state',
            'Engine', 'MetricsLog']
@@ -153,6 +153,12 @@ class GlobalBatchNorm1d(nn.BatchNorm1d):
         y = (x - mean) / torch.sqrt(var + self.eps)
         return y * self.weight + self.bias if self.affine else y
 
+# %% ../nbs/06b_engine.ipynb #ff5f18f7
+def batchnorm_sync(device_type: str) -> type:
+    """The synchronised BatchNorm `sync_batchnorm` uses on `device_type`: `nn.SyncBatchNorm` on CUDA (its kernels
+    need NCCL and CUDA tensors), `GlobalBatchNorm1d` elsewhere (gloo, CPU)."""
+    return nn.SyncBatchNorm if device_type == "cuda" else GlobalBatchNorm1d
+
 # %% ../nbs/06b_engine.ipynb #fdb1101a
 def sync_batchnorm(model: nn.Module, device: torch.device) -> nn.Module:
     """Synchronise every `BatchNorm1d` of `model` across processes (the pre-training CLS head's, appendix A.2):
@@ -211,12 +217,6 @@ def device_capability(device) -> tuple[int, int] | None:
 def dist_backend(device_type: str) -> str:
     "The `torch.distributed` backend for processes on devices of type `device_type`: NCCL on CUDA, gloo elsewhere."
     return "nccl" if device_type == "cuda" else "gloo"
-
-# %% ../nbs/06b_engine.ipynb #ff5f18f7
-def batchnorm_sync(device_type: str) -> type:
-    """The synchronised BatchNorm `sync_batchnorm` uses on `device_type`: `nn.SyncBatchNorm` on CUDA (its kernels
-    need NCCL and CUDA tensors), `GlobalBatchNorm1d` elsewhere (gloo, CPU)."""
-    return nn.SyncBatchNorm if device_type == "cuda" else GlobalBatchNorm1d
 
 # %% ../nbs/06b_engine.ipynb #276a386f
 def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
