@@ -22,11 +22,12 @@ def take_clip(tokens: torch.Tensor, start: int, clip_len: int, pad_id: int) -> t
         clip = torch.cat([clip, clip.new_full((clip_len - len(clip), *clip.shape[1:]), pad_id)])
     return clip
 
+# %% ../nbs/06_data.ipynb #6e6ef1aa
 class ClipPairDataset(torch.utils.data.Dataset):
     """Pre-training samples from a `TokenStore`. Item i is `(pair, mask_u)`: `pair` int64 (2, T, h, w), two clips of
     video i with independent uniform starts (§3.2), padded with [PAD] when the video is shorter than T; `mask_u`
     float32 (2, K, 6), the uniforms of each clip's K-block mask (`vimpac.masking.block_mask_from_uniform`; K is
-    `num_blocks`, or `blocks_for_ratio(T, h, w, mask_ratio)` as in appendix B). `d_max` (seconds, §5.3.2) bounds the
+    `num_blocks`, or `blocks_for_ratio(T, h, w, mask_ratio)` as in appendix B.1). `d_max` (seconds, §5.2.2, Table 7) bounds the
     distance between the two starts. All randomness is keyed by (`seed`, epoch, i), so a sample is the same whatever
     the number of processes or workers; call `set_epoch` between epochs, or index with `(epoch, i)`.
     Raises `VimpacError` for an empty store or a negative `d_max`."""
@@ -134,6 +135,7 @@ class Split:
         return s
     def __str__(self): return self.headline()
 
+# %% ../nbs/06_data.ipynb #5bd066d0
 def _bad(f, n: int, line: str, expected: str):
     return VimpacError(f"{f}, line {n}: {line[:80]!r}: expected {expected}")
 
@@ -164,6 +166,7 @@ def _find(*candidates: Path) -> Path | None:
     "The first of `candidates` that is a file, or None."
     return next((c for c in candidates if c.is_file()), None)
 
+# %% ../nbs/06_data.ipynb #144c47a6
 def _ucf101(root: Path, d: Path, split: int):
     ci = d/"classInd.txt"
     classes = []
@@ -186,6 +189,7 @@ def _ucf101(root: Path, d: Path, split: int):
         parts[part] = rows
     return classes, parts
 
+# %% ../nbs/06_data.ipynb #1418310c
 def _hmdb51(root: Path, d: Path, split: int):
     suffix = f"_test_split{split}.txt"
     files = sorted(f for f in d.glob(f"*{suffix}") if f.is_file())
@@ -199,6 +203,7 @@ def _hmdb51(root: Path, d: Path, split: int):
             if m[2] != "0": parts["train" if m[2] == "1" else "test"].append(((root/c/m[1], root/m[1]), y))
     return classes, parts
 
+# %% ../nbs/06_data.ipynb #c2252802
 def _ssv2(root: Path, d: Path, split: int):
     lf = d/"labels.json"
     labels = read_json(lf, "SSV2's labels.json (template -> class id)")
@@ -220,6 +225,7 @@ def _ssv2(root: Path, d: Path, split: int):
         parts[part] = rows
     return classes, parts
 
+# %% ../nbs/06_data.ipynb #c4ea8096
 def _diving48(root: Path, d: Path, split: int):
     vf = d/"Diving48_vocab.json"
     vocab = _json_list(vf, "Diving48's vocabulary (a list of [takeoff, somersaults, twists, flight])")
@@ -241,6 +247,7 @@ def _diving48(root: Path, d: Path, split: int):
         parts[part] = rows
     return classes, parts
 
+# %% ../nbs/06_data.ipynb #ffc6dc03
 _K400_FIELDS = ("label", "youtube_id", "time_start", "time_end")
 
 def _k400_rows(f: Path):
@@ -268,6 +275,7 @@ def _kinetics400(root: Path, d: Path, split: int):
     def where(label, name): return (root/name, root/label/name, root/label.replace(" ", "_")/name)
     return classes, {p: [(where(r[2], r[3]), index[r[2]]) for r in rows] for p, rows in (("train", train), ("test", test))}
 
+# %% ../nbs/06_data.ipynb #70df170e
 def _class_folders(d: Path) -> dict:
     return {c.name: scan_folder(c)[0] for c in sorted(d.iterdir()) if c.is_dir() and not c.name.startswith(".")}
 
@@ -285,6 +293,7 @@ def _folder(root: Path, d: Path, split: int):
 
 _READERS = dict(ucf101=_ucf101, hmdb51=_hmdb51, ssv2=_ssv2, diving48=_diving48, kinetics400=_kinetics400, folder=_folder)
 
+# %% ../nbs/06_data.ipynb #009734d4
 def read_split(dataset: str, video_root, split_dir_or_file=None, split: int = 1) -> Split:
     """The official `split` (1-based) of `dataset`, from its split files in `split_dir_or_file` (the folder holding
     them, or one of them), with the videos under `video_root`:
@@ -311,8 +320,7 @@ def read_split(dataset: str, video_root, split_dir_or_file=None, split: int = 1)
     n = NUM_SPLITS[dataset]
     if isinstance(split, bool) or not isinstance(split, int) or not 1 <= split <= n:
         raise VimpacError(f"split: {dataset} has {'only split 1' if n == 1 else f'splits 1 to {n}'}, got {split!r}")
-    root = Path(video_root)
-    if not root.is_dir(): raise VimpacError(f"{root}: no such folder, expected the {dataset} video root")
+    if not (root := Path(video_root)).is_dir(): raise VimpacError(f"{root}: no such folder, expected the {dataset} video root")
     if split_dir_or_file is None:
         if dataset != "folder": raise VimpacError(f"split_dir_or_file: the folder of {dataset}'s split files is needed")
         d = root

@@ -13,6 +13,7 @@ import torch
 from torch import nn
 import torch.distributed as dist
 import torch.distributed.nn.functional as dist_nn
+from fastcore.basics import patch
 from tqdm.auto import tqdm
 from .utils import VimpacError, get_device, check_number, make_generator, derive_seed, atomic_path, write_json
 from .utils import warmup_linear, load_torch_file
@@ -20,15 +21,13 @@ from .model import VimpacConfig
 
 # %% auto #0
 __all__ = ['PRECISIONS', 'RUNTIME_FIELDS', 'GPU_PEAK_FLOPS', 'TrainConfig', 'check_resume_settings', 'init_distributed',
-           'resolve_precision', 'Run', 'start_run', 'GlobalBatchNorm1d', 'sync_batchnorm', 'peak_flops',
-           'choose_precision', 'device_capability', 'dist_backend', 'batchnorm_sync', 'param_groups', 'make_optimizer',
+           'resolve_precision', 'Run', 'start_run', 'GlobalBatchNorm1d', 'batchnorm_sync', 'sync_batchnorm',
+           'peak_flops', 'choose_precision', 'device_capability', 'dist_backend', 'param_groups', 'make_optimizer',
            'make_schedule', 'plan_steps', 'batch_indices', 'StepBatches', 'step_loader', 'config_from_spec',
            'list_checkpoints', 'load_checkpoint', 'latest_checkpoint', 'save_checkpoint', 'rng_state', 'set_rng_state',
            'Engine', 'MetricsLog']
 
 # %% ../nbs/06b_engine.ipynb #240b8d9b
-PRECISIONS = ("auto", "bf16", "fp16", "fp32")
-
 @dataclass
 class TrainConfig:
     """What every training loop of the kit is set by: how long (`steps`, or `epochs` over the store), the global
@@ -67,14 +66,15 @@ class TrainConfig:
         for name in ("steps", "save_every", "keep_last", "num_workers"): self._check(name, integer=True, ge=0)
         for name in ("micro_batch_size", "clip_len", "log_every", "max_bad_steps"): self._check(name, integer=True, ge=1)
         self._check("batch_size", integer=True, ge=self.min_batch_size); self._check("peak_tflops", gt=0)
-        self._check("seed", integer=True)
+        self._check("seed", integer=True); self._check("weight_decay", ge=0); self._check("warmup_ratio", ge=0, le=1)
         for name in ("epochs", "lr", "grad_clip", "eps"): self._check(name, gt=0)
-        self._check("weight_decay", ge=0); self._check("warmup_ratio", ge=0, le=1)
         for b in self.betas: check_number("betas", b, ge=0, lt=1)
-        if self.precision not in PRECISIONS:
-            raise VimpacError(f"precision: expected one of {', '.join(PRECISIONS)}, got {self.precision!r}")
+        if self.precision not in PRECISIONS: raise VimpacError(f"precision: expected one of {', '.join(PRECISIONS)}, got {self.precision!r}")
 
-# Fields a resumed run may change; the others must match the checkpoint.
+# %% ../nbs/06b_engine.ipynb #9f34bc31
+# The precisions a run may ask for; the fields a resumed run may change (the others must match the checkpoint).
+PRECISIONS = ("auto", "bf16", "fp16", "fp32")
+
 RUNTIME_FIELDS = ("steps", "epochs", "log_every", "save_every", "keep_last", "precision", "compile",
                   "gradient_checkpointing", "num_workers", "micro_batch_size", "max_bad_steps",
                   "peak_tflops")
@@ -102,6 +102,7 @@ def init_distributed(device=None) -> tuple[int, int, torch.device]:
         torch.cuda.set_device(dev)
     return dist.get_rank(), dist.get_world_size(), dev
 
+# %% ../nbs/06b_engine.ipynb #812e6ee3
 def resolve_precision(precision: str, device: torch.device):
     """(autocast dtype or None, use a GradScaler): bf16 where the GPU supports it, else fp16 + scaler; fp32 on CPU.
     Mixed precision off a GPU is refused: on a CPU, fp16 skips every step (its gradients overflow the scaler) and
@@ -109,6 +110,7 @@ def resolve_precision(precision: str, device: torch.device):
     return choose_precision(precision, device.type, device_capability(device),
                             torch.cuda.get_device_name(device) if device.type == "cuda" else str(device))
 
+# %% ../nbs/06b_engine.ipynb #c6a00fa2
 @dataclass
 class Run:
     "Where a run executes: this process's `rank` of `world`, its `device`, the autocast dtype and scaler use, the run folder."
@@ -119,6 +121,7 @@ class Run:
     use_scaler: bool
     out: Path | None
 
+# %% ../nbs/06b_engine.ipynb #28b213d7
 def start_run(out, resume: bool, device, precision: str) -> Run:
     """Check the run folder `out` (None: nothing is written; a file is refused; `resume` needs one), join the process
     group under `torchrun` (`init_distributed`) and choose the precision (`resolve_precision`). Raises `VimpacError`
@@ -132,7 +135,7 @@ def start_run(out, resume: bool, device, precision: str) -> Run:
 
 # %% ../nbs/06b_engine.ipynb #5ff63680
 class GlobalBatchNorm1d(nn.BatchNorm1d):
-    """`BatchNorm1d` whose training statistics cover the batch of every process (appendix C), through an autograd
+    """`BatchNorm1d` whose training statistics cover the batch of every process (appendix A.2), through an autograd
     `all_reduce` of the sums. It works on CPU with gloo, where `nn.SyncBatchNorm` does not; without a process group
     it is a plain `BatchNorm1d`. Input (B, C) float."""
     def forward(self, x):
@@ -150,10 +153,17 @@ class GlobalBatchNorm1d(nn.BatchNorm1d):
         y = (x - mean) / torch.sqrt(var + self.eps)
         return y * self.weight + self.bias if self.affine else y
 
+# %% ../nbs/06b_engine.ipynb #ff5f18f7
+def batchnorm_sync(device_type: str) -> type:
+    """The synchronised BatchNorm `sync_batchnorm` uses on `device_type`: `nn.SyncBatchNorm` on CUDA (its kernels
+    need NCCL and CUDA tensors), `GlobalBatchNorm1d` elsewhere (gloo, CPU)."""
+    return nn.SyncBatchNorm if device_type == "cuda" else GlobalBatchNorm1d
+
+# %% ../nbs/06b_engine.ipynb #fdb1101a
 def sync_batchnorm(model: nn.Module, device: torch.device) -> nn.Module:
-    """Synchronise every `BatchNorm1d` of `model` across processes (the pre-training CLS head's, appendix C):
+    """Synchronise every `BatchNorm1d` of `model` across processes (the pre-training CLS head's, appendix A.2):
     `nn.SyncBatchNorm` on CUDA, `GlobalBatchNorm1d` elsewhere. State-dict keys are unchanged. Returns `model`."""
-    if device.type == "cuda": return nn.SyncBatchNorm.convert_sync_batchnorm(model)
+    if batchnorm_sync(device.type) is nn.SyncBatchNorm: return nn.SyncBatchNorm.convert_sync_batchnorm(model)
     for parent in list(model.modules()):
         for name, bn in list(parent.named_children()):
             if type(bn) is nn.BatchNorm1d:
@@ -161,6 +171,7 @@ def sync_batchnorm(model: nn.Module, device: torch.device) -> nn.Module:
                 g.load_state_dict(bn.state_dict()); setattr(parent, name, g)
     return model
 
+# %% ../nbs/06b_engine.ipynb #f1af0416
 # Dense bf16/fp16 tensor-core peaks in FLOP/s (vendor data sheets, SXM parts), for MFU.
 GPU_PEAK_FLOPS = {"H200": 989e12, "H100": 989e12, "A100": 312e12, "L40S": 362e12, "L4": 121e12, "A10": 125e12, "V100": 125e12}
 
@@ -196,19 +207,16 @@ def choose_precision(precision: str, device_type: str, capability: tuple[int, in
     if precision == "auto": precision = "bf16" if cap >= (8, 0) else "fp16" if cap >= (7, 0) else "fp32"
     return {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision), precision == "fp16"
 
+# %% ../nbs/06b_engine.ipynb #3a7bf503
 def device_capability(device) -> tuple[int, int] | None:
     "The CUDA compute capability (major, minor) of `device`, None off CUDA."
     device = torch.device(device)
     return tuple(torch.cuda.get_device_capability(device)) if device.type == "cuda" else None
 
+# %% ../nbs/06b_engine.ipynb #0464379d
 def dist_backend(device_type: str) -> str:
     "The `torch.distributed` backend for processes on devices of type `device_type`: NCCL on CUDA, gloo elsewhere."
     return "nccl" if device_type == "cuda" else "gloo"
-
-def batchnorm_sync(device_type: str) -> type:
-    """The synchronised BatchNorm `sync_batchnorm` uses on `device_type`: `nn.SyncBatchNorm` on CUDA (its kernels
-    need NCCL and CUDA tensors), `GlobalBatchNorm1d` elsewhere (gloo, CPU)."""
-    return nn.SyncBatchNorm if device_type == "cuda" else GlobalBatchNorm1d
 
 # %% ../nbs/06b_engine.ipynb #276a386f
 def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
@@ -222,6 +230,7 @@ def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
             (no_decay if skip else decay).append(p)
     return [dict(params=decay, weight_decay=weight_decay), dict(params=no_decay, weight_decay=0.0)]
 
+# %% ../nbs/06b_engine.ipynb #3e4f4da5
 def make_optimizer(model: nn.Module, cfg: TrainConfig, device) -> torch.optim.AdamW:
     """AdamW (Table 12) over `param_groups` with `cfg.lr`, `betas`, `eps` and `weight_decay`; the fused CUDA kernel
     on a GPU (one launch for all parameters), the default implementation elsewhere."""
@@ -229,6 +238,7 @@ def make_optimizer(model: nn.Module, cfg: TrainConfig, device) -> torch.optim.Ad
     return torch.optim.AdamW(param_groups(model, cfg.weight_decay), lr=cfg.lr, betas=tuple(cfg.betas), eps=cfg.eps,
                              **(dict(fused=True) if fused else {}))
 
+# %% ../nbs/06b_engine.ipynb #c13afdba
 def make_schedule(opt: torch.optim.Optimizer, steps: int, warmup_ratio: float) -> torch.optim.lr_scheduler.LambdaLR:
     "Linear warm-up over `warmup_ratio` of the `steps`, then linear decay to 0 (`warmup_linear`, Table 12)."
     return torch.optim.lr_scheduler.LambdaLR(opt, lambda s: warmup_linear(s, steps, warmup_ratio))
@@ -245,6 +255,7 @@ def plan_steps(cfg: TrainConfig, num_videos: int, world: int) -> tuple[int, int,
     steps = cfg.steps if cfg.epochs is None else math.ceil(cfg.epochs * (num_videos // G))
     return G, micro, G // (world * micro), steps
 
+# %% ../nbs/06b_engine.ipynb #ffedd41d
 def batch_indices(num_videos: int, batch_size: int, step: int, seed: int) -> list[int]:
     """Videos of step `step`: consecutive slices of a per-epoch random permutation, so a batch holds at most one
     sample per video (for pre-training, a second pair of the same video would be a false negative)."""
@@ -253,6 +264,7 @@ def batch_indices(num_videos: int, batch_size: int, step: int, seed: int) -> lis
     perm = torch.randperm(num_videos, generator=make_generator(derive_seed(seed, "perm", epoch)))
     return perm[i * b:(i + 1) * b].tolist()
 
+# %% ../nbs/06b_engine.ipynb #f0d307cc
 class StepBatches(torch.utils.data.Sampler):
     """This process's micro-batches for steps [start, steps), each a list of (epoch, video) keys: the `batch_indices`
     of a step cut into `accum` x `world` micro-batches of `micro`, micro-batch j of process `rank` being slice
@@ -269,6 +281,7 @@ class StepBatches(torch.utils.data.Sampler):
                 lo = (j * self.world + self.rank) * self.micro
                 yield [(epoch, i) for i in idx[lo:lo + self.micro]]
 
+# %% ../nbs/06b_engine.ipynb #87f99ab6
 def step_loader(dataset, sampler: StepBatches, cfg: TrainConfig, device, collate_fn) -> torch.utils.data.DataLoader:
     """The loader of a run: `sampler`'s micro-batches of `dataset` (indexed by (epoch, video) keys), `cfg.num_workers`
     processes, pinned memory on a GPU. Its own generator keeps the global random stream (dropout) untouched."""
@@ -292,6 +305,7 @@ def list_checkpoints(out) -> list[Path]:
     "The checkpoints of the run folder `out`, oldest first."
     return sorted((Path(out)/"checkpoints").glob("step-*.pt"))
 
+# %% ../nbs/06b_engine.ipynb #e116e60a
 def load_checkpoint(path, kind: str, what: str, required=("step", "model", "optimizer", "scheduler", "rng")) -> dict:
     """A checkpoint written by `Engine.save`, read by `load_torch_file` (weights only: nothing in it runs). `kind` is
     the `kind` it must hold, `what` its name in messages ("a vimpac pre-training checkpoint"). Raises `VimpacError`
@@ -302,6 +316,7 @@ def load_checkpoint(path, kind: str, what: str, required=("step", "model", "opti
     if missing: raise VimpacError(f"{path}: {what} without {', '.join(missing)} (written by another version?)")
     return state
 
+# %% ../nbs/06b_engine.ipynb #2508c177
 def latest_checkpoint(out, kind: str, what: str, required=("step", "model", "optimizer", "scheduler", "rng")) -> tuple[Path, dict]:
     """The newest readable checkpoint of the run folder `out` and its state (`load_checkpoint`). A newer checkpoint
     that does not load (truncated by a full disk, corrupted) is passed over with one warning naming it and the one
@@ -318,6 +333,7 @@ def latest_checkpoint(out, kind: str, what: str, required=("step", "model", "opt
         return ckpt, state
     raise VimpacError(f"--resume: none of the {len(found)} checkpoint(s) in {Path(out)/'checkpoints'} loads; the newest: {bad[0]}")
 
+# %% ../nbs/06b_engine.ipynb #05ef3b39
 def save_checkpoint(out, state: dict, keep_last: int) -> Path:
     """Write `state` to `out/checkpoints/step-NNNNNNNN.pt` (its `step`) under a temporary name, then rename it; keep
     the last `keep_last` checkpoints. Returns the path."""
@@ -326,11 +342,13 @@ def save_checkpoint(out, state: dict, keep_last: int) -> Path:
     for old in list_checkpoints(out)[:-max(1, keep_last)]: old.unlink(missing_ok=True)
     return path
 
+# %% ../nbs/06b_engine.ipynb #04d6ef8e
 def rng_state(device) -> dict:
     "This process's random state: the CPU generator and, on a GPU, the device's (dropout draws from them)."
     device = torch.device(device)
     return dict(torch=torch.get_rng_state(), cuda=torch.cuda.get_rng_state(device) if device.type == "cuda" else None)
 
+# %% ../nbs/06b_engine.ipynb #9cd89847
 def set_rng_state(s: dict, device):
     "Restore a `rng_state`."
     torch.set_rng_state(s["torch"])
@@ -379,71 +397,76 @@ class Engine:
         with torch.autocast(self.run.device.type, dtype=self.run.amp_dtype, enabled=self.run.amp_dtype is not None):
             return self._fwd(*args, **kwargs)
 
-    def accumulate(self, micro_batches: list, loss_fn) -> torch.Tensor:
-        """Forward and backward of each micro-batch: `loss_fn(micro_batch)` returns (loss, stats), the loss already
-        scaled so that the micro-batches' gradients add up to the global batch's (see `pretrain`, `finetune`), and a
-        float tensor of statistics to sum. DDP synchronises the gradients on the last micro-batch only. Returns the
-        summed statistics of this process."""
-        total = None
-        for j, mb in enumerate(micro_batches):
-            last = j == len(micro_batches) - 1
-            with self.ddp.no_sync() if self.ddp is not None and not last else contextlib.nullcontext():
-                loss, stats = loss_fn(mb)
-                self.scaler.scale(loss).backward()
-            total = stats.detach().float() if total is None else total + stats.detach()
-        return total
+# %% ../nbs/06b_engine.ipynb #b371bf65
+@patch
+def accumulate(self: Engine, micro_batches: list, loss_fn) -> torch.Tensor:
+    """Forward and backward of each micro-batch: `loss_fn(micro_batch)` returns (loss, stats), the loss already
+    scaled so that the micro-batches' gradients add up to the global batch's (see `pretrain`, `finetune`), and a
+    float tensor of statistics to sum. DDP synchronises the gradients on the last micro-batch only. Returns the
+    summed statistics of this process."""
+    total = None
+    for j, mb in enumerate(micro_batches):
+        last = j == len(micro_batches) - 1
+        with self.ddp.no_sync() if self.ddp is not None and not last else contextlib.nullcontext():
+            loss, stats = loss_fn(mb)
+            self.scaler.scale(loss).backward()
+        total = stats.detach().float() if total is None else total + stats.detach()
+    return total
 
-    def update(self, stats: torch.Tensor) -> tuple[torch.Tensor, bool, float, float]:
-        """End a step: sum `stats` over processes, unscale and clip the gradients to `cfg.grad_clip`, step the
-        optimizer unless the step is bad, step the schedule. Returns (global stats, finite, gradient norm, the
-        learning rate the step used). fp16 gradient overflow is the scaler's business (it skips the step and lowers
-        the scale); a non-finite statistic (the loss), or a non-finite gradient without a scaler, is a bad step."""
-        if self.run.world > 1: dist.all_reduce(stats)
-        self.scaler.unscale_(self.opt)
-        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.grad_clip)
-        finite = bool(torch.isfinite(stats).all()) and (self.run.use_scaler or bool(torch.isfinite(grad_norm)))
-        if finite: self.scaler.step(self.opt); self.bad = 0
-        else: self.bad += 1
-        self.scaler.update(); self.opt.zero_grad(set_to_none=True)
-        self.lr = self.opt.param_groups[0]["lr"]; self.sched.step()
-        return stats, finite, float(grad_norm), self.lr
+@patch
+def update(self: Engine, stats: torch.Tensor) -> tuple[torch.Tensor, bool, float, float]:
+    """End a step: sum `stats` over processes, unscale and clip the gradients to `cfg.grad_clip`, step the
+    optimizer unless the step is bad, step the schedule. Returns (global stats, finite, gradient norm, the
+    learning rate the step used). fp16 gradient overflow is the scaler's business (it skips the step and lowers
+    the scale); a non-finite statistic (the loss), or a non-finite gradient without a scaler, is a bad step."""
+    if self.run.world > 1: dist.all_reduce(stats)
+    self.scaler.unscale_(self.opt)
+    grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.grad_clip)
+    finite = bool(torch.isfinite(stats).all()) and (self.run.use_scaler or bool(torch.isfinite(grad_norm)))
+    if finite: self.scaler.step(self.opt); self.bad = 0
+    else: self.bad += 1
+    self.scaler.update(); self.opt.zero_grad(set_to_none=True)
+    self.lr = self.opt.param_groups[0]["lr"]; self.sched.step()
+    return stats, finite, float(grad_norm), self.lr
 
-    def check_bad_steps(self, step: int, what: str = "training"):
-        "Raise `VimpacError` once `cfg.max_bad_steps` steps in a row were bad, naming the step, the lr and the last checkpoint."
-        if self.bad >= self.cfg.max_bad_steps:
-            out = self.run.out
-            last = (list_checkpoints(out) or ["none"])[-1] if out is not None else "none"
-            raise VimpacError(f"{what} stopped at step {step}: {self.bad} steps in a row had a non-finite loss or "
-                              f"gradient (learning rate {self.lr:.3g}); last checkpoint: {last}")
+# %% ../nbs/06b_engine.ipynb #48eb38f8
+@patch
+def check_bad_steps(self: Engine, step: int, what: str = "training"):
+    "Raise `VimpacError` once `cfg.max_bad_steps` steps in a row were bad, naming the step, the lr and the last checkpoint."
+    if self.bad >= self.cfg.max_bad_steps:
+        out = self.run.out
+        last = (list_checkpoints(out) or ["none"])[-1] if out is not None else "none"
+        raise VimpacError(f"{what} stopped at step {step}: {self.bad} steps in a row had a non-finite loss or "
+                          f"gradient (learning rate {self.lr:.3g}); last checkpoint: {last}")
 
-    def save(self, done: int, kind: str, **extra):
-        """After `done` steps, when it is due (every `cfg.save_every` steps, and at the last), write a checkpoint of
-        kind `kind` to the run folder: model, optimizer, schedule, scaler, every process's random state, the world
-        size and `extra` (configs...). Every process must call it (the random states are gathered); rank 0 writes."""
-        run, cfg = self.run, self.cfg
-        if run.out is None or not (done == self.steps or (cfg.save_every and done % cfg.save_every == 0)): return
-        rngs = [None] * run.world
-        if run.world > 1: dist.all_gather_object(rngs, rng_state(run.device))
-        else: rngs = [rng_state(run.device)]
-        if run.rank == 0:
-            save_checkpoint(run.out, dict(kind=kind, step=done, model=self.model.state_dict(), optimizer=self.opt.state_dict(),
-                                          scheduler=self.sched.state_dict(),
-                                          scaler=self.scaler.state_dict() if run.use_scaler else {}, rng=rngs,
-                                          world_size=run.world, **extra), cfg.keep_last)
+@patch
+def save(self: Engine, done: int, kind: str, **extra):
+    """After `done` steps, when it is due (every `cfg.save_every` steps, and at the last), write a checkpoint of
+    kind `kind` to the run folder: model, optimizer, schedule, scaler, every process's random state, the world
+    size and `extra` (configs...). Every process must call it (the random states are gathered); rank 0 writes."""
+    run, cfg = self.run, self.cfg
+    if run.out is None or not (done == self.steps or (cfg.save_every and done % cfg.save_every == 0)): return
+    rngs = [None] * run.world
+    if run.world > 1: dist.all_gather_object(rngs, rng_state(run.device))
+    else: rngs = [rng_state(run.device)]
+    if run.rank == 0:
+        save_checkpoint(run.out, dict(kind=kind, step=done, model=self.model.state_dict(), optimizer=self.opt.state_dict(),
+                                      scheduler=self.sched.state_dict(),
+                                      scaler=self.scaler.state_dict() if run.use_scaler else {}, rng=rngs,
+                                      world_size=run.world, **extra), cfg.keep_last)
 
-    def finish(self, files: dict[str, dict]) -> nn.Module:
-        """The end of a run: the model in eval mode; rank 0 writes `model.safetensors` and `config.json`
-        (`save_pretrained`) and each of `files` (name: JSON object) to the run folder. Returns the model."""
-        self.model.eval()
-        if self.run.out is not None and self.run.rank == 0:
-            self.model.save_pretrained(self.run.out)
-            for name, obj in files.items(): write_json(self.run.out/name, obj)
-        if self.run.world > 1: dist.barrier()
-        return self.model
+@patch
+def finish(self: Engine, files: dict[str, dict]) -> nn.Module:
+    """The end of a run: the model in eval mode; rank 0 writes `model.safetensors` and `config.json`
+    (`save_pretrained`) and each of `files` (name: JSON object) to the run folder. Returns the model."""
+    self.model.eval()
+    if self.run.out is not None and self.run.rank == 0:
+        self.model.save_pretrained(self.run.out)
+        for name, obj in files.items(): write_json(self.run.out/name, obj)
+    if self.run.world > 1: dist.barrier()
+    return self.model
 
 # %% ../nbs/06b_engine.ipynb #4b3eb3b2
-from fastcore.basics import patch
-
 @patch
 def update_async(self: Engine, stats: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, float]:
     """`update` with nothing read on the host when the optimizer is fused (`make_optimizer` on CUDA): returns (global
@@ -467,6 +490,7 @@ def update_async(self: Engine, stats: torch.Tensor) -> tuple[torch.Tensor, torch
     lr = self.opt.param_groups[0]["lr"]; self.sched.step()
     return stats, bad, grad_norm, lr
 
+# %% ../nbs/06b_engine.ipynb #22e133fd
 @patch
 def read_due(self: Engine, step: int) -> bool:
     "Whether the loop reads the device after `step` (0-based): a log step (every `cfg.log_every`, the last) or a checkpoint's."
@@ -515,26 +539,32 @@ class MetricsLog:
         self.t0, self.samples = time.perf_counter(), 0
 
     def __iter__(self): return iter(self.bar)
+
     def count(self, n: int): self.samples += n
+
     def rate(self) -> tuple[int, float]: return self.samples, time.perf_counter() - self.t0
+
     def due(self, step: int, every: int, finite: bool = True) -> bool:
         "Whether `step` is logged: rank 0, every `every` steps, the last step, and every bad step."
         return self.run.rank == 0 and (not finite or step % every == 0 or step == self.steps - 1)
 
-    def write(self, rec: dict, finite: bool = True, show=()) -> dict:
-        """Log the record `rec` (with its `step`): adds `peak_mem_gb` on a GPU and `skipped` for a bad step, writes it,
-        shows the fields `show` on the progress bar, and restarts the `rate` clock. Returns it."""
-        if self.run.device.type == "cuda": rec["peak_mem_gb"] = torch.cuda.max_memory_allocated(self.run.device) / 1e9
-        if not finite: rec["skipped"] = "non-finite loss or gradient"
-        self.history.append(rec)
-        if self.file: self.file.write(json.dumps(rec) + "\n"); self.file.flush()
-        if self.tb:
-            for k, v in rec.items():
-                if isinstance(v, (int, float)) and k != "step": self.tb.add_scalar(k, v, rec["step"])
-        if show: self.bar.set_postfix({k: f"{rec[k]:.3f}" for k in show})
-        self.t0, self.samples = time.perf_counter(), 0
-        return rec
+# %% ../nbs/06b_engine.ipynb #4877c09a
+@patch
+def write(self: MetricsLog, rec: dict, finite: bool = True, show=()) -> dict:
+    """Log the record `rec` (with its `step`): adds `peak_mem_gb` on a GPU and `skipped` for a bad step, writes it,
+    shows the fields `show` on the progress bar, and restarts the `rate` clock. Returns it."""
+    if self.run.device.type == "cuda": rec["peak_mem_gb"] = torch.cuda.max_memory_allocated(self.run.device) / 1e9
+    if not finite: rec["skipped"] = "non-finite loss or gradient"
+    self.history.append(rec)
+    if self.file: self.file.write(json.dumps(rec) + "\n"); self.file.flush()
+    if self.tb:
+        for k, v in rec.items():
+            if isinstance(v, (int, float)) and k != "step": self.tb.add_scalar(k, v, rec["step"])
+    if show: self.bar.set_postfix({k: f"{rec[k]:.3f}" for k in show})
+    self.t0, self.samples = time.perf_counter(), 0
+    return rec
 
-    def close(self):
-        if self.file: self.file.close()
-        if self.tb: self.tb.close()
+@patch
+def close(self: MetricsLog):
+    if self.file: self.file.close()
+    if self.tb: self.tb.close()

@@ -8,7 +8,7 @@ Docs: https://vimpac.github.io/vimpac/masking.html.md"""
 from __future__ import annotations
 import functools
 import torch
-from .utils import VimpacError
+from .utils import VimpacError, IGNORE_INDEX
 
 # %% auto #0
 __all__ = ['block_max_lengths', 'block_mask_from_uniform', 'block_mask', 'expected_block_ratio', 'blocks_for_ratio', 'iid_mask',
@@ -22,9 +22,10 @@ def _check_shape(shape):
     return shape
 
 def block_max_lengths(T: int, H: int, W: int) -> tuple[int, int, int]:
-    "Largest block side per axis (appendix B): floor(2T/3) frames, H//2 rows, W//2 columns (each at least 1)."
+    "Largest block side per axis (appendix B.1): floor(2T/3) frames, H//2 rows, W//2 columns (each at least 1)."
     return max(1, (2 * T) // 3), max(1, H // 2), max(1, W // 2)
 
+# %% ../nbs/03_masking.ipynb #16d7dfc8
 def block_mask_from_uniform(u: torch.Tensor, T: int, H: int, W: int) -> torch.Tensor:
     """Block mask, bool (B, T, H, W), from uniforms u in [0, 1) of shape (B, K, 6): for block k, `u[..., :3]` draws
     its side lengths (frames, rows, columns) and `u[..., 3:]` its start, as in `block_mask`. Runs on u's device.
@@ -46,9 +47,10 @@ def block_mask_from_uniform(u: torch.Tensor, T: int, H: int, W: int) -> torch.Te
     count = torch.bmm(th.transpose(1, 2).float(), axis(2, W).float())   # (B, T*H, W)
     return count.view(B, T, H, W).bool()
 
+# %% ../nbs/03_masking.ipynb #1602a6b8
 def block_mask(shape, num_blocks: int, generator: torch.Generator | None = None, device=None) -> torch.Tensor:
     """Block mask, bool (B, T, H, W), True = masked: per sample the union of `num_blocks` cuboids whose side lengths
-    are uniform in [1, max] per axis (`block_max_lengths`) at uniform positions. Paper §3.1 eq. 3, appendix B, Table 9.
+    are uniform in [1, max] per axis (`block_max_lengths`) at uniform positions. Paper §3.1 eq. 3, appendix B.1, Table 10.
     Vectorized over the batch and the blocks; drawn from `generator` (on its device), returned on `device`.
     Raises `VimpacError` (a `ValueError`) for a shape that is not 4-D or a block count outside [1, T*H*W]."""
     B, T, H, W = _check_shape(shape)
@@ -62,13 +64,14 @@ def block_mask(shape, num_blocks: int, generator: torch.Generator | None = None,
 
 # %% ../nbs/03_masking.ipynb #1e442258
 def expected_block_ratio(T: int, H: int, W: int, num_blocks: int, samples: int = 5000, seed: int = 0) -> float:
-    "Monte-Carlo estimate of the mask ratio that `num_blocks` blocks induce on a (T, H, W) token video (Table 9)."
+    "Monte-Carlo estimate of the mask ratio that `num_blocks` blocks induce on a (T, H, W) token video (Table 10)."
     g = torch.Generator().manual_seed(seed)
     return block_mask((samples, T, H, W), num_blocks, generator=g).float().mean().item()
 
+# %% ../nbs/03_masking.ipynb #4ab0ecaa
 @functools.lru_cache(maxsize=None)
 def blocks_for_ratio(T: int, H: int, W: int, target: float = 0.15, samples: int = 5000) -> int:
-    """The block count whose induced mask ratio is closest to `target` (appendix B: 15%, as BERT). Table 9's bold
+    """The block count whose induced mask ratio is closest to `target` (appendix B.1: 15%, as BERT). Table 10's bold
     choices: 5 blocks for (5, 16, 16), 6 for (5, 32, 32) and (10, 16, 16), 7 for (10, 32, 32)."""
     if not 0 <= target <= 1: raise VimpacError(f"target ratio: expected a value in [0, 1], got {target}")
     best, best_err, k = 1, float("inf"), 1
@@ -93,12 +96,12 @@ def apply_mask(tokens: torch.Tensor, mask: torch.Tensor, mask_id: int, pad_id: i
                vocab_size: int | None = None, generator: torch.Generator | None = None):
     """Mask-then-predict input and labels from int64 tokens (B, T, H, W) and a bool mask of the same shape.
     Returns `(inputs, labels)`: inputs with [MASK] (`mask_id`) at masked non-[PAD] positions, labels equal to the
-    original token there and -100 elsewhere. `noisy=True` needs `vocab_size` (appendix H.1).
+    original token there and `IGNORE_INDEX` (-100) elsewhere. `noisy=True` needs `vocab_size` (appendix F.2).
     Raises `VimpacError` when the mask's shape differs from the tokens'."""
     if mask.shape != tokens.shape:
         raise VimpacError(f"mask: shape {tuple(mask.shape)} differs from the tokens' {tuple(tokens.shape)}")
     m = mask.to(tokens.device) & (tokens != pad_id)
-    labels = torch.where(m, tokens, torch.full_like(tokens, -100))
+    labels = torch.where(m, tokens, torch.full_like(tokens, IGNORE_INDEX))
     if not noisy: return tokens.masked_fill(m, mask_id), labels
     if vocab_size is None: raise VimpacError("apply_mask: noisy=True needs vocab_size")
     gdev = generator.device if generator is not None else tokens.device
@@ -144,8 +147,9 @@ def _nn_search(vis: torch.Tensor, q: torch.Tensor, offsets: torch.Tensor, budget
         todo = todo[~got]; i += k
     return found
 
+# %% ../nbs/03_masking.ipynb #d7a53fa2
 def nearest_neighbour_fill(tokens: torch.Tensor, mask: torch.Tensor, mode: str = "spatial") -> torch.Tensor:
-    """Copy-paste reconstruction of appendix H.2 (Fig. 4, Fig. 7): every masked token of `tokens` (B, T, H, W), any
+    """Copy-paste reconstruction of appendix G.2 (Fig. 4, Fig. 7): every masked token of `tokens` (B, T, H, W), any
     integer dtype, takes the value of its nearest visible token, where `mask` (bool, same shape) is True for masked.
     `mode="spatial"` searches the same frame, `"spatiotemporal"` the whole (T, H, W) volume. Distance: Euclidean in
     token units. Ties: the visible token first in raster order (frame, row, column). Fallback: in `spatial` mode a
@@ -176,7 +180,7 @@ def nearest_neighbour_fill(tokens: torch.Tensor, mask: torch.Tensor, mode: str =
 # %% ../nbs/03_masking.ipynb #5e3e9ff8
 def copy_accuracy(tokens: torch.Tensor, mask: torch.Tensor, mode: str = "spatial", pad_id: int | None = None) -> float:
     """Share of the masked tokens (excluding [PAD] when `pad_id` is given) that `nearest_neighbour_fill` recovers
-    exactly, in [0, 1] (appendix H.2). Shapes and errors as `nearest_neighbour_fill`; raises when nothing is masked."""
+    exactly, in [0, 1] (appendix G.2). Shapes and errors as `nearest_neighbour_fill`; raises when nothing is masked."""
     filled = nearest_neighbour_fill(tokens, mask, mode)
     m = mask.to(tokens.device, torch.bool)
     if pad_id is not None: m = m & (tokens != pad_id)

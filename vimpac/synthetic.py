@@ -12,7 +12,7 @@ from fractions import Fraction
 from pathlib import Path
 import numpy as np
 import av
-from .utils import VimpacError, atomic_path, check_number
+from .utils import VimpacError, atomic_path, check_number, renamed_kwargs
 
 # %% auto #0
 __all__ = ['SATURATED', 'SHAPES', 'BACKGROUNDS', 'TEMPORAL_CLASSES', 'SPATIAL_CLASSES', 'LABELLED_VARIANTS', 'ACTOR_SHAPES',
@@ -134,9 +134,11 @@ def _bilinear(img: np.ndarray, y: np.ndarray, x: np.ndarray, wrap: bool) -> np.n
     bot = img[y1, x0] * (1 - fx) + img[y1, x1] * fx
     return top * (1 - fy) + bot * fy
 
-def render_background(bg: Background, num_frames: int, size) -> np.ndarray:
-    "The background alone as float RGB frames (T, H, W, 3) in [0, 255]; `size` is S or (H, W)."
-    H, W = (size, size) if np.isscalar(size) else size
+# %% ../nbs/06a_synthetic.ipynb #a1d9dbae
+@renamed_kwargs(size="frame_size")
+def render_background(bg: Background, num_frames: int, frame_size) -> np.ndarray:
+    "The background alone as float RGB frames (T, H, W, 3) in [0, 255]; `frame_size` is S or (H, W)."
+    H, W = (frame_size, frame_size) if np.isscalar(frame_size) else frame_size
     T = num_frames
     t = np.arange(T, dtype=np.float64)[:, None, None]
     x, y = _grid(T, H, W)
@@ -186,12 +188,13 @@ def shape_sdf(kind: str, u: np.ndarray, v: np.ndarray, r: np.ndarray) -> np.ndar
     raise VimpacError(f"render: unknown shape kind {kind!r}; expected one of {SHAPES}")
 
 # %% ../nbs/06a_synthetic.ipynb #7621daaa
-def render(scene: Scene, num_frames: int, size=128) -> np.ndarray:
-    """Render `scene` into uint8 RGB frames (T, H, W, 3), T = `num_frames`, `size` = S (square frames) or (H, W).
+@renamed_kwargs(size="frame_size")
+def render(scene: Scene, num_frames: int, frame_size=128) -> np.ndarray:
+    """Render `scene` into uint8 RGB frames (T, H, W, 3), T = `num_frames`, `frame_size` = S (square frames) or (H, W).
     Objects are drawn with anti-aliased edges (one pixel of coverage ramp) in their list order. Vectorized over
     frames and pixels; the only Python loop is over the few objects. Raises `VimpacError` for a bad size or count."""
     check_number("render: num_frames", num_frames, integer=True, gt=0)
-    H, W = (size, size) if np.isscalar(size) else size
+    H, W = (frame_size, frame_size) if np.isscalar(frame_size) else frame_size
     check_number("render: frame height", H, integer=True, gt=0); check_number("render: frame width", W, integer=True, gt=0)
     S = min(H, W)
     img = np.array(render_background(scene.background, num_frames, (H, W)), dtype=np.float64)
@@ -209,15 +212,16 @@ def render(scene: Scene, num_frames: int, size=128) -> np.ndarray:
     return np.clip(np.round(img), 0, 255).astype(np.uint8)
 
 # %% ../nbs/06a_synthetic.ipynb #9a0bc774
-def pan_zoom(image: np.ndarray, num_frames: int, size=128, start=(0.5, 0.5, 1.0), end=(0.5, 0.5, 1.5)) -> np.ndarray:
+@renamed_kwargs(size="frame_size")
+def pan_zoom(image: np.ndarray, num_frames: int, frame_size=128, start=(0.5, 0.5, 1.0), end=(0.5, 0.5, 1.5)) -> np.ndarray:
     """Animate a still uint8 RGB `image` (h, w, 3) into frames (T, S, S, 3) by a camera that moves from `start` to
     `end` = (centre x, centre y, zoom) linearly: the centre as fractions of the image, zoom 1 shows a square of the
     image's shorter side, zoom 2 half of it. The window is clamped at the image's borders (bilinear sampling).
-    `size` = S or (H, W). Raises `VimpacError` for an image that is not (h, w, 3)."""
+    `frame_size` = S or (H, W). Raises `VimpacError` for an image that is not (h, w, 3)."""
     image = np.asarray(image)
     if image.ndim != 3 or image.shape[2] != 3: raise VimpacError(f"pan_zoom: image must be (h, w, 3) RGB, got shape {image.shape}")
     check_number("pan_zoom: num_frames", num_frames, integer=True, gt=0)
-    H, W = (size, size) if np.isscalar(size) else size
+    H, W = (frame_size, frame_size) if np.isscalar(frame_size) else frame_size
     h, w = image.shape[:2]
     f = np.linspace(0, 1, num_frames)[:, None, None]
     cx, cy, z = (np.asarray(start, float)[i] + (np.asarray(end, float)[i] - np.asarray(start, float)[i]) * f for i in range(3))
@@ -260,11 +264,35 @@ SPATIAL_CLASSES = tuple(f"{c}-{k}" for c in ("warm", "cool") for k in ("circle",
 LABELLED_VARIANTS = dict(temporal=TEMPORAL_CLASSES, spatial=SPATIAL_CLASSES)
 ACTOR_SHAPES = ("triangle", "square", "cross")          # the temporal variant's actors: kinds whose rotation shows
 _HUES = dict(warm=(-0.06, 0.15), cool=(0.45, 0.68))     # hue ranges of the spatial variant's colour families
+LABELLED_FORMAT = "vimpac-synthetic-labelled/1"           # the `format` of a written dataset's dataset.json
 
+# %% ../nbs/06a_synthetic.ipynb #72a26a9b
 def _muted(rng: np.random.Generator) -> tuple[int, int, int]:
     "A muted colour (saturation <= 0.4) for backgrounds and distractors, so that the vivid actor stands out."
     return tuple(int(c) for c in hsv_to_rgb([rng.random(), rng.uniform(0.0, 0.4), rng.uniform(0.2, 0.85)]))
 
+def _backdrop(rng: np.random.Generator) -> tuple[Background, list]:
+    "A labelled scene's static background (any kind, muted colours) and its 0-2 static muted distractors."
+    kind = BACKGROUNDS[rng.integers(len(BACKGROUNDS))]
+    n_col = dict(flat=1, bars=int(rng.integers(3, 7))).get(kind, 2)
+    bg = Background(kind, tuple(_muted(rng) for _ in range(n_col)), float(rng.uniform(0, np.pi)),
+                    float(rng.uniform(0.1, 0.4)), int(rng.integers(2**31)))
+    shapes = [Shape(SHAPES[rng.integers(len(SHAPES))], _muted(rng), tuple(float(v) for v in rng.uniform(0.15, 0.85, 2)),
+                    float(rng.uniform(0.05, 0.1)), angle=float(rng.uniform(0, 2 * np.pi)))
+              for _ in range(int(rng.integers(0, 3)))]
+    return bg, shapes
+
+def _phases(motion: int, frozen: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """The actor's (x, angle, log-size) phases at frame 0 and their change per frame over `n` frames: the factor of
+    `motion` (0-1 x, 2-3 angle, 4-5 size; even: increasing) runs from -1 to 1 or back, the other two stay at the
+    grid index `frozen` of theirs."""
+    start = -1 + 2 * frozen / (n - 1)
+    rate = np.zeros(3)
+    factor, sign = motion // 2, (1, -1)[motion % 2]
+    start[factor], rate[factor] = -sign, sign * 2 / (n - 1)
+    return start, rate
+
+# %% ../nbs/06a_synthetic.ipynb #bbe0e98d
 def labelled_scene(variant: str, label: int, rng: np.random.Generator, num_frames: int = 16) -> Scene:
     """A `Scene` of class `label` of the labelled synthetic dataset `variant` (`"temporal"`, `"spatial"`; class names
     in `LABELLED_VARIANTS[variant]`), drawn from `rng` for a clip of `num_frames` frames (>= 2).
@@ -288,13 +316,7 @@ def labelled_scene(variant: str, label: int, rng: np.random.Generator, num_frame
         raise VimpacError(f"label: expected an integer in 0..{len(classes) - 1} for the {variant} variant, got {label!r}")
     check_number("num_frames", num_frames, integer=True, ge=2)
     n = num_frames
-    kind = BACKGROUNDS[rng.integers(len(BACKGROUNDS))]
-    n_col = dict(flat=1, bars=int(rng.integers(3, 7))).get(kind, 2)
-    bg = Background(kind, tuple(_muted(rng) for _ in range(n_col)), float(rng.uniform(0, np.pi)),
-                    float(rng.uniform(0.1, 0.4)), int(rng.integers(2**31)))
-    shapes = [Shape(SHAPES[rng.integers(len(SHAPES))], _muted(rng), tuple(float(v) for v in rng.uniform(0.15, 0.85, 2)),
-                    float(rng.uniform(0.05, 0.1)), angle=float(rng.uniform(0, 2 * np.pi)))
-              for _ in range(int(rng.integers(0, 3)))]
+    bg, shapes = _backdrop(rng)
     # the actor: amplitudes of x, angle, log-size, their centres, and the frozen phases (grid indices)
     amp = np.array([rng.uniform(0.12, 0.25), rng.uniform(np.pi / 4, np.pi / 2), rng.uniform(0.2, 0.35)])
     mid = np.array([0.5 + rng.uniform(-1, 1) * (0.32 - amp[0]), rng.uniform(0, 2 * np.pi), math.log(rng.uniform(0.13, 0.19))])
@@ -306,26 +328,21 @@ def labelled_scene(variant: str, label: int, rng: np.random.Generator, num_frame
         family, k = divmod(int(label), 3)
         lo, hi = _HUES[("warm", "cool")[family]]
         motion, actor_kind, hue = random_motion, ("circle", "triangle", "cross")[k], lo + hue * (hi - lo)
-    start = -1 + 2 * frozen / (n - 1)                      # each factor's phase at frame 0 ...
-    rate = np.zeros(3)                                      # ... and its change per frame
-    factor, sign = motion // 2, (1, -1)[motion % 2]
-    start[factor], rate[factor] = -sign, sign * 2 / (n - 1)
-    x0, a0, s0 = mid + amp * start
-    dx, da, ds = amp * rate
+    start, rate = _phases(motion, frozen, n)                # each factor's phase at frame 0, its change per frame
+    (x0, a0, s0), (dx, da, ds) = mid + amp * start, amp * rate
     color = tuple(int(c) for c in hsv_to_rgb([hue, sat, val]))
     actor = Shape(actor_kind, color, (float(x0), cy), float(math.exp(s0)), velocity=(float(dx), 0.0),
                   angle=float(a0), spin=float(da), growth=float(math.exp(ds)))
     return Scene(bg, shapes + [actor])
 
 # %% ../nbs/06a_synthetic.ipynb #5687f34f
-LABELLED_FORMAT = "vimpac-synthetic-labelled/1"
-
+@renamed_kwargs(size="frame_size")
 def write_labelled_dataset(out, variant: str = "temporal", train_per_class: int = 16, test_per_class: int = 8,
-                           seed: int = 0, num_frames: int = 16, size: int = 64, fps: float = 8.0,
+                           seed: int = 0, num_frames: int = 16, frame_size: int = 64, fps: float = 8.0,
                            progress: bool = False) -> dict:
     """Render the labelled synthetic dataset `variant` (see `labelled_scene`) and write it as H.264 videos in the
     `folder` layout of `vimpac.data.read_split`: `out/train/<class>/NNNN.mp4` and `out/test/<class>/NNNN.mp4`,
-    `train_per_class` and `test_per_class` videos per class (balanced), each `num_frames` frames of S = `size`
+    `train_per_class` and `test_per_class` videos per class (balanced), each `num_frames` frames of S = `frame_size`
     (even) at `fps`, plus `out/dataset.json` recording these arguments. Video i of class c in part p is drawn from
     its own generator keyed by (`seed`, p, c, i), so a video does not depend on how many others are asked for.
 
@@ -334,16 +351,15 @@ def write_labelled_dataset(out, variant: str = "temporal", train_per_class: int 
     Raises `VimpacError` for bad arguments, an `out` that is a file, or a folder of another dataset."""
     if variant not in LABELLED_VARIANTS: raise VimpacError(f"variant: expected one of {', '.join(LABELLED_VARIANTS)}, got {variant!r}")
     for name, v, lo in (("train_per_class", train_per_class, 1), ("test_per_class", test_per_class, 0),
-                        ("num_frames", num_frames, 2), ("size", size, 2)):
+                        ("num_frames", num_frames, 2), ("frame_size", frame_size, 2)):
         check_number(name, v, integer=True, ge=lo)
     check_number("seed", seed, integer=True); check_number("fps", fps, gt=0)
-    if size % 2: raise VimpacError(f"size: must be even (yuv420p video), got {size}")
+    if frame_size % 2: raise VimpacError(f"frame_size: must be even (yuv420p video), got {frame_size}")
     out = Path(out)
     if out.exists() and not out.is_dir(): raise VimpacError(f"{out}: is a file, expected a dataset folder (or a new path)")
     spec = dict(format=LABELLED_FORMAT, variant=variant, train_per_class=train_per_class, test_per_class=test_per_class,
-                seed=seed, num_frames=num_frames, size=size, fps=float(fps))
-    meta = out / "dataset.json"
-    if meta.is_file():
+                seed=seed, num_frames=num_frames, size=frame_size, fps=float(fps))   # key `size` kept: format /1
+    if (meta := out / "dataset.json").is_file():
         old = read_json(meta, "synthetic dataset description")
         if old != spec:
             diff = next(k for k in spec if old.get(k) != spec[k])
@@ -358,6 +374,6 @@ def write_labelled_dataset(out, variant: str = "temporal", train_per_class: int 
         if not path.is_file():
             path.parent.mkdir(parents=True, exist_ok=True)
             scene = labelled_scene(variant, c, np.random.default_rng([seed, p, c, i]), num_frames)
-            write_video(render(scene, num_frames, size), path, fps=fps)
+            write_video(render(scene, num_frames, frame_size), path, fps=fps)
         parts[("train", "test")[p]].append((path, c))
     return dict(root=out, classes=list(classes), **parts)
