@@ -16,6 +16,7 @@ from .model import VimpacConfig, VimpacForVideoClassification
 from .data import LabelledClipDataset, take_clip
 from .engine import (TrainConfig, Engine, MetricsLog, StepBatches, start_run, plan_steps, step_loader,
                            check_resume_settings, latest_checkpoint, config_from_spec)
+from .pretrain import _check_tokenizer, _tokenizer_of   # the store's tokenizer identity, checked as pre-training does
 
 # %% auto #0
 __all__ = ['CHECKPOINT', 'FinetuneConfig', 'finetune_lr', 'check_labelled', 'finetune_model', 'clip_accuracy', 'finetune']
@@ -46,9 +47,6 @@ CHECKPOINT = dict(kind="vimpac-finetune-checkpoint", what="a vimpac fine-tuning 
                             "finetune_config", "tokenizer"))
 
 # %% ../nbs/08_finetune.ipynb #a31a92bc
-def _tokenizer_of(store) -> dict | None:
-    return getattr(store, "meta", {}).get("tokenizer")
-
 def check_labelled(store, test_store=None) -> list[str]:
     """The class names of the labelled `store`. Raises `VimpacError` for a store without labels, and for a
     `test_store` without labels or with classes the train store lacks (naming them)."""
@@ -79,9 +77,7 @@ def _from_run(store, init, n: int, over: dict) -> VimpacForVideoClassification:
     init = Path(init)
     saved = read_json(init/"config.json", "a saved vimpac model's config.json")
     for name in ("pretrain_config.json", "finetune_config.json"):
-        tok = read_json(init/name, f"a run's {name}").get("tokenizer") if (init/name).is_file() else None
-        if tok is not None and _tokenizer_of(store) is not None and tok != _tokenizer_of(store):
-            raise VimpacError(f"{store.path}: store was built by tokenizer {_tokenizer_of(store)}, but {init} was trained on tokens of {tok}")
+        _check_tokenizer(store, read_json(init/name, f"a run's {name}").get("tokenizer") if (init/name).is_file() else None, init)
     k = saved.get("num_classes") if saved.get("kind") == "vimpac-classification" else None
     return VimpacForVideoClassification.from_pretrained(init, num_classes=k or n, **over)
 
@@ -124,9 +120,7 @@ def _resume_state(out, store, cfg: FinetuneConfig) -> dict:
     check_resume_settings(state["finetune_config"], cfg, ckpt)
     if state["classes"] != list(store.classes):
         raise VimpacError(f"{store.path}: store has other classes than the checkpoint {ckpt} was trained on")
-    if state["tokenizer"] != _tokenizer_of(store):
-        raise VimpacError(f"{store.path}: store was built by tokenizer {_tokenizer_of(store)}, but the checkpoint {ckpt} "
-                          f"was trained on tokens of {state['tokenizer']}")
+    _check_tokenizer(store, state["tokenizer"], f"the checkpoint {ckpt}", strict=True)
     return state
 
 def _collate(items, pad_from: int, pad_to: int):

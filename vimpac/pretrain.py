@@ -6,7 +6,7 @@ Docs: https://vimpac.github.io/vimpac/pretrain.html.md"""
 
 # %% ../nbs/07_pretrain.ipynb #688c95fb
 from __future__ import annotations
-import json, warnings
+import warnings
 from dataclasses import dataclass, asdict
 from pathlib import Path
 import torch
@@ -110,16 +110,21 @@ def _check_same_model(model, saved: dict, where: str, option: str):
 def _tokenizer_of(store) -> dict | None:
     return getattr(store, "meta", {}).get("tokenizer")
 
+def _check_tokenizer(store, trained_on: dict | None, where, strict: bool = False):
+    """Raise `VimpacError` when `store` was built by another tokenizer than `trained_on`, the identity that `where` (a
+    checkpoint, a run folder) records; unless `strict`, an identity missing on either side passes."""
+    have = _tokenizer_of(store)
+    if (strict or (trained_on is not None and have is not None)) and trained_on != have:
+        raise VimpacError(f"{store.path}: store was built by tokenizer {have}, but {where} was trained on tokens of {trained_on}")
+
 # %% ../nbs/07_pretrain.ipynb #34000a68
 def _init_model(store, model, cfg: PretrainConfig, init) -> VimpacForPreTraining:
     "The model saved in the folder `init`, checked against the `model` asked for and the store's tokenizer."
-    init, tok_id = Path(init), _tokenizer_of(store)
+    init = Path(init)
     saved_model = read_json(init/"config.json", "a saved vimpac model's config.json")
     if model is not None: _check_same_model(model, saved_model, str(init), "--init")
     pc = init/"pretrain_config.json"
-    init_tok = json.loads(pc.read_text()).get("tokenizer") if pc.is_file() else None
-    if init_tok is not None and tok_id is not None and init_tok != tok_id:
-        raise VimpacError(f"{store.path}: store was built by tokenizer {tok_id}, but {init} was trained on tokens of {init_tok}")
+    _check_tokenizer(store, read_json(pc, "a run's pretrain_config.json").get("tokenizer") if pc.is_file() else None, init)
     return VimpacForPreTraining.from_pretrained(init, token_map=store.token_map, max_frames=cfg.clip_len)
 
 def _pretrain_model(store, model, cfg: PretrainConfig, state: dict | None, init) -> VimpacForPreTraining:
@@ -145,9 +150,7 @@ def _resume_state(out, store, model, cfg: PretrainConfig) -> dict:
     ckpt, state = latest_checkpoint(out, **CHECKPOINT)
     if model is not None: _check_same_model(model, state["model_config"], f"the checkpoint {ckpt}", "--resume")
     check_resume_settings(state["pretrain_config"], cfg, ckpt)
-    if state["tokenizer"] != _tokenizer_of(store):
-        raise VimpacError(f"{store.path}: store was built by tokenizer {_tokenizer_of(store)}, but the checkpoint {ckpt} "
-                          f"was trained on tokens of {state['tokenizer']}")
+    _check_tokenizer(store, state["tokenizer"], f"the checkpoint {ckpt}", strict=True)
     return state
 
 def _check_store(store, cfg: PretrainConfig, rank: int):
