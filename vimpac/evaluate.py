@@ -17,7 +17,7 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 from tqdm.auto import tqdm
 from .utils import VimpacError, atomic_path, read_json, get_device, check_number
-from .video import iter_views
+from .video import CENTER_VIEW, iter_views
 from .tokenizer import load_tokenizer
 from .store import TokenStore, expand_inputs, video_key
 from .model import VimpacForPreTraining, VimpacForVideoClassification
@@ -31,7 +31,7 @@ __all__ = ['SPATIAL_CROPS', 'FEATURES_FORMAT', 'RUN_RECORDS', 'parse_views', 'te
            'nearest_neighbours', 'store_frames']
 
 # %% ../nbs/08a_evaluate.ipynb #50bcbb5a
-SPATIAL_CROPS = {1: ("1x-center",), 3: ("1x-topleft", "1x-center", "1x-bottomright")}
+SPATIAL_CROPS = {1: (CENTER_VIEW,), 3: ("1x-topleft", CENTER_VIEW, "1x-bottomright")}
 
 def parse_views(views) -> tuple[tuple[str, ...], int]:
     """`"3x10"` → (the spatial crops `1x-topleft`, `1x-center`, `1x-bottomright`, 10 temporal crops); `"1xK"` is the
@@ -76,6 +76,7 @@ def output_field(out, name: str) -> torch.Tensor:
     if isinstance(out, dict): return out[name]
     return getattr(out, name)
 
+# %% ../nbs/08a_evaluate.ipynb #198c8621
 @torch.no_grad()
 def pooled_views(fn, videos, batch_size: int = 32, progress: bool = False, total: int | None = None,
                  desc: str = "views") -> torch.Tensor:
@@ -112,6 +113,7 @@ def pooled_views(fn, videos, batch_size: int = 32, progress: bool = False, total
     if n_pend: flush(True)
     return sums[:n] / counts[:n, None]
 
+# %% ../nbs/08a_evaluate.ipynb #ffc8bd1c
 @torch.no_grad()
 def multiview_scores(model, videos, views="3x10", batch_size: int = 32, device=None, progress: bool = False,
                      total: int | None = None) -> torch.Tensor:
@@ -154,6 +156,7 @@ def classification_metrics(scores, labels, num_classes: int | None = None) -> di
                 mean_class_acc=float(recall[present].mean()) if bool(present.any()) else float("nan"),
                 per_class=[float(r) if p else None for r, p in zip(recall, present)], confusion=conf.tolist())
 
+# %% ../nbs/08a_evaluate.ipynb #104e6b68
 def top_classes(scores, classes=None, top: int = 5) -> list[list[tuple[str, float]]]:
     """The `top` best classes of each row of `scores` float (N, C), best first, as (name, score) pairs; names from
     `classes` (a list of C names) or the class index as a string."""
@@ -162,6 +165,7 @@ def top_classes(scores, classes=None, top: int = 5) -> list[list[tuple[str, floa
     name = (lambda j: classes[j]) if classes is not None else str
     return [[(name(int(a)), float(b)) for a, b in zip(ii, vv)] for ii, vv in zip(i, v)]
 
+# %% ../nbs/08a_evaluate.ipynb #f56ff677
 def write_predictions(path, keys, scores, classes=None, labels=None, top: int = 5, paths=None) -> Path:
     """Write one CSV row per video to `path` (atomically): `key`, `path` (when `paths` given), `label` and
     `label_name` (when `labels` given), `pred`, `pred_name`, `score`, `correct`, and `top5`, the best `top` classes
@@ -203,6 +207,7 @@ def knn_scores(train_features, train_labels, test_features, num_classes: int, k:
         out.append(votes / votes.sum(1, keepdim=True))
     return torch.cat(out) if out else te.new_zeros(0, num_classes)
 
+# %% ../nbs/08a_evaluate.ipynb #954cae8d
 class LinearProbe(nn.Module):
     "Standardise (features - mean) / std, then a linear layer: float (N, D) → logits (N, C)."
     def __init__(self, mean: torch.Tensor, std: torch.Tensor, num_classes: int):
@@ -212,6 +217,7 @@ class LinearProbe(nn.Module):
         nn.init.zeros_(self.fc.weight); nn.init.zeros_(self.fc.bias)
     def forward(self, x): return self.fc((torch.as_tensor(x).float() - self.mean) / self.std)
 
+# %% ../nbs/08a_evaluate.ipynb #8a344754
 def fit_linear_probe(features, labels, num_classes: int, weight_decay: float = 1e-4, max_iter: int = 300) -> LinearProbe:
     """Fit a `LinearProbe` (multinomial logistic regression) on frozen features float (N, D) and labels int (N,) in
     [0, C): full-batch L-BFGS (strong-Wolfe line search, at most `max_iter` iterations) on mean cross-entropy +
@@ -233,6 +239,7 @@ def fit_linear_probe(features, labels, num_classes: int, weight_decay: float = 1
     opt.step(closure)
     return probe.eval()
 
+# %% ../nbs/08a_evaluate.ipynb #54a171a4
 def probe_scores(kind: str, train_features, train_labels, test_features, num_classes: int, k: int = 20,
                  temperature: float = 0.07, weight_decay: float = 1e-4) -> torch.Tensor:
     """Class scores float (N_test, C) of the frozen-feature classifier `kind`: `"knn"` (`knn_scores`) or `"linear"`
@@ -271,7 +278,7 @@ def store_labels(store) -> tuple[list[int], list[str]]:
         raise VimpacError(f"{store.path}: store has no labels; tokenize a dataset split with vimpac-tokenize --dataset NAME")
     return [int(l) for l in labels], list(classes)
 
-def video_tokens(path, tokenizer, frame_size: int, fps: float = 2.0, crops=("1x-center",), batch_size: int = 64) -> dict:
+def video_tokens(path, tokenizer, frame_size: int, fps: float = 2.0, crops=(CENTER_VIEW,), batch_size: int = 64) -> dict:
     """Decode the video `path` once at `fps` and tokenize each crop in `crops` at `frame_size` (`iter_views`), frames
     encoded `batch_size` at a time: dict crop → int64 numpy (L, h, w). Raises `VimpacError` as `iter_views` does
     (missing file, not a video, nothing decodable)."""
@@ -322,6 +329,7 @@ class Features:
         return cls(json.loads(meta["keys"]), tensors["features"], tensors["labels"].tolist() if "labels" in tensors else None,
                    opt("classes"), opt("paths"), meta.get("views", ""))
 
+# %% ../nbs/08a_evaluate.ipynb #87b84097
 def _cls_fn(model, dev):
     "clips → [CLS] states (B, D) of `model`'s backbone (a classification or pre-training model, or a backbone)."
     backbone = getattr(model, "backbone", model)
@@ -337,6 +345,7 @@ def _open_store(source):
         return TokenStore(source)
     return None
 
+# %% ../nbs/08a_evaluate.ipynb #d2d08c79
 @torch.no_grad()
 def extract_features(source, model, tokenizer=None, views="1x10", fps: float = 2.0, batch_size: int = 32,
                      device=None, progress: bool = True) -> Features:
@@ -366,6 +375,7 @@ def extract_features(source, model, tokenizer=None, views="1x10", fps: float = 2
         return Features([video_key(n) for _, n in items], feats, None, None, [str(p) for p, _ in items], str(views))
     finally: model.train(was)
 
+# %% ../nbs/08a_evaluate.ipynb #04b18374
 def _frame_size(model, tokenizer) -> int:
     "The frame size S the model was trained at: its token map times the tokenizer's downsample (checked square, same V)."
     (h, w), ds = model.config.token_map, tokenizer.downsample
@@ -398,6 +408,7 @@ def read_run(path) -> dict:
     return dict(path=path, kind=cfg["kind"], num_classes=cfg.get("num_classes"), classes=classes,
                 tokenizer=first("tokenizer"), fps=float(fps) if isinstance(fps, (int, float)) else None)
 
+# %% ../nbs/08a_evaluate.ipynb #ed4ff210
 def _read_classes(f: Path) -> list:
     "The class names in `f` (`classes.json`, as `finetune` writes it: a JSON list of names, in order)."
     try: obj = json.loads(f.read_text())
@@ -419,6 +430,7 @@ def load_run(path, device="cpu") -> tuple[nn.Module, dict]:
         raise VimpacError(f"{path}: records {len(info['classes'])} class names for a classifier of {model.num_classes} classes")
     return model, info
 
+# %% ../nbs/08a_evaluate.ipynb #80134e29
 def run_tokenizer(info: dict, tokenizer=None, device="cpu"):
     """The frame tokenizer for the run `info` (`read_run`): `tokenizer` (a name or path for `load_tokenizer`, or a
     loaded tokenizer) or else the kit's default, checked against the recorded identity. Warns (one line) when the
@@ -437,6 +449,7 @@ def run_tokenizer(info: dict, tokenizer=None, device="cpu"):
         warnings.warn(f"{info['path']}: records no tokenizer; assuming {have['name']} ({have['hash']})", stacklevel=2)
     return tok
 
+# %% ../nbs/08a_evaluate.ipynb #d8346361
 def check_classes(model, info: dict | None, classes: list, where) -> None:
     """Raise `VimpacError` in one line when the classifier `model` cannot score the `classes` of `where` (a store):
     another class count, or recorded class names (`info["classes"]`) that differ."""
@@ -474,6 +487,7 @@ def predict(paths, model, tokenizer, views="3x10", fps: float = 2.0, classes=Non
     return [dict(path=str(p), key=video_key(n), top=t, scores=s)
             for (p, n), t, s in zip(items, top_classes(scores, classes, top), scores)]
 
+# %% ../nbs/08a_evaluate.ipynb #67a49bdc
 @dataclass
 class Evaluation:
     """Scores of a labelled test set: `keys`, `labels` (N,), `scores` float (N, C), `classes`, `views`, `method`
@@ -500,6 +514,7 @@ class Evaluation:
         write_predictions(out/"predictions.csv", self.keys, self.scores, self.classes, self.labels)
         return out
 
+# %% ../nbs/08a_evaluate.ipynb #20598202
 @torch.no_grad()
 def evaluate(model, store, views="3x10", batch_size: int = 32, device=None, info: dict | None = None,
              progress: bool = True) -> Evaluation:
@@ -515,6 +530,7 @@ def evaluate(model, store, views="3x10", batch_size: int = 32, device=None, info
     scores = multiview_scores(model, store_videos(store, parse_views(views)[0]), views, batch_size, device, progress, len(store))
     return Evaluation(store.keys(), labels, scores, classes, str(views), "classifier")
 
+# %% ../nbs/08a_evaluate.ipynb #b8cd7505
 def _check_store_tokenizer(store, info):
     want, have = (info or {}).get("tokenizer"), store.meta.get("tokenizer")
     if want is not None and have is not None and want != have:
@@ -529,6 +545,7 @@ def match_classes(train_classes, test_classes, test_labels, where="test store") 
     if lacking: raise VimpacError(f"{where}: classes {lacking[:5]}{' ...' if len(lacking) > 5 else ''} are not in the training store")
     return [pos[test_classes[l]] for l in test_labels]
 
+# %% ../nbs/08a_evaluate.ipynb #af3c5bd9
 @torch.no_grad()
 def evaluate_probe(model, train, test, probe: str = "knn", views="1x10", k: int = 20, temperature: float = 0.07,
                    weight_decay: float = 1e-4, batch_size: int = 32, device=None, info: dict | None = None,
@@ -548,12 +565,14 @@ def evaluate_probe(model, train, test, probe: str = "knn", views="1x10", k: int 
     name = "linear probe" if probe == "linear" else f"kNN (k={k}, T={temperature:g})"
     return Evaluation(fte.keys, yte, scores, list(ctr), str(views), name), ftr, fte
 
+# %% ../nbs/08a_evaluate.ipynb #a58ecb73
 def nearest_neighbours(query, gallery, k: int = 5) -> tuple[torch.Tensor, torch.Tensor]:
     """The `k` rows of `gallery` float (M, D) of highest cosine similarity to each row of `query` float (Q, D):
     (similarities float (Q, k), indices int64 (Q, k)), best first."""
     q, g = F.normalize(torch.as_tensor(query).float(), dim=1), F.normalize(torch.as_tensor(gallery).float(), dim=1)
     return (q @ g.T).topk(min(k, len(g)), 1)
 
+# %% ../nbs/08a_evaluate.ipynb #9775895b
 @torch.no_grad()
 def store_frames(store, key: str, tokenizer, n: int = 4, view: str | None = None) -> np.ndarray:
     """`n` evenly spaced frames of video `key` of `store` as the tokenizer reconstructs them from the stored tokens

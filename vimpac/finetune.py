@@ -16,6 +16,7 @@ from .model import VimpacConfig, VimpacForVideoClassification
 from .data import LabelledClipDataset, take_clip
 from .engine import (TrainConfig, Engine, MetricsLog, StepBatches, start_run, plan_steps, step_loader,
                            check_resume_settings, latest_checkpoint, config_from_spec)
+from .pretrain import _check_tokenizer, _tokenizer_of   # the store's tokenizer identity, checked as pre-training does
 
 # %% auto #0
 __all__ = ['CHECKPOINT', 'FinetuneConfig', 'finetune_lr', 'check_labelled', 'finetune_model', 'clip_accuracy', 'finetune']
@@ -46,9 +47,6 @@ CHECKPOINT = dict(kind="vimpac-finetune-checkpoint", what="a vimpac fine-tuning 
                             "finetune_config", "tokenizer"))
 
 # %% ../nbs/08_finetune.ipynb #a31a92bc
-def _tokenizer_of(store) -> dict | None:
-    return getattr(store, "meta", {}).get("tokenizer")
-
 def check_labelled(store, test_store=None) -> list[str]:
     """The class names of the labelled `store`. Raises `VimpacError` for a store without labels, and for a
     `test_store` without labels or with classes the train store lacks (naming them)."""
@@ -63,6 +61,7 @@ def check_labelled(store, test_store=None) -> list[str]:
                               f"lacks: {extra[:5]}{' ...' if len(extra) > 5 else ''}")
     return list(store.classes)
 
+# %% ../nbs/08_finetune.ipynb #86809280
 def _head(model: VimpacForVideoClassification, n: int, new_head: bool, source, store) -> VimpacForVideoClassification:
     "`model` with a head of `n` classes: its own when it has `n`, a new zero FC layer when `new_head`, else `VimpacError`."
     if model.num_classes == n: return model
@@ -73,6 +72,23 @@ def _head(model: VimpacForVideoClassification, n: int, new_head: bool, source, s
     nn.init.zeros_(model.fc.weight); nn.init.zeros_(model.fc.bias)
     return model
 
+def _from_run(store, init, n: int, over: dict) -> VimpacForVideoClassification:
+    "The model of the kit run folder `init` (a fine-tuned one keeps its head), checked against the store's tokenizer."
+    init = Path(init)
+    saved = read_json(init/"config.json", "a saved vimpac model's config.json")
+    for name in ("pretrain_config.json", "finetune_config.json"):
+        _check_tokenizer(store, read_json(init/name, f"a run's {name}").get("tokenizer") if (init/name).is_file() else None, init)
+    k = saved.get("num_classes") if saved.get("kind") == "vimpac-classification" else None
+    return VimpacForVideoClassification.from_pretrained(init, num_classes=k or n, **over)
+
+def _from_official(official, n: int, num_heads: int | None, over: dict) -> VimpacForVideoClassification:
+    "The model of an authors' `classifier.pt`: a fine-tuned one with its head, a pre-training one with a new head of `n` classes."
+    try: return VimpacForVideoClassification.from_official(official, num_heads=num_heads, **over)
+    except VimpacError as e:               # a pre-training classifier.pt has no head: a new one for the store
+        if not str(e).endswith("pass num_classes"): raise
+        return VimpacForVideoClassification.from_official(official, num_classes=n, num_heads=num_heads, **over)
+
+# %% ../nbs/08_finetune.ipynb #98cce76f
 def finetune_model(store, model=None, clip_len: int = 10, init=None, official=None, new_head: bool = False,
                    seed: int = 0, num_heads: int | None = None) -> VimpacForVideoClassification:
     """The classification model fine-tuning starts from, for the labelled `store` (§4.2), its positional tables
@@ -86,21 +102,8 @@ def finetune_model(store, model=None, clip_len: int = 10, init=None, official=No
     Raises `VimpacError` for that, a store of another tokenizer than `init`'s, or another vocabulary or token map."""
     n, over = len(store.classes), dict(max_frames=clip_len, token_map=tuple(store.token_map))
     if init is not None and official is not None: raise VimpacError("--init and --official: give one starting point, not both")
-    if init is not None:
-        init = Path(init)
-        saved = read_json(init/"config.json", "a saved vimpac model's config.json")
-        for name in ("pretrain_config.json", "finetune_config.json"):
-            tok = read_json(init/name, f"a run's {name}").get("tokenizer") if (init/name).is_file() else None
-            if tok is not None and _tokenizer_of(store) is not None and tok != _tokenizer_of(store):
-                raise VimpacError(f"{store.path}: store was built by tokenizer {_tokenizer_of(store)}, but {init} was trained on tokens of {tok}")
-        k = saved.get("num_classes") if saved.get("kind") == "vimpac-classification" else None
-        m, source = VimpacForVideoClassification.from_pretrained(init, num_classes=k or n, **over), init
-    elif official is not None:
-        try: m = VimpacForVideoClassification.from_official(official, num_heads=num_heads, **over)
-        except VimpacError as e:               # a pre-training classifier.pt has no head: a new one for the store
-            if not str(e).endswith("pass num_classes"): raise
-            m = VimpacForVideoClassification.from_official(official, num_classes=n, num_heads=num_heads, **over)
-        source = official
+    if init is not None: m, source = _from_run(store, init, n, over), Path(init)
+    elif official is not None: m, source = _from_official(official, n, num_heads, over), official
     else:
         cfg = model if isinstance(model, VimpacConfig) else config_from_spec(model, store, clip_len)
         torch.manual_seed(seed); m, source = VimpacForVideoClassification(replace(cfg, **over), n), "model"
@@ -110,15 +113,14 @@ def finetune_model(store, model=None, clip_len: int = 10, init=None, official=No
         raise VimpacError(f"{store.path}: store has vocabulary {store.vocab_size}, the model {source} expects {c.vocab_size}")
     return m
 
+# %% ../nbs/08_finetune.ipynb #5fd47905
 def _resume_state(out, store, cfg: FinetuneConfig) -> dict:
     "The newest fine-tuning checkpoint of `out` that loads, checked against `cfg`, the store's classes and tokenizer."
     ckpt, state = latest_checkpoint(out, **CHECKPOINT)
     check_resume_settings(state["finetune_config"], cfg, ckpt)
     if state["classes"] != list(store.classes):
         raise VimpacError(f"{store.path}: store has other classes than the checkpoint {ckpt} was trained on")
-    if state["tokenizer"] != _tokenizer_of(store):
-        raise VimpacError(f"{store.path}: store was built by tokenizer {_tokenizer_of(store)}, but the checkpoint {ckpt} "
-                          f"was trained on tokens of {state['tokenizer']}")
+    _check_tokenizer(store, state["tokenizer"], f"the checkpoint {ckpt}", strict=True)
     return state
 
 def _collate(items, pad_from: int, pad_to: int):
@@ -126,6 +128,20 @@ def _collate(items, pad_from: int, pad_to: int):
     tokens, labels = torch.stack([t for t, _ in items]), torch.tensor([y for _, y in items])
     if pad_from != pad_to: tokens[tokens == pad_from] = pad_to
     return tokens, labels
+
+def _clip_batches(store, cfg: FinetuneConfig, pad_id: int, plan: tuple, run, start: int, steps: int):
+    "An iterator over this process's micro-batches (tokens, labels) from step `start`; `plan` is (G, micro, accum)."
+    data = LabelledClipDataset(store, cfg.clip_len, seed=cfg.seed, views=cfg.views)
+    batches = StepBatches(len(store), *plan, run.world, run.rank, start, steps, cfg.seed)
+    return iter(step_loader(data, batches, cfg, run.device, functools.partial(_collate, pad_from=store.vocab_size, pad_to=pad_id)))
+
+def _loss_fn(eng: Engine, run, G: int):
+    "One micro-batch's share of the global batch's mean loss, times the processes against DDP's average; and its stats."
+    def loss_fn(mb):
+        tokens, labels = (t.to(run.device, non_blocking=True) for t in mb)
+        o = eng.forward(tokens, labels)
+        return o.loss * (len(labels) * run.world / G), torch.stack([o.loss.detach() * len(labels), (o.logits.argmax(-1) == labels).sum()])
+    return loss_fn
 
 # %% ../nbs/08_finetune.ipynb #f4d9a15b
 @torch.no_grad()
@@ -156,13 +172,12 @@ def finetune(store, model=None, cfg: FinetuneConfig | None = None, device=None, 
     shared engine. The starting point is `finetune_model`'s: `init` (a kit run), `official` (an authors'
     `classifier.pt`) or `model` from scratch; `new_head` allows a head of another class count. Each step draws,
     per video, one random spatial view of `cfg.views` and one random temporal crop of `cfg.clip_len` frames, keyed
-    by (seed, epoch, video) (`LabelledClipDataset`). The loss is the model's own (`ClassificationOutput.loss`).
+    by (seed, epoch, video) (`LabelledClipDataset`); the loss is the model's (`ClassificationOutput.loss`).
     - `out`: the run folder: `metrics.jsonl`, `checkpoints/`, TensorBoard, and at the end `model.safetensors`,
-      `config.json` (with `num_classes`), `finetune_config.json` (the settings, the tokenizer identity and the store's frame rate `fps`, which
-      `vimpac-predict` decodes at) and `classes.json` (the class names, in order).
-    - `resume=True`: continue from the newest checkpoint in `out` that loads, exactly.
-    - `test_store`: a labelled store of held-out videos; its `clip_accuracy` is logged at the end as `test_acc`.
-    Returns the model (eval mode) and the logged records (step, loss, acc, lr, grad_norm, clips_per_s).
+      `config.json` (with `num_classes`), `finetune_config.json` (the settings, the tokenizer identity and the
+      store's `fps`, which `vimpac-predict` decodes at) and `classes.json` (the class names, in order).
+    - `resume=True`: continue exactly from the newest checkpoint in `out` that loads. `test_store`: labelled held-out
+      videos, whose `clip_accuracy` is logged at the end as `test_acc`. Returns the model (eval mode) and the records.
     Raises `VimpacError`, before anything is written, for a store (or test store) without labels, a test store with
     classes the train store lacks, a head of another class count without `new_head`, a store of another
     vocabulary or tokenizer, the errors of `start_run` and `plan_steps`, and too many bad steps in a row."""
@@ -172,20 +187,11 @@ def finetune(store, model=None, cfg: FinetuneConfig | None = None, device=None, 
     state = _resume_state(run.out, store, cfg) if resume else None
     if state is None: model = finetune_model(store, model, cfg.clip_len, init, official, new_head, cfg.seed)
     else: model = VimpacForVideoClassification(VimpacConfig(**state["model_config"]), state["num_classes"]); model.load_state_dict(state["model"])
-    c, world = model.config, run.world
-    G, micro, accum, steps = plan_steps(cfg, len(store), world)
+    c, (G, micro, accum, steps) = model.config, plan_steps(cfg, len(store), run.world)
     eng = Engine(model, replace(cfg, lr=cfg.lr or finetune_lr(c)), steps, run)
     start = eng.restore(state)
-    data = LabelledClipDataset(store, cfg.clip_len, seed=cfg.seed, views=cfg.views)
-    it = iter(step_loader(data, StepBatches(len(store), G, micro, accum, world, run.rank, start, steps, cfg.seed), cfg,
-                          run.device, functools.partial(_collate, pad_from=store.vocab_size, pad_to=c.pad_id)))
+    it, loss_fn = _clip_batches(store, cfg, c.pad_id, (G, micro, accum), run, start, steps), _loss_fn(eng, run, G)
     log = MetricsLog(run, start, steps, resume, "fine-tune", progress)
-
-    def loss_fn(mb):        # this micro-batch's share of the global batch's mean, times `world` against DDP's average
-        tokens, labels = (t.to(run.device, non_blocking=True) for t in mb)
-        o = eng.forward(tokens, labels)
-        return o.loss * (len(labels) * world / G), torch.stack([o.loss.detach() * len(labels), (o.logits.argmax(-1) == labels).sum()])
-
     for step in log:
         stats, finite, grad_norm, lr = eng.update(eng.accumulate([next(it) for _ in range(accum)], loss_fn))
         log.count(G)
@@ -196,7 +202,6 @@ def finetune(store, model=None, cfg: FinetuneConfig | None = None, device=None, 
         eng.check_bad_steps(step, "fine-tuning")
         eng.save(step + 1, CHECKPOINT["kind"], model_config=asdict(c), num_classes=model.num_classes, classes=classes,
                  finetune_config=asdict(cfg), tokenizer=tok)
-    if test_store is not None and run.rank == 0:
-        log.write(dict(step=steps, test_acc=clip_accuracy(model, test_store, cfg.clip_len, classes)))
+    if test_store is not None and run.rank == 0: log.write(dict(step=steps, test_acc=clip_accuracy(model, test_store, cfg.clip_len, classes)))
     log.close()
     return eng.finish({"finetune_config.json": dict(asdict(cfg), tokenizer=tok, fps=store.fps), "classes.json": classes}), log.history

@@ -6,24 +6,23 @@ Docs: https://vimpac.github.io/vimpac/pretrain.html.md"""
 
 # %% ../nbs/07_pretrain.ipynb #688c95fb
 from __future__ import annotations
-import json, warnings
-from dataclasses import dataclass, asdict, fields
+import warnings
+from dataclasses import dataclass, asdict
 from pathlib import Path
 import torch
 import torch.distributed as dist
 from einops import rearrange
-from .utils import VimpacError, check_number, make_generator, derive_seed, read_json
+from .utils import IGNORE_INDEX, VimpacError, check_number, make_generator, derive_seed, read_json
 from .masking import block_mask, block_mask_from_uniform, blocks_for_ratio, apply_mask
 from .model import PRESETS, VimpacConfig, VimpacForPreTraining, model_flops
 from .losses import info_nce, info_nce_distributed, pretraining_loss
 from .data import ClipPairDataset
 from .engine import (TrainConfig, Engine, MetricsLog, StepBatches, start_run, plan_steps, step_loader, batch_indices,
-                           check_resume_settings, latest_checkpoint, peak_flops, _norm)
+                           check_resume_settings, latest_checkpoint, peak_flops, config_from_spec, _norm)
 from .engine import PRECISIONS, list_checkpoints, param_groups  # noqa: F401 (re-exported: the CLI, the chapter's checks)
 
 # %% auto #0
-__all__ = ['CHECKPOINT_FIELDS', 'CHECKPOINT', 'PretrainConfig', 'mask_clip_pairs', 'log_record', 'config_from_spec', 'pretrain',
-           'evaluate_masking']
+__all__ = ['CHECKPOINT_FIELDS', 'CHECKPOINT', 'PretrainConfig', 'mask_clip_pairs', 'log_record', 'pretrain', 'evaluate_masking']
 
 # %% ../nbs/07_pretrain.ipynb #b9637bec
 @dataclass
@@ -33,7 +32,7 @@ class PretrainConfig(TrainConfig):
     and the objective's own fields. Every field is checked when the config is made: a value out of range (`lr` NaN
     or <= 0, `temperature` <= 0, `clip_len` 0, ...) raises `VimpacError` naming the field, what is allowed and the
     value given."""
-    d_max: float | None = None     # seconds between the two clips' starts (§5.3.2); None: unbounded
+    d_max: float | None = None     # seconds between the two clips' starts (§5.2, Table 7); None: unbounded
     alpha: float = 1.0             # contrastive loss weight
     temperature: float = 0.2       # gamma
     mask_ratio: float = 0.15       # target of blocks_for_ratio
@@ -55,7 +54,7 @@ def mask_clip_pairs(pairs: torch.Tensor, model_config: VimpacConfig, cfg: "Pretr
                     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Clip pairs int64 (n, 2, T, h, w) → 2n clips [c_1..c_n, c'_1..c'_n], each with its own block mask: (inputs
     with [MASK], labels, bool mask), each (2n, T, h, w). The masks come from `mask_u` (n, 2, K, 6), the keyed
-    uniforms of `ClipPairDataset` (training), or are drawn from `generator` with the appendix B block count unless
+    uniforms of `ClipPairDataset` (training), or are drawn from `generator` with the appendix B.1 block count unless
     `cfg.num_blocks` (evaluation, benchmarks)."""
     clips = rearrange(pairs, "n two t h w -> (two n) t h w")
     T, h, w = clips.shape[1:]
@@ -83,6 +82,7 @@ def log_record(step: int, stats: torch.Tensor, n_masked, batch: int, cfg: Pretra
     if peak: rec["mfu"] = rec["videos_per_s"] * 2 * model_flops(model_config, cfg.clip_len, cfg.mask_ratio) / (peak * world)
     return rec
 
+# %% ../nbs/07_pretrain.ipynb #d5a73be7
 _NOT_COMPARED = ("token_map", "max_frames", "gradient_checkpointing")   # adapted to the store and clip length
 
 def _model_spec(model) -> dict:
@@ -110,31 +110,29 @@ def _check_same_model(model, saved: dict, where: str, option: str):
 def _tokenizer_of(store) -> dict | None:
     return getattr(store, "meta", {}).get("tokenizer")
 
-def config_from_spec(model, store, clip_len: int) -> VimpacConfig:
-    """The `VimpacConfig` of a `model` argument that names one: None (the `tiny` preset), a preset name, or a dict of
-    config fields with an optional `preset`; the vocabulary and token map come from `store`, the clip length from
-    `clip_len`. Raises `VimpacError` for an unknown field or preset."""
-    spec = dict(preset=model) if isinstance(model, str) else dict(model or {})
-    unknown = sorted(set(spec) - {f.name for f in fields(VimpacConfig)} - {"preset"})
-    if unknown: raise VimpacError(f"model: unknown config field(s) {', '.join(unknown)}")
-    return VimpacConfig.from_preset(spec.pop("preset", None) or "tiny", **{**dict(vocab_size=store.vocab_size,
-                                    token_map=store.token_map, max_frames=clip_len), **spec})
+def _check_tokenizer(store, trained_on: dict | None, where, strict: bool = False):
+    """Raise `VimpacError` when `store` was built by another tokenizer than `trained_on`, the identity that `where` (a
+    checkpoint, a run folder) records; unless `strict`, an identity missing on either side passes."""
+    have = _tokenizer_of(store)
+    if (strict or (trained_on is not None and have is not None)) and trained_on != have:
+        raise VimpacError(f"{store.path}: store was built by tokenizer {have}, but {where} was trained on tokens of {trained_on}")
+
+# %% ../nbs/07_pretrain.ipynb #34000a68
+def _init_model(store, model, cfg: PretrainConfig, init) -> VimpacForPreTraining:
+    "The model saved in the folder `init`, checked against the `model` asked for and the store's tokenizer."
+    init = Path(init)
+    saved_model = read_json(init/"config.json", "a saved vimpac model's config.json")
+    if model is not None: _check_same_model(model, saved_model, str(init), "--init")
+    pc = init/"pretrain_config.json"
+    _check_tokenizer(store, read_json(pc, "a run's pretrain_config.json").get("tokenizer") if pc.is_file() else None, init)
+    return VimpacForPreTraining.from_pretrained(init, token_map=store.token_map, max_frames=cfg.clip_len)
 
 def _pretrain_model(store, model, cfg: PretrainConfig, state: dict | None, init) -> VimpacForPreTraining:
     "The model `pretrain` starts from: the checkpoint's (`state`), `init`'s, or a new one (see `pretrain`); checked against the store."
-    tok_id = _tokenizer_of(store)
     if state is not None:
         model = VimpacForPreTraining(VimpacConfig(**state["model_config"]))
         model.load_state_dict(state["model"])
-    elif init is not None:
-        init = Path(init)
-        saved_model = read_json(init/"config.json", "a saved vimpac model's config.json")
-        if model is not None: _check_same_model(model, saved_model, str(init), "--init")
-        pc = init/"pretrain_config.json"
-        init_tok = json.loads(pc.read_text()).get("tokenizer") if pc.is_file() else None
-        if init_tok is not None and tok_id is not None and init_tok != tok_id:
-            raise VimpacError(f"{store.path}: store was built by tokenizer {tok_id}, but {init} was trained on tokens of {init_tok}")
-        model = VimpacForPreTraining.from_pretrained(init, token_map=store.token_map, max_frames=cfg.clip_len)
+    elif init is not None: model = _init_model(store, model, cfg, init)
     elif model is None or isinstance(model, (str, dict)): model = config_from_spec(model, store, cfg.clip_len)
     if isinstance(model, VimpacConfig): torch.manual_seed(cfg.seed); model = VimpacForPreTraining(model)
     if not isinstance(model, VimpacForPreTraining):
@@ -146,16 +144,30 @@ def _pretrain_model(store, model, cfg: PretrainConfig, state: dict | None, init)
                           f"the model expects {c.vocab_size} and {c.token_map}")
     return model
 
+# %% ../nbs/07_pretrain.ipynb #a6a7d599
 def _resume_state(out, store, model, cfg: PretrainConfig) -> dict:
     "The newest checkpoint of `out` that loads, checked against the `model` asked for, `cfg` and the store's tokenizer."
     ckpt, state = latest_checkpoint(out, **CHECKPOINT)
     if model is not None: _check_same_model(model, state["model_config"], f"the checkpoint {ckpt}", "--resume")
     check_resume_settings(state["pretrain_config"], cfg, ckpt)
-    if state["tokenizer"] != _tokenizer_of(store):
-        raise VimpacError(f"{store.path}: store was built by tokenizer {_tokenizer_of(store)}, but the checkpoint {ckpt} "
-                          f"was trained on tokens of {state['tokenizer']}")
+    _check_tokenizer(store, state["tokenizer"], f"the checkpoint {ckpt}", strict=True)
     return state
 
+def _check_store(store, cfg: PretrainConfig, rank: int):
+    "At least 2 videos (InfoNCE needs a negative); a warning when the batch asks for more clip pairs than videos."
+    if len(store) < 2: raise VimpacError(f"{store.path}: contrastive pre-training needs at least 2 videos, got {len(store)}")
+    if cfg.batch_size > len(store) and rank == 0:
+        warnings.warn(f"batch size {cfg.batch_size} is larger than the {len(store)} videos of {store.path}; using "
+                      f"{len(store)} (a batch holds at most one clip pair per video)", stacklevel=3)
+
+def _pair_batches(store, cfg: PretrainConfig, pad_id: int, plan: tuple, run, start: int, steps: int):
+    "An iterator over this process's micro-batches (clip pairs, mask uniforms) from step `start`; `plan` is (G, micro, accum)."
+    data = ClipPairDataset(store, cfg.clip_len, pad_id=pad_id, seed=cfg.seed, num_blocks=cfg.num_blocks,
+                           mask_ratio=cfg.mask_ratio, d_max=cfg.d_max)
+    batches = StepBatches(len(store), *plan, run.world, run.rank, start, steps, cfg.seed)
+    return iter(step_loader(data, batches, cfg, run.device, _collate))
+
+# %% ../nbs/07_pretrain.ipynb #2367bdbf
 def _masked_step(it, accum: int, c: VimpacConfig, cfg: PretrainConfig, run) -> tuple[list, torch.Tensor]:
     """The `accum` micro-batches of one step, block-masked from their keyed uniforms: [(inputs, labels, pairs,
     n_masked)], with n_masked the masked tokens of the global batch (summed over processes), which normalises the
@@ -164,66 +176,51 @@ def _masked_step(it, accum: int, c: VimpacConfig, cfg: PretrainConfig, run) -> t
     for _ in range(accum):
         pairs, u = next(it)
         inputs, labels, _ = mask_clip_pairs(pairs.to(run.device, non_blocking=True), c, cfg, mask_u=u.to(run.device, non_blocking=True))
-        n_masked += (labels != -100).sum()
+        n_masked += (labels != IGNORE_INDEX).sum()
         mbs.append((inputs, labels, len(pairs)))
     if run.world > 1: dist.all_reduce(n_masked)
     return [(*mb, n_masked) for mb in mbs], n_masked
 
-# %% ../nbs/07_pretrain.ipynb #a1b2c3d5
-def pretrain(store, model: VimpacForPreTraining | VimpacConfig | dict | str | None = None, cfg: PretrainConfig | None = None,
-             device=None, out=None, progress: bool = True, resume: bool = False, init=None) -> tuple[VimpacForPreTraining, list[dict]]:
-    """Pre-train on a `TokenStore` with both losses (§3.3, Table 12), in one process or under `torchrun`.
-    - `model`: a model, a `VimpacConfig`, a preset name, or a dict of config fields with an optional `preset` (e.g.
-      `dict(preset="small", layout="T,H,W", dropout=0.0)`); None is the `tiny` preset. A preset or a dict takes its
-      vocabulary and token map from the store. With `resume` or `init` the model is the saved one: a `model` given
-      as well must agree with it (a dict is compared field by field), else `VimpacError` names what differs.
-    - `init`: a folder saved by `save_pretrained` to start from. Its positional tables are interpolated to this
-      store's token map, which is how §4.2's stage at S = 256 continues from the stage at S = 128.
-    - `out`: the run folder. It receives `metrics.jsonl` (one JSON object per logged step), checkpoints under
-      `checkpoints/`, TensorBoard events when `tensorboard` is installed, and at the end `model.safetensors`,
-      `config.json` and `pretrain_config.json` (the settings, the tokenizer identity, the store's `fps`).
-    - `resume=True`: continue from the newest checkpoint in `out` that loads; newer ones that do not (truncated,
-      corrupt) are passed over with one warning naming them.
-
-    Returns the model (unwrapped, eval mode) and the logged metrics, one dict per `log_every` steps with step,
-    loss, mask_loss, mask_acc, cl_loss, cl_acc, lr, grad_norm, clips_per_s and videos_per_s. A step with a
-    non-finite loss or gradient is skipped and logged; `max_bad_steps` of them in a row stop the run.
-
-    Warns (one line) when `cfg.batch_size` exceeds the store's videos: the batch is then the number of videos.
-
-    Raises `VimpacError`, before anything is written, for:
-    - an `out` that is a file, a `device` that does not exist here (`check_device`), fp16/bf16 off a GPU;
-    - a `model` that differs from the checkpoint's or `init`'s, a `dropout` outside [0, 1);
-    - a store whose tokenizer, vocabulary or token map differs from the model's or the checkpoint's;
-    - a store with fewer than 2 videos;
-    - `resume` with no checkpoint, or none that loads;
-    - a batch size not divisible by processes x micro-batch;
-    - too many bad steps in a row."""
-    cfg = cfg or PretrainConfig()
-    run = start_run(out, resume, device, cfg.precision)
-    if len(store) < 2: raise VimpacError(f"{store.path}: contrastive pre-training needs at least 2 videos, got {len(store)}")
-    if cfg.batch_size > len(store) and run.rank == 0:
-        warnings.warn(f"batch size {cfg.batch_size} is larger than the {len(store)} videos of {store.path}; using "
-                      f"{len(store)} (a batch holds at most one clip pair per video)", stacklevel=2)
-    state = _resume_state(run.out, store, model, cfg) if resume else None
-    model = _pretrain_model(store, model, cfg, state, init)
-    c, world = model.config, run.world
-    G, micro, accum, steps = plan_steps(cfg, len(store), world)
-    eng = Engine(model, cfg, steps, run)
-    start = eng.restore(state)
-    data = ClipPairDataset(store, cfg.clip_len, pad_id=c.pad_id, seed=cfg.seed, num_blocks=cfg.num_blocks,
-                           mask_ratio=cfg.mask_ratio, d_max=cfg.d_max)
-    it = iter(step_loader(data, StepBatches(len(store), G, micro, accum, world, run.rank, start, steps, cfg.seed), cfg, run.device, _collate))
-    log, peak = MetricsLog(run, start, steps, resume, "pre-train", progress), peak_flops(run.device, cfg.peak_tflops)
-
-    def loss_fn(mb):        # one micro-batch: the token loss over the global batch's masked tokens, InfoNCE over all processes
+def _loss_fn(eng: Engine, cfg: PretrainConfig, world: int, accum: int):
+    "The loss of one micro-batch (inputs, labels, m clip pairs, n_masked) and its stats for `log_record`."
+    def loss_fn(mb):        # the token loss over the global batch's masked tokens, InfoNCE over all processes
         inputs, labels, m, n_masked = mb
         o = eng.forward(inputs, labels, n_masked)
         nce, cl_correct = info_nce_distributed(o.features[:m], o.features[m:], cfg.temperature)
         # DDP averages over processes: scaled by `world`, these sum to the one-process loss of the global batch
         loss = pretraining_loss(world * o.loss, nce / (accum * m), cfg.alpha, cfg.temperature)
         return loss, torch.stack([o.loss.detach() * n_masked.clamp_min(1), (o.logits.argmax(-1) == o.targets).sum(), nce.detach(), cl_correct])
+    return loss_fn
 
+# %% ../nbs/07_pretrain.ipynb #a1b2c3d5
+def pretrain(store, model: VimpacForPreTraining | VimpacConfig | dict | str | None = None, cfg: PretrainConfig | None = None,
+             device=None, out=None, progress: bool = True, resume: bool = False, init=None) -> tuple[VimpacForPreTraining, list[dict]]:
+    """Pre-train on a `TokenStore` with both losses (§3.3, Table 12), in one process or under `torchrun`.
+    - `model`: a model, a `VimpacConfig`, or a preset name or dict for `config_from_spec` (None: `tiny`). With `resume`
+      or `init` the model is the saved one: a `model` given too must agree with it, else `VimpacError` names what differs.
+    - `init`: a folder saved by `save_pretrained` to start from, its positional tables interpolated to this store's
+      token map (§4.2: the stage at S = 256 continues from the stage at S = 128).
+    - `out`: the run folder: `metrics.jsonl` (a `log_record` per logged step), `checkpoints/`, TensorBoard events when
+      installed; at the end `model.safetensors`, `config.json`, `pretrain_config.json`. `resume=True`: continue from
+      the newest checkpoint in `out` that loads (newer ones that do not are passed over with one warning).
+
+    Returns the model (unwrapped, eval mode) and the logged records; a step with a non-finite loss or gradient is
+    skipped and logged. Warns when `cfg.batch_size` exceeds the store's videos. Raises `VimpacError`, before anything
+    is written, for an `out` that is a file, a missing `device`, fp16/bf16 off a GPU, a `model` other than the saved
+    one, a `dropout` outside [0, 1), a store whose tokenizer, vocabulary or token map differs from the model's, a store
+    of fewer than 2 videos, `resume` with no checkpoint that loads, a batch size not divisible by processes x
+    micro-batch; and for `max_bad_steps` bad steps in a row."""
+    cfg = cfg or PretrainConfig()
+    run = start_run(out, resume, device, cfg.precision)
+    _check_store(store, cfg, run.rank)
+    state = _resume_state(run.out, store, model, cfg) if resume else None
+    model = _pretrain_model(store, model, cfg, state, init)
+    c, world = model.config, run.world
+    G, micro, accum, steps = plan_steps(cfg, len(store), world)
+    eng = Engine(model, cfg, steps, run)
+    start = eng.restore(state)
+    it = _pair_batches(store, cfg, c.pad_id, (G, micro, accum), run, start, steps)
+    log, peak, loss_fn = MetricsLog(run, start, steps, resume, "pre-train", progress), peak_flops(run.device, cfg.peak_tflops), _loss_fn(eng, cfg, world, accum)
     pending = []            # steps not yet read on the host: the loop reads the device at log and checkpoint steps only
     for step in log:
         micro_batches, n_masked = _masked_step(it, accum, c, cfg, run)
@@ -232,8 +229,7 @@ def pretrain(store, model: VimpacForPreTraining | VimpacConfig | dict | str | No
         if eng.read_due(step):
             for s, stats, finite, grad_norm, lr, nm in eng.settle(pending):
                 if log.due(s, cfg.log_every, finite):
-                    log.write(log_record(s, stats, nm, G, cfg, lr, grad_norm, *log.rate(), c, peak, world),
-                              finite, show=("loss", "mask_acc", "cl_acc"))
+                    log.write(log_record(s, stats, nm, G, cfg, lr, grad_norm, *log.rate(), c, peak, world), finite, show=("loss", "mask_acc", "cl_acc"))
                 eng.check_bad_steps(s, "pre-training")
         eng.save(step + 1, CHECKPOINT["kind"], model_config=asdict(c), pretrain_config=asdict(cfg), tokenizer=_tokenizer_of(store))
     log.close()
