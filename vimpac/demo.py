@@ -65,7 +65,7 @@ def check_video(path, limits: dict | None = None) -> dict:
                           f"{lim['max_pixels']} pixels per frame (e.g. 1920x1080)")
     return info
 
-# %% ../nbs/10_demo.ipynb #1e82cdf3
+# %% ../nbs/10_demo.ipynb #9c234224
 def _to_image(fig) -> np.ndarray:
     "A matplotlib figure as a uint8 RGB array (H, W, 3); the figure is closed."
     fig.canvas.draw()
@@ -98,7 +98,7 @@ def plot_nn_fill(tok, tokens: torch.Tensor, mask: torch.Tensor, mode: str = "spa
     fig.tight_layout()
     return fig
 
-# %% ../nbs/10_demo.ipynb #4dfbc23f
+# %% ../nbs/10_demo.ipynb #94510629
 def make_mask(shape, strategy: str = "block", blocks: int = 0, ratio: float = 0.15, seed: int = 0) -> torch.Tensor:
     """A bool mask (T, h, w): `strategy="block"` draws `blocks` cubes (§3.1, Eq. 3; 0 = the number that masks about
     15%, `blocks_for_ratio`), `"iid"` masks each token with probability `ratio` (Eq. 2). Seeded by `seed`. Raises
@@ -117,7 +117,7 @@ def make_mask(shape, strategy: str = "block", blocks: int = 0, ratio: float = 0.
         return m
     raise VimpacError(f"strategy: expected 'block' or 'iid', got {strategy!r}")
 
-# %% ../nbs/10_demo.ipynb #bcc2208c
+# %% ../nbs/10_demo.ipynb #92ac33f3
 def reconstruct(path, model, tok, strategy: str = "block", blocks: int = 0, ratio: float = 0.15, seed: int = 0,
                 neighbour: str = "spatial", limits: dict | None = None, progress=None) -> dict:
     """Mask a clip of the video at `path` and reconstruct it. The video is checked (`check_video`), its first T
@@ -149,7 +149,7 @@ def reconstruct(path, model, tok, strategy: str = "block", blocks: int = 0, rati
                 model_acc=(pred[mask] == tokens[mask]).float().mean().item(),
                 copy_acc=copy_accuracy(tokens[None], mask[None], neighbour), masked=share, frames=len(frames))
 
-# %% ../nbs/10_demo.ipynb #4d34354c
+# %% ../nbs/10_demo.ipynb #d9792dde
 THEME_FONTS = dict(font=["ui-sans-serif", "system-ui", "sans-serif"], font_mono=["ui-monospace", "monospace"])
 
 def _samples() -> list[Path]:
@@ -170,7 +170,7 @@ def _page_reconstruct(model, tok, lim: dict):
         return (_to_image(r["reconstruction"]), _to_image(r["nn_fill"]), round(r["model_acc"], 4), round(r["copy_acc"], 4))
     return run
 
-# %% ../nbs/10_demo.ipynb #26b64147
+# %% ../nbs/10_demo.ipynb #afee64c1
 def build_app(checkpoint=None, tokenizer=None, device="cpu", limits: dict | None = None,
               model=None, tok=None, official=None) -> gr.Blocks:
     """The Gradio app. Loads the model (`load_demo_model(checkpoint, tokenizer, device, official)`) unless `model`
@@ -204,7 +204,7 @@ def build_app(checkpoint=None, tokenizer=None, device="cpu", limits: dict | None
     app.queue(default_concurrency_limit=1, max_size=32)
     return app
 
-# %% ../nbs/10_demo.ipynb #b2cd8136
+# %% ../nbs/10_demo.ipynb #03ffced7
 def launch(app: gr.Blocks, host: str = "127.0.0.1", port: int = 7860, **kwargs):
     """Start `app` on `host`:`port` with share, analytics and outside fonts off, uploads capped at
     `LIMITS["max_upload_mb"]`, and the sample videos readable. `kwargs` go to `gr.Blocks.launch` (e.g.
