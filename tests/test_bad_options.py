@@ -77,9 +77,9 @@ TOKENIZE = [  # (options, what the one line says)
     (["--fps", "-2"], "argument --fps: expected a finite number > 0, got '-2'"),
     (["--fps", "nan"], "argument --fps: expected a finite number > 0, got 'nan'"),
     (["--fps", "inf"], "argument --fps: expected a finite number > 0, got 'inf'"),
-    (["--size", "0"], "argument --size: expected an integer >= 1, got '0'"),
-    (["--size", "-64"], "argument --size: expected an integer >= 1, got '-64'"),
-    (["--size", "100"], "size: 100 is not a multiple of the tokenizer's downsample 8 (e.g. 96 or 104)"),
+    (["--frame-size", "0"], "argument --frame-size: expected an integer >= 1, got '0'"),
+    (["--frame-size", "-64"], "argument --frame-size: expected an integer >= 1, got '-64'"),
+    (["--frame-size", "100"], "frame size: 100 is not a multiple of the tokenizer's downsample 8 (e.g. 96 or 104)"),
     (["--batch-size", "0"], "argument --batch-size: expected an integer >= 1, got '0'"),
     (["--workers", "-1"], "argument --workers: expected an integer >= 0, got '-1'"),
     (["--num-shards", "0", "--shard-index", "0"], "argument --num-shards: expected an integer >= 1, got '0'"),
@@ -173,12 +173,12 @@ def test_model_options_must_agree_with_the_saved_model(options, needle, run, sto
 
 
 def test_refused_run_leaves_no_folder_and_a_correct_run_then_works(videos, tmp_path, capsys):
-    "Today's trap: a bad --size wrote meta.json, and the next correct run into that folder was refused."
+    "Today's trap: a bad --frame-size wrote meta.json, and the next correct run into that folder was refused."
     out = tmp_path / "store"
-    for bad in (["--size", "100"], ["--fps", "inf"]):
+    for bad in (["--frame-size", "100"], ["--fps", "inf"]):
         refused(tokenize_main, [*map(str, videos), "--out", str(out), *bad], capsys)
         assert not out.exists()
-    tokenize_main([*map(str, videos), "--out", str(out), "--size", "32"])
+    tokenize_main([*map(str, videos), "--out", str(out), "--frame-size", "32"])
     assert "3 stored, 0 skipped (already stored), 0 failed" in capsys.readouterr().out
     assert json.loads((out / "meta.json").read_text())["frame_size"] == 32
 
@@ -215,7 +215,7 @@ def test_resume_passes_over_a_corrupt_newest_checkpoint(store, tmp_path, capsys)
 
 @pytest.mark.parametrize("script,options,line", [
     ("vimpac-tokenize", ["--fps", "inf"], "argument --fps: expected a finite number > 0, got 'inf'"),
-    ("vimpac-tokenize", ["--size", "100"], "size: 100 is not a multiple of the tokenizer's downsample 8"),
+    ("vimpac-tokenize", ["--frame-size", "100"], "frame size: 100 is not a multiple of the tokenizer's downsample 8"),
     ("vimpac-pretrain", ["--lr", "nan"], "argument --lr: expected a finite number > 0, got 'nan'"),
     ("vimpac-pretrain", ["--device", "cuda:7"], "argument --device: device 'cuda:7': ")])
 def test_console_scripts(script, options, line, bin_dir, videos, store, tmp_path):

@@ -30,7 +30,7 @@ def test_missing_path(bin_dir, tmp_path):
 def test_not_a_video(bin_dir, tmp_path):
     bad = tmp_path / "notes.mp4"
     bad.write_bytes(b"this is not a video\n" * 100)
-    r = run(bin_dir, "vimpac-tokenize", bad, "--out", tmp_path / "store", "--size", "64")
+    r = run(bin_dir, "vimpac-tokenize", bad, "--out", tmp_path / "store", "--frame-size", "64")
     assert_one_line_error(r, "vimpac-tokenize", f"{bad}: not a readable video")
     assert "0 stored, 0 skipped (already stored), 1 failed" in r.stdout
 
@@ -42,7 +42,7 @@ def test_failures_do_not_stop_the_run_and_rerun_skips(bin_dir, tmp_path):
     text.write_text("hello")
     listing = tmp_path / "videos.txt"
     listing.write_text("\n".join(map(str, sample_videos())) + "\n# a comment\n")
-    args = [listing, truncated, text, "--out", tmp_path / "store", "--size", "64", "--workers", "2"]
+    args = [listing, truncated, text, "--out", tmp_path / "store", "--frame-size", "64", "--workers", "2"]
     r = run(bin_dir, "vimpac-tokenize", *args)
     assert r.returncode == 1 and "Traceback" not in r.stderr
     assert "3 stored, 0 skipped (already stored), 2 failed" in r.stdout
@@ -69,7 +69,7 @@ def test_pretrain_bad_store(bin_dir, tmp_path):
 
 def test_tokenize_then_pretrain(bin_dir, tmp_path):
     store = tmp_path / "store"
-    r = run(bin_dir, "vimpac-tokenize", *sample_videos(), "--out", store, "--size", "64")
+    r = run(bin_dir, "vimpac-tokenize", *sample_videos(), "--out", store, "--frame-size", "64")
     assert r.returncode == 0, r.stderr
     meta = json.loads((store / "meta.json").read_text())
     assert meta["tokenizer"]["name"] == "vimpac-vqvae" and meta["views"] == ["1x-center"]

@@ -1,4 +1,4 @@
-"""`vimpac-tokenize`, `vimpac-pretrain` and `vimpac-showcase` (the main job behind `make demo`): thin wrappers over the notebook functions. The Gradio app `vimpac-demo` is in `vimpac.demo`.
+"""The console scripts: `vimpac-tokenize`, `vimpac-pretrain`, `vimpac-finetune`, `vimpac-predict`, `vimpac-features`, `vimpac-evaluate` and `vimpac-showcase` (the main job behind `make demo`), thin wrappers over the chapters' functions. The Gradio app `vimpac-demo` is in `vimpac.demo`.
 
 Docs: https://vimpac.github.io/vimpac/cli.html.md"""
 
@@ -8,8 +8,8 @@ Docs: https://vimpac.github.io/vimpac/cli.html.md"""
 from __future__ import annotations
 import argparse, os, sys, time, warnings
 from pathlib import Path
-from .utils import VimpacError, write_json, make_generator, get_device, check_device, check_number
-from .video import read_video, sample_videos
+from .utils import VimpacError, write_json, make_generator, get_device, check_device, check_number, renamed_kwargs
+from .video import VIEW_SETS, read_video, sample_videos
 from .tokenizer import load_tokenizer
 from .store import build_store, TokenStore
 from .data import read_split, SPLIT_DATASETS
@@ -19,10 +19,10 @@ from .model import LAYOUTS, PRESETS
 from .viz import plot_curves, plot_reconstruction
 
 # %% auto #0
-__all__ = ['DATASET_FPS', 'DATASET_VIEWS', 'tokenize_videos', 'tokenize_dataset', 'tokenize_main', 'pretrain_parser',
-           'pretrain_args', 'pretrain_main', 'run_demo', 'showcase_main', 'finetune_parser', 'finetune_args',
-           'finetune_main', 'predict_videos', 'predict_main', 'features_of', 'features_main', 'evaluate_run',
-           'evaluate_main']
+__all__ = ['DATASET_FPS', 'DATASET_VIEWS', 'PROBES', 'tokenize_videos', 'tokenize_dataset', 'tokenize_parser', 'tokenize_main',
+           'pretrain_parser', 'pretrain_args', 'pretrain_main', 'run_demo', 'showcase_main', 'finetune_parser',
+           'finetune_args', 'finetune_main', 'predict_videos', 'predict_main', 'features_of', 'features_main',
+           'evaluate_run', 'evaluate_main']
 
 # %% ../nbs/11_cli.ipynb #d4c797d1
 def _one_line(e: BaseException) -> str:
@@ -43,6 +43,7 @@ def _run(prog: str, fn, *args, **kwargs):
         except KeyboardInterrupt:
             print(f"{prog}: interrupted", file=sys.stderr); sys.exit(130)
 
+# %% ../nbs/11_cli.ipynb #128b3780
 class _Parser(argparse.ArgumentParser):
     """argparse whose errors are one line, `PROG: error: MESSAGE` and exit status 2 (the usage is left to `--help`),
     or with `raise_errors` a `VimpacError` of the message (for notebooks and papermill)."""
@@ -52,35 +53,51 @@ class _Parser(argparse.ArgumentParser):
         if self.raise_errors: raise VimpacError(message)
         self.exit(2, f"{self.prog}: error: {message}\n")
 
-def _number(**bounds):
-    "An argparse `type=`: a number checked by `check_number`; argparse prints `PROG: error: argument --X: ...`, exit 2."
-    def number(s):
-        try: return check_number(None, s, **bounds)
+def _checked(check):
+    "An argparse `type=` from a kit check that raises `VimpacError`: argparse prints `PROG: error: argument --X: ...`."
+    def parse(s):
+        try: return check(s)
         except VimpacError as e: raise argparse.ArgumentTypeError(str(e)) from None
-    return number
+    return parse
 
-def _device(s: str) -> str:
-    "An argparse `type=`: a device that exists here (`check_device`)."
-    try: check_device(s); return s
-    except VimpacError as e: raise argparse.ArgumentTypeError(str(e)) from None
+def _number(**bounds): return _checked(lambda s: check_number(None, s, **bounds))
+def _device(s: str) -> str: return _checked(lambda s: (check_device(s), s)[1])(s)
 
 def _folder(s: str) -> str:
     "An argparse `type=`: a folder to write, new or existing, but not a file."
     if Path(s).exists() and not Path(s).is_dir(): raise argparse.ArgumentTypeError(f"{s} is a file; expected a folder (new or existing)")
     return s
 
+# %% ../nbs/11_cli.ipynb #81ff9e93
+class _Renamed(argparse.Action):
+    "An option's old name: stores into the new one's `dest` and prints one warning line naming the new option."
+    def __init__(self, option_strings, dest, new: str = "", **kwargs):
+        super().__init__(option_strings, dest, **kwargs); self.new = new
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(f"{parser.prog}: warning: {option_string} is renamed {self.new}; the old name goes in the next release",
+              file=sys.stderr)
+        setattr(namespace, self.dest, values)
+
+def _frame_size_option(p, default=128, help="frame size S in pixels, a multiple of the tokenizer's downsample (paper: 128, then 256)"):
+    "`--frame-size` (dest `frame_size`), and the hidden old name `--size`."
+    p.add_argument("--frame-size", type=_number(integer=True, ge=1), default=default, help=help)
+    p.add_argument("--size", dest="frame_size", type=_number(integer=True, ge=1), action=_Renamed, new="--frame-size",
+                   help=argparse.SUPPRESS)
+
 # %% ../nbs/11_cli.ipynb #04162286
-def tokenize_videos(inputs, out, tokenizer="default", fps: float = 2.0, size: int = 128, views="center",
+@renamed_kwargs(size="frame_size")
+def tokenize_videos(inputs, out, tokenizer="default", fps: float = 2.0, frame_size: int = 128, views="center",
                     batch_size: int = 64, device=None, workers: int = 0, num_shards: int | None = None,
                     shard_index: int | None = None, progress: bool = True, labels: dict | None = None,
                     classes: list[str] | None = None, root=None):
     """Tokenize `inputs` into the store `out` with the tokenizer named `tokenizer` (see `load_tokenizer`; a loaded
-    tokenizer is used as it is). Without `num_shards`, the shard comes from torchrun's `WORLD_SIZE` / `RANK` when
-    set, else 1 / 0. `labels`, `classes` and `root` go to `build_store` (a labelled store). Returns
-    (`StoreSummary`, tokenizer). Raises `VimpacError` for a missing path or an empty folder, and before anything
-    is written for a bad option: `fps` not a finite number > 0, `size` < 1 or not a multiple of the tokenizer's
-    downsample, `batch_size` < 1, `workers` < 0, a `device` that does not exist here, an `out` that is a file."""
-    fps = check_number("fps", fps, gt=0); size = check_number("size", size, integer=True, ge=1)
+    tokenizer is used as it is) at `fps` frames per second and frame size S = `frame_size` pixels. Without
+    `num_shards`, the shard comes from torchrun's `WORLD_SIZE` / `RANK` when set, else 1 / 0. `labels`, `classes`
+    and `root` go to `build_store` (a labelled store). Returns (`StoreSummary`, tokenizer). Raises `VimpacError`
+    for a missing path or an empty folder, and before anything is written for a bad option: `fps` not a finite
+    number > 0, `frame_size` < 1 or not a multiple of the tokenizer's downsample, `batch_size` < 1, `workers` < 0,
+    a `device` that does not exist here, an `out` that is a file."""
+    fps = check_number("fps", fps, gt=0); frame_size = check_number("frame_size", frame_size, integer=True, ge=1)
     batch_size = check_number("batch_size", batch_size, integer=True, ge=1)
     workers = check_number("workers", workers, integer=True, ge=0)
     if Path(out).exists() and not Path(out).is_dir(): raise VimpacError(f"out: {out} is a file; expected a store folder (new or existing)")
@@ -88,21 +105,23 @@ def tokenize_videos(inputs, out, tokenizer="default", fps: float = 2.0, size: in
         num_shards = int(os.environ.get("WORLD_SIZE", 1)); shard_index = int(os.environ.get("RANK", 0))
     device = get_device(device)
     tok = load_tokenizer(tokenizer, device=device) if isinstance(tokenizer, (str, os.PathLike)) else tokenizer
-    if size % tok.downsample:
-        lo = max(tok.downsample, size // tok.downsample * tok.downsample)
-        raise VimpacError(f"size: {size} is not a multiple of the tokenizer's downsample {tok.downsample} "
+    if frame_size % tok.downsample:
+        lo = max(tok.downsample, frame_size // tok.downsample * tok.downsample)
+        raise VimpacError(f"frame size: {frame_size} is not a multiple of the tokenizer's downsample {tok.downsample} "
                           f"(e.g. {lo} or {lo + tok.downsample})")
-    summary = build_store(inputs, tok, out, fps=fps, frame_size=size, views=views, batch_size=batch_size,
+    summary = build_store(inputs, tok, out, fps=fps, frame_size=frame_size, views=views, batch_size=batch_size,
                           device=device, workers=workers, num_shards=num_shards, shard_index=shard_index or 0,
                           progress=progress, labels=labels, classes=classes, root=root)
     return summary, tok
 
+# %% ../nbs/11_cli.ipynb #f398776c
 # §4.2: the frame rate and views each dataset is fine-tuned at (`folder`: the pre-training rate); SSV2 without flips
 DATASET_FPS = dict(ucf101=2.0, kinetics400=2.0, hmdb51=4.0, ssv2=4.0, diving48=4.0, folder=2.0)
 DATASET_VIEWS = dict(ucf101="all", kinetics400="all", hmdb51="all", ssv2="noflip", diving48="all", folder="all")
 
+@renamed_kwargs(size="frame_size")
 def tokenize_dataset(dataset: str, video_root, out, split_dir=None, split: int = 1, tokenizer="default",
-                     fps: float | None = None, size: int = 128, views=None, batch_size: int = 64, device=None,
+                     fps: float | None = None, frame_size: int = 128, views=None, batch_size: int = 64, device=None,
                      workers: int = 0, num_shards: int | None = None, shard_index: int | None = None,
                      progress: bool = True):
     """Tokenize the official `split` of `dataset` (see `vimpac.data.read_split`; videos under `video_root`, split
@@ -124,17 +143,17 @@ def tokenize_dataset(dataset: str, video_root, out, split_dir=None, split: int =
                           f"(e.g. {s.missing[0][1] if s.missing else 'none listed'})")
     summaries, tok = {}, tokenizer
     for part in ("train", "test"):
-        videos = getattr(s, part)
-        if not videos: continue
-        summaries[part], tok = tokenize_videos([p for p, _ in videos], Path(out)/part, tok, fps, size, views, batch_size,
-                                               device, workers, num_shards, shard_index, progress,
-                                               labels=dict(videos), classes=s.classes, root=s.root)
+        if not getattr(s, part): continue
+        summaries[part], tok = tokenize_videos([p for p, _ in getattr(s, part)], Path(out)/part, tok, fps, frame_size,
+                                               views, batch_size, device, workers, num_shards, shard_index, progress,
+                                               labels=dict(getattr(s, part)), classes=s.classes, root=s.root)
     return s, summaries, tok
 
-def tokenize_main(argv=None):
-    "Console script `vimpac-tokenize`."
+# %% ../nbs/11_cli.ipynb #d035e2dc
+def tokenize_parser(raise_errors: bool = False) -> argparse.ArgumentParser:
+    "The options of `vimpac-tokenize`. With `raise_errors`, a bad option raises `VimpacError` instead of exiting."
     p = _Parser(prog="vimpac-tokenize", description="Tokenize videos into a vimpac token store (LMDB), or the official "
-                "split of a dataset into labelled train and test stores (--dataset).")
+                "split of a dataset into labelled train and test stores (--dataset).", raise_errors=raise_errors)
     p.add_argument("inputs", nargs="+", help="video files, folders of videos, or .txt lists of paths; with --dataset: "
                    "the dataset's video root")
     p.add_argument("--out", required=True, type=_folder,
@@ -146,9 +165,8 @@ def tokenize_main(argv=None):
     p.add_argument("--split", type=_number(integer=True, ge=1), default=None, help="with --dataset: the split number (default 1)")
     p.add_argument("--fps", type=_number(gt=0), default=None, help="frames per second to sample (default 2, the "
                    "paper's; with --dataset §4.2's: 2 for ucf101 and kinetics400, 4 for hmdb51, ssv2 and diving48)")
-    p.add_argument("--size", type=_number(integer=True, ge=1), default=128,
-                   help="frame size S in pixels, a multiple of the tokenizer's downsample (paper: 128, then 256)")
-    p.add_argument("--views", default=None, choices=["center", "all", "noflip"],
+    _frame_size_option(p)
+    p.add_argument("--views", default=None, choices=list(VIEW_SETS),
                    help="center (pre-training), all 12 fine-tuning views, or the 6 without flips (SSV2); default center, "
                         "with --dataset all (noflip for ssv2)")
     p.add_argument("--tokenizer", default="default", help="default | dalle:ENCODER.pkl,DECODER.pkl | a saved VQ-VAE folder")
@@ -159,20 +177,26 @@ def tokenize_main(argv=None):
                    help="number of writers (default: torchrun's WORLD_SIZE or 1)")
     p.add_argument("--shard-index", type=_number(integer=True, ge=0), default=None,
                    help="this writer's shard (default: torchrun's RANK or 0)")
+    return p
+
+# %% ../nbs/11_cli.ipynb #4422683e
+def tokenize_main(argv=None):
+    "Console script `vimpac-tokenize`: one summary line per store; exit status 1 when a video failed, 2 for bad input."
+    p = tokenize_parser()
     a = p.parse_args(argv)
     if (a.num_shards is None) != (a.shard_index is None): p.error("--num-shards and --shard-index go together")
+    shards = (a.batch_size, a.device, a.workers, a.num_shards, a.shard_index)
     if a.dataset is None:
         if a.split_dir is not None or a.split is not None: p.error("--split-dir and --split go with --dataset")
         summary, tok = _run(p.prog, tokenize_videos, a.inputs, a.out, a.tokenizer, 2.0 if a.fps is None else a.fps,
-                            a.size, a.views or "center", a.batch_size, a.device, a.workers, a.num_shards, a.shard_index)
+                            a.frame_size, a.views or "center", *shards)
         summaries = [summary]
     else:
         if len(a.inputs) != 1: p.error(f"with --dataset, give one positional argument, the video root (got {len(a.inputs)})")
         if a.split_dir is None and a.dataset != "folder":
             p.error(f"--dataset {a.dataset} needs --split-dir, the folder of its official split files")
         split, parts, tok = _run(p.prog, tokenize_dataset, a.dataset, a.inputs[0], a.out, a.split_dir, a.split or 1,
-                                 a.tokenizer, a.fps, a.size, a.views, a.batch_size, a.device, a.workers, a.num_shards,
-                                 a.shard_index)
+                                 a.tokenizer, a.fps, a.frame_size, a.views, *shards)
         print(split.headline())  # the split's counts and the listed videos not found, in one line
         summaries = list(parts.values())
     for summary in summaries:
@@ -181,7 +205,36 @@ def tokenize_main(argv=None):
         for f in summary.failed: print(f"{p.prog}: error: {f['reason']}", file=sys.stderr)
     if any(s.failed for s in summaries): sys.exit(1)
 
-# %% ../nbs/11_cli.ipynb #e764564f
+# %% ../nbs/11_cli.ipynb #4ca90c78
+def _model_options(p, what: str = "with --init/--resume: the saved one's"):
+    p.add_argument("--preset", default=None, choices=list(PRESETS), help=f"model size (default: tiny; {what})")
+    p.add_argument("--layout", default=None, choices=LAYOUTS, help=f"attention layout (default: T,H|W; {what})")
+    p.add_argument("--dropout", type=_number(ge=0, lt=1), default=None, help="backbone dropout (default: the preset's, 0.1)")
+
+def _loop_options(p, d, epochs_help: str):
+    "The training-loop options of `pretrain_parser` and `finetune_parser`; `d` is the config whose defaults they show."
+    n = p.add_mutually_exclusive_group()
+    n.add_argument("--steps", type=_number(integer=True, ge=1), default=d.steps)
+    n.add_argument("--epochs", type=_number(gt=0), default=None, help=epochs_help)
+    p.add_argument("--save-every", type=_number(integer=True, ge=0), default=d.save_every, help="checkpoint every N steps (0: at the end)")
+    p.add_argument("--keep-last", type=_number(integer=True, ge=0), default=d.keep_last, help="checkpoints to keep")
+    p.add_argument("--log-every", type=_number(integer=True, ge=1), default=d.log_every)
+    p.add_argument("--seed", type=_number(integer=True), default=d.seed)
+    p.add_argument("--resume", action="store_true", help="continue from the last checkpoint in --out")
+    p.add_argument("--precision", default="auto", choices=PRECISIONS, help="auto: bf16 or fp16 on a GPU, fp32 on a CPU (fp16/bf16 need a GPU)")
+    p.add_argument("--compile", action="store_true", help="torch.compile the model")
+    p.add_argument("--gradient-checkpointing", action="store_true")
+    p.add_argument("--num-workers", type=_number(integer=True, ge=0), default=0, help="data-loading processes")
+    p.add_argument("--device", type=_device, default=None, help="cpu, cuda or cuda:N (default: cuda when available)")
+
+def _loop_config(a) -> dict:
+    "The `TrainConfig` fields of parsed `_loop_options` (and the batch options both tools have)."
+    return dict(steps=a.steps, epochs=a.epochs, batch_size=a.batch_size, micro_batch_size=a.micro_batch_size, lr=a.lr,
+                clip_len=a.clip_len, save_every=a.save_every, keep_last=a.keep_last, log_every=a.log_every, seed=a.seed,
+                precision=a.precision, compile=a.compile, gradient_checkpointing=a.gradient_checkpointing,
+                num_workers=a.num_workers)
+
+# %% ../nbs/11_cli.ipynb #90048d39
 def pretrain_parser(raise_errors: bool = False) -> argparse.ArgumentParser:
     """The options of `vimpac-pretrain`. With `raise_errors`, a bad option raises `VimpacError` (its one line)
     instead of printing it and exiting: for notebooks and papermill runs."""
@@ -191,36 +244,23 @@ def pretrain_parser(raise_errors: bool = False) -> argparse.ArgumentParser:
     p.add_argument("store_pos", nargs="?", metavar="STORE", help=argparse.SUPPRESS)
     p.add_argument("--store", help="token store folder (from vimpac-tokenize)")
     p.add_argument("--out", required=True, type=_folder, help="run folder to write")
-    p.add_argument("--preset", default=None, choices=list(PRESETS), help="model size (default: tiny; with --init/--resume: the saved one's)")
-    p.add_argument("--layout", default=None, choices=LAYOUTS, help="attention layout (default: T,H|W; with --init/--resume: the saved one's)")
-    n = p.add_mutually_exclusive_group()
-    n.add_argument("--steps", type=_number(integer=True, ge=1), default=d.steps)
-    n.add_argument("--epochs", type=_number(gt=0), default=None, help="passes over the store, instead of --steps")
+    _model_options(p)
+    _loop_options(p, d, "passes over the store, instead of --steps")
     p.add_argument("--batch-size", type=_number(integer=True, ge=2), default=d.batch_size,
                    help="global clip pairs per update, at most the store's videos (paper: 1024)")
     p.add_argument("--micro-batch-size", type=_number(integer=True, ge=1), default=None, help="clip pairs per process and forward pass")
     p.add_argument("--lr", type=_number(gt=0), default=d.lr)
     p.add_argument("--clip-len", type=_number(integer=True, ge=1), default=d.clip_len, help="T, frames per clip")
-    p.add_argument("--d-max", type=_number(ge=0), default=None, help="largest distance in seconds between the two clips (§5.3.2)")
-    p.add_argument("--alpha", type=_number(ge=0), default=d.alpha, help="contrastive loss weight")
-    p.add_argument("--temperature", type=_number(gt=0), default=d.temperature, help="InfoNCE temperature gamma")
-    p.add_argument("--save-every", type=_number(integer=True, ge=0), default=d.save_every, help="checkpoint every N steps (0: at the end)")
-    p.add_argument("--keep-last", type=_number(integer=True, ge=0), default=d.keep_last, help="checkpoints to keep")
-    p.add_argument("--log-every", type=_number(integer=True, ge=1), default=d.log_every)
-    p.add_argument("--seed", type=_number(integer=True), default=d.seed)
-    p.add_argument("--resume", action="store_true", help="continue from the last checkpoint in --out")
+    p.add_argument("--d-max", type=_number(ge=0), default=None, help="largest distance in seconds between the two clips (§5.2.2, Table 7)")
+    p.add_argument("--alpha", type=_number(ge=0), default=d.alpha, help="contrastive loss weight (Eq. 6)")
+    p.add_argument("--temperature", type=_number(gt=0), default=d.temperature, help="InfoNCE temperature gamma (Eq. 4)")
     p.add_argument("--init", default=None, help="start from a saved model folder (positional tables interpolated)")
-    p.add_argument("--precision", default="auto", choices=PRECISIONS, help="auto: bf16 or fp16 on a GPU, fp32 on a CPU (fp16/bf16 need a GPU)")
-    p.add_argument("--compile", action="store_true", help="torch.compile the model")
-    p.add_argument("--gradient-checkpointing", action="store_true")
-    p.add_argument("--num-workers", type=_number(integer=True, ge=0), default=0, help="data-loading processes")
-    p.add_argument("--dropout", type=_number(ge=0, lt=1), default=None, help="override the preset's dropout (0.1)")
-    p.add_argument("--device", type=_device, default=None, help="cpu, cuda or cuda:N (default: cuda when available)")
     p.add_argument("--peak-tflops", type=_number(gt=0), default=None,
                    help="the device's peak TFLOP/s, for the MFU field of the metrics on any device (default: known GPUs only)")
     p.add_argument("--no-eval", action="store_true", help="skip the final mask-accuracy evaluation and plot")
     return p
 
+# %% ../nbs/11_cli.ipynb #63d84aa7
 def pretrain_args(a: argparse.Namespace, progress: bool = True) -> dict | None:
     """Run `vimpac-pretrain` from parsed options (`pretrain_parser().parse_args(argv)`) in this process: pre-train,
     then (on rank 0, unless `no_eval`) evaluate and plot. Returns the evaluation dict, or None. Raises
@@ -230,11 +270,7 @@ def pretrain_args(a: argparse.Namespace, progress: bool = True) -> dict | None:
     if store_path is None: raise VimpacError("the following arguments are required: --store")
     rank = int(os.environ.get("RANK", "0"))
     store = TokenStore(store_path)
-    cfg = PretrainConfig(steps=a.steps, epochs=a.epochs, batch_size=a.batch_size, micro_batch_size=a.micro_batch_size,
-                         lr=a.lr, clip_len=a.clip_len, d_max=a.d_max, alpha=a.alpha, temperature=a.temperature,
-                         save_every=a.save_every, keep_last=a.keep_last, log_every=a.log_every, seed=a.seed,
-                         precision=a.precision, compile=a.compile, gradient_checkpointing=a.gradient_checkpointing,
-                         num_workers=a.num_workers, peak_tflops=a.peak_tflops)
+    cfg = PretrainConfig(**_loop_config(a), d_max=a.d_max, alpha=a.alpha, temperature=a.temperature, peak_tflops=a.peak_tflops)
     given = {k: v for k, v in dict(preset=a.preset, layout=a.layout, dropout=a.dropout).items() if v is not None}
     model, hist = pretrain(store, given or None, cfg, device=a.device, out=a.out, resume=a.resume, init=a.init,
                            progress=progress and rank == 0)
@@ -245,7 +281,7 @@ def pretrain_args(a: argparse.Namespace, progress: bool = True) -> dict | None:
     return ev
 
 def pretrain_main(argv=None):
-    "Console script `vimpac-pretrain`."
+    "Console script `vimpac-pretrain`: prints the final mask and CL accuracies; exit status 2 for bad input."
     p = pretrain_parser()
     a = p.parse_args(argv)
     if (a.store or a.store_pos) is None: p.error("the following arguments are required: --store")
@@ -255,13 +291,14 @@ def pretrain_main(argv=None):
               f"CL accuracy {ev['cl_acc']:.3f}; wrote {a.out}")
 
 # %% ../nbs/11_cli.ipynb #88045811
-def run_demo(out="runs/demo", images="images", size: int = 128, fps: float = 2.0, steps: int = 400,
+@renamed_kwargs(size="frame_size")
+def run_demo(out="runs/demo", images="images", frame_size: int = 128, fps: float = 2.0, steps: int = 400,
              tokenizer: str = "default", seed: int = 0, device=None, progress: bool = True) -> dict:
-    """The main job on the bundled sample videos; returns a summary dict (final losses, mask accuracy and the
-    majority-token baseline, timings in seconds)."""
+    """The main job on the bundled sample videos at `fps` and frame size S = `frame_size`; returns a summary dict
+    (final losses, mask accuracy and the majority-token baseline, timings in seconds)."""
     t0 = time.perf_counter(); out, images = Path(out), Path(images)
     videos = sample_videos()
-    summary, tok = tokenize_videos(videos, out/"store", tokenizer=tokenizer, fps=fps, size=size, device="cpu", progress=progress)
+    summary, tok = tokenize_videos(videos, out/"store", tokenizer=tokenizer, fps=fps, frame_size=frame_size, device="cpu", progress=progress)
     store = TokenStore(out/"store", tokenizer=tok)
     t1 = time.perf_counter()
     cfg = PretrainConfig(steps=steps, batch_size=len(store), lr=2e-3, seed=seed)
@@ -269,26 +306,27 @@ def run_demo(out="runs/demo", images="images", size: int = 128, fps: float = 2.0
     t2 = time.perf_counter()
     ev = evaluate_masking(model.to("cpu"), store, cfg)
     plot_curves(hist, images/"training_curves.png", baseline=ev["majority_acc"])
-    clip = read_video(videos[1], fps=fps, size=size)[4:4 + cfg.clip_len]
-    h = size // tok.downsample
+    clip = read_video(videos[1], fps, frame_size)[4:4 + cfg.clip_len]
+    h = frame_size // tok.downsample
     mask = block_mask((1, cfg.clip_len, h, h), blocks_for_ratio(cfg.clip_len, h, h), generator=make_generator(seed + 7))[0]
     plot_reconstruction(clip, tok, model, mask, images/"reconstruction.png",
-                        title=f"bikes.mp4, {fps:g} FPS, S={size}: tiny VIMPAC after {steps} steps "
+                        title=f"bikes.mp4, {fps:g} FPS, S={frame_size}: tiny VIMPAC after {steps} steps "
                               f"(masked {100 * mask.float().mean():.0f}% in blocks)")
     summary = dict(tokenizer=tok.identity, first_loss=hist[0]["loss"],
                    final_loss=hist[-1]["loss"], **ev, tokenize_s=t1 - t0, pretrain_s=t2 - t1, total_s=time.perf_counter() - t0)
     write_json(out/"summary.json", summary)
     return summary
 
+# %% ../nbs/11_cli.ipynb #445c0177
 def showcase_main(argv=None):
     "Console script `vimpac-showcase`: the main job behind `make demo` (`vimpac-demo` is the Gradio app, `vimpac.demo`)."
     p = _Parser(prog="vimpac-showcase", description="VIMPAC end to end on the bundled sample videos.")
     p.add_argument("--out", type=_folder, default="runs/demo"); p.add_argument("--images", type=_folder, default="images")
-    p.add_argument("--size", type=_number(integer=True, ge=1), default=128); p.add_argument("--fps", type=_number(gt=0), default=2.0)
+    _frame_size_option(p); p.add_argument("--fps", type=_number(gt=0), default=2.0)
     p.add_argument("--steps", type=_number(integer=True, ge=1), default=400); p.add_argument("--tokenizer", default="default")
     p.add_argument("--seed", type=_number(integer=True), default=0); p.add_argument("--device", type=_device, default=None)
     a = p.parse_args(argv)
-    s = _run(p.prog, run_demo, a.out, a.images, a.size, a.fps, a.steps, a.tokenizer, a.seed, a.device)
+    s = _run(p.prog, run_demo, a.out, a.images, a.frame_size, a.fps, a.steps, a.tokenizer, a.seed, a.device)
     print(f"tokenizer: {s['tokenizer']['name']} ({s['tokenizer']['hash']})")
     print(f"pre-training loss {s['first_loss']:.3f} -> {s['final_loss']:.3f}")
     print(f"mask accuracy {s['mask_acc']:.3f} vs majority-token baseline {s['majority_acc']:.3f}; CL accuracy {s['cl_acc']:.3f}")
@@ -311,38 +349,22 @@ def finetune_parser(raise_errors: bool = False) -> argparse.ArgumentParser:
     s.add_argument("--init", default=None, help="start from a kit run folder (pre-training or fine-tuning)")
     s.add_argument("--official", default=None, help="start from an authors' classifier.pt")
     p.add_argument("--new-head", action="store_true", help="a new zero classification head when the start's class count differs")
-    p.add_argument("--preset", default=None, choices=list(PRESETS), help="model size from scratch (default: tiny)")
-    p.add_argument("--layout", default=None, choices=LAYOUTS, help="attention layout from scratch (default: T,H|W)")
-    p.add_argument("--dropout", type=_number(ge=0, lt=1), default=None, help="backbone dropout from scratch (default 0.1)")
-    n = p.add_mutually_exclusive_group()
-    n.add_argument("--steps", type=_number(integer=True, ge=1), default=d.steps)
-    n.add_argument("--epochs", type=_number(gt=0), default=None, help="passes over the store, instead of --steps (paper: 22-50)")
+    _model_options(p, "from scratch only")
+    _loop_options(p, d, "passes over the store, instead of --steps (paper: 22-50)")
     p.add_argument("--batch-size", type=_number(integer=True, ge=1), default=d.batch_size, help="global clips per update (paper: 128)")
     p.add_argument("--micro-batch-size", type=_number(integer=True, ge=1), default=None, help="clips per process and forward pass")
     p.add_argument("--lr", type=_number(gt=0), default=None, help="default: 1e-4, 5e-5 for large_half (Table 12)")
     p.add_argument("--clip-len", type=_number(integer=True, ge=1), default=d.clip_len, help="T, frames per clip (paper: 10)")
-    p.add_argument("--views", default=None, help="training views: all (default: the store's), noflip (SSV2), center")
-    p.add_argument("--save-every", type=_number(integer=True, ge=0), default=d.save_every, help="checkpoint every N steps (0: at the end)")
-    p.add_argument("--keep-last", type=_number(integer=True, ge=0), default=d.keep_last, help="checkpoints to keep")
-    p.add_argument("--log-every", type=_number(integer=True, ge=1), default=d.log_every)
-    p.add_argument("--seed", type=_number(integer=True), default=d.seed)
-    p.add_argument("--resume", action="store_true", help="continue from the last checkpoint in --out")
-    p.add_argument("--precision", default="auto", choices=PRECISIONS, help="auto: bf16 or fp16 on a GPU, fp32 on a CPU")
-    p.add_argument("--compile", action="store_true", help="torch.compile the model")
-    p.add_argument("--gradient-checkpointing", action="store_true")
-    p.add_argument("--num-workers", type=_number(integer=True, ge=0), default=0, help="data-loading processes")
-    p.add_argument("--device", type=_device, default=None, help="cpu, cuda or cuda:N (default: cuda when available)")
+    p.add_argument("--views", default=None, choices=list(VIEW_SETS), help="training views: all (default: the store's), noflip (SSV2), center")
     return p
 
+# %% ../nbs/11_cli.ipynb #5e322013
 def finetune_args(a: argparse.Namespace, progress: bool = True) -> list[dict]:
     """Run `vimpac-finetune` from parsed options (`finetune_parser().parse_args(argv)`) in this process. Returns the
     logged records. Raises `VimpacError` for bad input (one line)."""
     store = TokenStore(a.store)
     test = TokenStore(a.test_store) if a.test_store else None
-    cfg = FinetuneConfig(steps=a.steps, epochs=a.epochs, batch_size=a.batch_size, micro_batch_size=a.micro_batch_size,
-                         lr=a.lr, clip_len=a.clip_len, views=a.views, save_every=a.save_every, keep_last=a.keep_last,
-                         log_every=a.log_every, seed=a.seed, precision=a.precision, compile=a.compile,
-                         gradient_checkpointing=a.gradient_checkpointing, num_workers=a.num_workers)
+    cfg = FinetuneConfig(**_loop_config(a), views=a.views)
     given = {k: v for k, v in dict(preset=a.preset, layout=a.layout, dropout=a.dropout).items() if v is not None}
     if given and (a.init or a.official or a.resume):
         raise VimpacError(f"--{'/--'.join(given)}: only for a model from scratch; --init, --official and --resume use the saved model")
@@ -351,7 +373,7 @@ def finetune_args(a: argparse.Namespace, progress: bool = True) -> list[dict]:
     return hist
 
 def finetune_main(argv=None):
-    "Console script `vimpac-finetune`."
+    "Console script `vimpac-finetune`: prints the last training (and test) accuracy; exit status 2 for bad input."
     p = finetune_parser()
     a = p.parse_args(argv)
     hist = _run(p.prog, finetune_args, a)
@@ -361,26 +383,25 @@ def finetune_main(argv=None):
         print(f"train accuracy {train[-1]['acc']:.3f}, loss {train[-1]['loss']:.3f}"
               + (f"; test accuracy {test[-1]:.3f} (one view per video)" if test else "") + f"; wrote {a.out}")
 
-# %% ../nbs/11_cli.ipynb #e2bd0001
+# %% ../nbs/11_cli.ipynb #dfd45ab1
 from .evaluate import (Features, load_run, run_tokenizer, predict, extract_features, evaluate, evaluate_probe,
                              parse_views, write_predictions)
 from .viz import plot_confusion, plot_store_retrieval
 import torch
 import matplotlib.pyplot as plt
 
-def _views(s: str) -> str:
-    "An argparse `type=`: SPATIALxTEMPORAL views (`parse_views`)."
-    try: parse_views(s); return s
-    except VimpacError as e: raise argparse.ArgumentTypeError(str(e)) from None
+PROBES = ("linear", "knn")  # the frozen-feature checks of `vimpac.evaluate.evaluate_probe`
 
 def _common(p, views_default, views_help):
+    "The options of the three tools that load a checkpoint: the run, its views, its tokenizer, batches, device."
     p.add_argument("--checkpoint", required=True, help="a saved model folder (save_pretrained: config.json, model.safetensors)")
-    p.add_argument("--views", type=_views, default=views_default, help=views_help)
+    p.add_argument("--views", type=_checked(lambda s: (parse_views(s), s)[1]), default=views_default, help=views_help)
     p.add_argument("--tokenizer", default=None, help="the tokenizer the checkpoint was trained with (default: the kit's "
                    "default, checked against the identity the run records)")
     p.add_argument("--batch-size", type=_number(integer=True, ge=1), default=32, help="clips per forward pass")
     p.add_argument("--device", type=_device, default=None, help="cpu, cuda or cuda:N (default: cuda when available)")
 
+# %% ../nbs/11_cli.ipynb #1f37c4b8
 def predict_videos(videos, checkpoint, views="3x10", fps=None, tokenizer=None, top: int = 5, batch_size: int = 32,
                    device=None, progress: bool = True) -> tuple[list[dict], dict]:
     """`vimpac-predict` as a function: load the checkpoint folder (`load_run`) and its tokenizer (`run_tokenizer`),
@@ -395,7 +416,7 @@ def predict_videos(videos, checkpoint, views="3x10", fps=None, tokenizer=None, t
     return preds, info
 
 def predict_main(argv=None):
-    "Console script `vimpac-predict`."
+    "Console script `vimpac-predict`: each video's top classes with their averaged scores; exit status 2 for bad input."
     p = _Parser(prog="vimpac-predict", description="Classify videos with a fine-tuned checkpoint (multi-view inference, §4.2).")
     p.add_argument("videos", nargs="+", help="video files, folders of videos, or .txt lists of paths")
     _common(p, "3x10", "SPATIALxTEMPORAL crops: 3x10 (the paper's), or 1xK for the centre crop alone (SSV2)")
@@ -411,19 +432,19 @@ def predict_main(argv=None):
         _run(p.prog, write_predictions, a.csv, [r["key"] for r in preds], torch.stack([r["scores"] for r in preds]),
              info["classes"], None, a.top, [r["path"] for r in preds])
 
+# %% ../nbs/11_cli.ipynb #4f86007e
 def features_of(inputs, checkpoint, out, views="1x10", fps=None, tokenizer=None, batch_size: int = 32, device=None,
                 progress: bool = True) -> Features:
     """`vimpac-features` as a function: [CLS] features of one token store (a folder with `meta.json`) or of videos
     (`extract_features`, tokenized by the run's tokenizer), saved to `out` (safetensors). Raises `VimpacError` for a
-    store given with other inputs."""
+    store given with other inputs, or a store built by another tokenizer than the run's."""
     inputs = [inputs] if isinstance(inputs, (str, Path)) else list(inputs)
     stores = [i for i in inputs if Path(i).is_dir() and (Path(i)/"meta.json").is_file()]
     if stores and len(inputs) > 1: raise VimpacError(f"{stores[0]}: a token store is given alone, not with other inputs")
     dev = get_device(device)
     model, info = load_run(checkpoint, dev)
     if stores:
-        store = TokenStore(stores[0])
-        want = info["tokenizer"]
+        store, want = TokenStore(stores[0]), info["tokenizer"]
         if want is not None and store.meta.get("tokenizer") not in (None, want):
             raise VimpacError(f"{store.path}: store was built by tokenizer {store.meta['tokenizer']}, but {checkpoint} was trained on tokens of {want}")
         feats = extract_features(store, model, views=views, batch_size=batch_size, device=dev, progress=progress)
@@ -434,7 +455,7 @@ def features_of(inputs, checkpoint, out, views="1x10", fps=None, tokenizer=None,
     return feats
 
 def features_main(argv=None):
-    "Console script `vimpac-features`."
+    "Console script `vimpac-features`: writes the features and prints their shape; exit status 2 for bad input."
     p = _Parser(prog="vimpac-features", description="Write the [CLS] features (N, D) of videos or of a token store, with their keys, to safetensors.")
     p.add_argument("inputs", nargs="+", metavar="VIDEO_OR_STORE", help="one token store folder, or video files, folders, .txt lists")
     p.add_argument("--out", required=True, help="the .safetensors file to write")
@@ -445,14 +466,36 @@ def features_main(argv=None):
     f = _run(p.prog, features_of, a.inputs, a.checkpoint, a.out, a.views, a.fps, a.tokenizer, a.batch_size, a.device)
     print(f"wrote {a.out}: {tuple(f.features.shape)[0]} videos x {tuple(f.features.shape)[1]} features ({f.views} views)")
 
+# %% ../nbs/11_cli.ipynb #5820a29e
+def _evaluation_figures(ev, out: Path, checkpoint, test_store, train, model, info, views, tokenizer, retrieval, batch_size,
+                        dev, progress, ftr=None, fte=None):
+    "`confusion.png` and, with a `train` store and `retrieval` > 0, `retrieval.png` in `out` (a failure of the latter warns)."
+    m = ev.metrics
+    plot_confusion(m["confusion"], ev.classes, out/"confusion.png",
+                   title=f"{Path(checkpoint).name} on {test_store.path.name}: {ev.method}, {ev.views} views\n"
+                         f"top-1 {m['top1']:.3f}, top-{min(5, len(ev.classes))} {m['top5']:.3f}, mean per-class {m['mean_class_acc']:.3f} ({m['n']} videos)")
+    plt.close("all")
+    if train is None or not retrieval: return
+    train_store = TokenStore(train)
+    if ftr is None:
+        ftr, fte = (extract_features(s, model, views=views or "1x10", batch_size=batch_size, device=dev, progress=progress)
+                    for s in (train_store, test_store))
+    try:
+        tok = run_tokenizer(info, tokenizer, dev)
+        plot_store_retrieval(fte, ftr, test_store, train_store, tok, retrieval, 5, 3, out/"retrieval.png",
+                             title=f"{Path(checkpoint).name}: {test_store.path.name} queries, {train_store.path.name} gallery")
+    except VimpacError as e: warnings.warn(f"retrieval figure skipped: {e}")
+    finally: plt.close("all")
+
+# %% ../nbs/11_cli.ipynb #8b03b300
 def evaluate_run(checkpoint, test, train=None, probe=None, views=None, k: int = 20, temperature: float = 0.07,
                  weight_decay: float = 1e-4, out=None, retrieval: int = 4, tokenizer=None, batch_size: int = 32,
                  device=None, progress: bool = True):
     """`vimpac-evaluate` as a function. Without `probe`: multi-view evaluation of the fine-tuned classifier of
-    `checkpoint` on the labelled store `test` (`evaluate`, default views 3x10). With `probe` ("linear" or "knn"):
+    `checkpoint` on the labelled store `test` (`evaluate`, default views 3x10). With `probe` (one of `PROBES`):
     the frozen [CLS] features of `train` and `test` (`evaluate_probe`, default views 1x10, the centre crop of
     pre-training). With `out`: `metrics.json`, `predictions.csv`, `confusion.png`, and when `train` is given and
-    `retrieval` > 0, `retrieval.png`. Returns the `Evaluation`."""
+    `retrieval` > 0, `retrieval.png`. Returns the `Evaluation`. Raises `VimpacError` for a probe without `train`."""
     if probe is not None and train is None: raise VimpacError(f"--probe {probe}: needs --train STORE (the store the probe is fitted on)")
     dev = get_device(device)
     model, info = load_run(checkpoint, dev)
@@ -464,32 +507,19 @@ def evaluate_run(checkpoint, test, train=None, probe=None, views=None, k: int = 
         ev, ftr, fte = evaluate_probe(model, train, test_store, probe, views or "1x10", k, temperature, weight_decay,
                                       batch_size, dev, info, progress)
     if out is not None:
-        out = Path(out); ev.write(out)
-        m = ev.metrics
-        plot_confusion(m["confusion"], ev.classes, out/"confusion.png",
-                       title=f"{Path(checkpoint).name} on {test_store.path.name}: {ev.method}, {ev.views} views\n"
-                             f"top-1 {m['top1']:.3f}, top-{min(5, len(ev.classes))} {m['top5']:.3f}, mean per-class {m['mean_class_acc']:.3f} ({m['n']} videos)")
-        plt.close("all")
-        if train is not None and retrieval:
-            train_store = TokenStore(train)
-            if ftr is None:
-                ftr, fte = (extract_features(s, model, views=views or "1x10", batch_size=batch_size, device=dev, progress=progress)
-                            for s in (train_store, test_store))
-            try:
-                tok = run_tokenizer(info, tokenizer, dev)
-                plot_store_retrieval(fte, ftr, test_store, train_store, tok, retrieval, 5, 3, out/"retrieval.png",
-                                     title=f"{Path(checkpoint).name}: {test_store.path.name} queries, {train_store.path.name} gallery")
-            except VimpacError as e: warnings.warn(f"retrieval figure skipped: {e}")
-            finally: plt.close("all")
+        ev.write(Path(out))
+        _evaluation_figures(ev, Path(out), checkpoint, test_store, train, model, info, views, tokenizer, retrieval,
+                            batch_size, dev, progress, ftr, fte)
     return ev
 
+# %% ../nbs/11_cli.ipynb #274dc8bb
 def evaluate_main(argv=None):
-    "Console script `vimpac-evaluate`."
+    "Console script `vimpac-evaluate`: prints the evaluation's headline and what it wrote; exit status 2 for bad input."
     p = _Parser(prog="vimpac-evaluate", description="Top-1 / top-5 / mean per-class accuracy of a checkpoint on a labelled "
                 "token store: multi-view inference of a fine-tuned classifier, or a linear probe / kNN on frozen [CLS] features.")
     p.add_argument("--test", required=True, help="labelled token store to evaluate on (vimpac-tokenize --dataset)")
     p.add_argument("--train", default=None, help="labelled training store: what a probe is fitted on, and the retrieval gallery")
-    p.add_argument("--probe", choices=["linear", "knn"], default=None, help="judge frozen [CLS] features instead of the classifier")
+    p.add_argument("--probe", choices=PROBES, default=None, help="judge frozen [CLS] features instead of the classifier")
     _common(p, None, "SPATIALxTEMPORAL crops (default 3x10, the paper's; 1x10 for probes, the centre crop of pre-training)")
     p.add_argument("--k", type=_number(integer=True, ge=1), default=20, help="kNN neighbours")
     p.add_argument("--temperature", type=_number(gt=0), default=0.07, help="kNN vote temperature: weight exp(cos / T)")

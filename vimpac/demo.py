@@ -28,7 +28,7 @@ __all__ = ['DEMO_CHECKPOINT', 'LIMITS', 'FPS', 'THEME_FONTS', 'load_demo_model',
 # %% ../nbs/10_demo.ipynb #e0142667
 DEMO_CHECKPOINT = Path(str(importlib.resources.files("vimpac")))/"weights"/"demo"
 LIMITS = dict(max_upload_mb=50.0, max_seconds=120.0, max_pixels=1920 * 1080)
-FPS = 2.0   # frames per second sampled from a video, as in pre-training (paper §4.1)
+FPS = 2.0   # frames per second sampled from a video, as in pre-training (paper §4.2)
 
 def load_demo_model(checkpoint=None, tokenizer=None, device="cpu", official=None) -> tuple[VimpacForPreTraining, torch.nn.Module]:
     """(model in eval mode, tokenizer) for the app. `checkpoint`: a folder written by `save_pretrained` /
@@ -65,7 +65,7 @@ def check_video(path, limits: dict | None = None) -> dict:
                           f"{lim['max_pixels']} pixels per frame (e.g. 1920x1080)")
     return info
 
-# %% ../nbs/10_demo.ipynb #ea95d542
+# %% ../nbs/10_demo.ipynb #9c234224
 def _to_image(fig) -> np.ndarray:
     "A matplotlib figure as a uint8 RGB array (H, W, 3); the figure is closed."
     fig.canvas.draw()
@@ -98,10 +98,11 @@ def plot_nn_fill(tok, tokens: torch.Tensor, mask: torch.Tensor, mode: str = "spa
     fig.tight_layout()
     return fig
 
+# %% ../nbs/10_demo.ipynb #94510629
 def make_mask(shape, strategy: str = "block", blocks: int = 0, ratio: float = 0.15, seed: int = 0) -> torch.Tensor:
-    """A bool mask (T, h, w): `strategy="block"` draws `blocks` cubes (§3.2; 0 = the number that masks about 15%,
-    `blocks_for_ratio`), `"iid"` masks each token with probability `ratio`. Seeded by `seed`. Raises `VimpacError`
-    for an unknown strategy, `blocks` < 0, or a ratio outside (0, 1)."""
+    """A bool mask (T, h, w): `strategy="block"` draws `blocks` cubes (§3.1, Eq. 3; 0 = the number that masks about
+    15%, `blocks_for_ratio`), `"iid"` masks each token with probability `ratio` (Eq. 2). Seeded by `seed`. Raises
+    `VimpacError` for an unknown strategy, `blocks` < 0, or a ratio outside (0, 1)."""
     T, h, w = shape
     g = make_generator(int(seed))
     if strategy == "block":
@@ -116,10 +117,11 @@ def make_mask(shape, strategy: str = "block", blocks: int = 0, ratio: float = 0.
         return m
     raise VimpacError(f"strategy: expected 'block' or 'iid', got {strategy!r}")
 
+# %% ../nbs/10_demo.ipynb #92ac33f3
 def reconstruct(path, model, tok, strategy: str = "block", blocks: int = 0, ratio: float = 0.15, seed: int = 0,
                 neighbour: str = "spatial", limits: dict | None = None, progress=None) -> dict:
-    """Mask a clip of the video at `path` and reconstruct it. The video is checked (`check_video`), its first
-    `model.config.max_frames` frames at 2 FPS are decoded at the model's frame size (token map x 8, centre crop),
+    """Mask a clip of the video at `path` and reconstruct it. The video is checked (`check_video`), its first T
+    frames (the model's clip length) at 2 FPS are decoded at the model's frame size (token map x 8, centre crop),
     tokenized, masked (`make_mask`), and filled by the model (`predict_masked`) and by copying
     (`nearest_neighbour_fill` in mode `neighbour`). Returns a dict: `reconstruction` and `nn_fill` (matplotlib
     figures), `model_acc` and `copy_acc` (share of masked tokens recovered exactly, in [0, 1]), `masked` (share of
@@ -131,40 +133,31 @@ def reconstruct(path, model, tok, strategy: str = "block", blocks: int = 0, rati
     step(0.05, desc="checking the video")
     check_video(path, limits)
     c = model.config
-    size = c.token_map[0] * tok.downsample
-    step(0.15, desc=f"decoding frames at {size} px")
-    frames = read_video(path, fps=FPS, size=size, max_frames=c.max_frames)
+    frame_size = c.token_map[0] * tok.downsample
+    step(0.15, desc=f"decoding frames at {frame_size} px")
+    frames = read_video(path, FPS, frame_size, max_frames=c.max_frames)
     step(0.35, desc="tokenizing")
     tokens = tok.encode(frames).cpu()
     mask = make_mask(tuple(tokens.shape), strategy, blocks, ratio, seed)
     step(0.5, desc="predicting the masked tokens")
     pred = predict_masked(model, tokens, mask)
-    model_acc = (pred[mask] == tokens[mask]).float().mean().item()
-    copy_acc = copy_accuracy(tokens[None], mask[None], neighbour)
-    name = Path(path).name
-    how = f"{int(mask.sum())} of {mask.numel()} tokens masked ({100 * mask.float().mean():.0f}%, {'blocks' if strategy == 'block' else 'i.i.d.'})"
+    name, share = Path(path).name, mask.float().mean().item()
+    how = f"{int(mask.sum())} of {mask.numel()} tokens masked ({100 * share:.0f}%, {'blocks' if strategy == 'block' else 'i.i.d.'})"
     step(0.7, desc="drawing")
-    rec = plot_reconstruction(frames, tok, model, mask, title=f"{name}: model reconstruction, {how}")
-    nn = plot_nn_fill(tok, tokens, mask, neighbour, title=f"{name}: copy the nearest visible token ({neighbour})")
-    step(1.0, desc="done")
-    return dict(reconstruction=rec, nn_fill=nn, model_acc=model_acc, copy_acc=copy_acc,
-                masked=mask.float().mean().item(), frames=len(frames))
+    return dict(reconstruction=plot_reconstruction(frames, tok, model, mask, title=f"{name}: model reconstruction, {how}"),
+                nn_fill=plot_nn_fill(tok, tokens, mask, neighbour, title=f"{name}: copy the nearest visible token ({neighbour})"),
+                model_acc=(pred[mask] == tokens[mask]).float().mean().item(),
+                copy_acc=copy_accuracy(tokens[None], mask[None], neighbour), masked=share, frames=len(frames))
 
-# %% ../nbs/10_demo.ipynb #5d6580f0
+# %% ../nbs/10_demo.ipynb #d9792dde
 THEME_FONTS = dict(font=["ui-sans-serif", "system-ui", "sans-serif"], font_mono=["ui-monospace", "monospace"])
 
 def _samples() -> list[Path]:
     try: return sample_videos()
     except VimpacError: return []
 
-def build_app(checkpoint=None, tokenizer=None, device="cpu", limits: dict | None = None,
-              model=None, tok=None, official=None) -> gr.Blocks:
-    """The Gradio app. Loads the model (`load_demo_model(checkpoint, tokenizer, device, official)`) unless `model`
-    and `tok` are given. Raises `VimpacError` when the model cannot be loaded. Launch it with `launch`."""
-    if model is None or tok is None: model, tok = load_demo_model(checkpoint, tokenizer, device, official)
-    lim = {**LIMITS, **(limits or {})}
-    c = model.config; size = c.token_map[0] * tok.downsample
-
+def _page_reconstruct(model, tok, lim: dict):
+    "The endpoint's function: `reconstruct` with the page's inputs; errors become a `gr.Error` of the kit's one line."
     def run(video, strategy="block", blocks=0, ratio=0.15, seed=0, neighbour="spatial", progress=gr.Progress()):
         if video is None: raise gr.Error("no video: upload one or pick a sample below")
         path = video if isinstance(video, str) else getattr(video, "name", video)
@@ -175,11 +168,20 @@ def build_app(checkpoint=None, tokenizer=None, device="cpu", limits: dict | None
             plt.close("all")
             raise gr.Error(next((l for l in str(e).splitlines() if l.strip()), type(e).__name__)) from None
         return (_to_image(r["reconstruction"]), _to_image(r["nn_fill"]), round(r["model_acc"], 4), round(r["copy_acc"], 4))
+    return run
 
+# %% ../nbs/10_demo.ipynb #afee64c1
+def build_app(checkpoint=None, tokenizer=None, device="cpu", limits: dict | None = None,
+              model=None, tok=None, official=None) -> gr.Blocks:
+    """The Gradio app. Loads the model (`load_demo_model(checkpoint, tokenizer, device, official)`) unless `model`
+    and `tok` are given. Raises `VimpacError` when the model cannot be loaded. Launch it with `launch`."""
+    if model is None or tok is None: model, tok = load_demo_model(checkpoint, tokenizer, device, official)
+    lim = {**LIMITS, **(limits or {})}
+    c = model.config; frame_size = c.token_map[0] * tok.downsample
     with gr.Blocks(title="VIMPAC reconstruction demo", analytics_enabled=False) as app:
         gr.Markdown(f"## VIMPAC: mask a video, let the model fill it in\nThe first {c.max_frames} frames at "
-                    f"{FPS:g} FPS are cropped to {size}x{size} px and tokenized; masked tokens are predicted by the model "
-                    f"and, as a baseline, copied from the nearest visible token. Limits: {lim['max_upload_mb']:g} MB, "
+                    f"{FPS:g} FPS are cropped to {frame_size}x{frame_size} px and tokenized; masked tokens are predicted by the "
+                    f"model and, as a baseline, copied from the nearest visible token. Limits: {lim['max_upload_mb']:g} MB, "
                     f"{lim['max_seconds']:g} s, {lim['max_pixels'] / 1e6:.1f} megapixels per frame.")
         with gr.Row():
             with gr.Column(scale=1):
@@ -190,18 +192,19 @@ def build_app(checkpoint=None, tokenizer=None, device="cpu", limits: dict | None
                 seed = gr.Number(value=0, precision=0, label="seed")
                 neighbour = gr.Radio(["spatial", "spatiotemporal"], value="spatial", label="nearest neighbour")
                 go = gr.Button("Reconstruct", variant="primary", elem_id="run")
-                samples = _samples()
-                if samples: gr.Examples([[str(p)] for p in samples], inputs=[video], label="sample videos")
+                if _samples(): gr.Examples([[str(p)] for p in _samples()], inputs=[video], label="sample videos")
             with gr.Column(scale=3):
                 with gr.Row():
                     model_acc = gr.Number(label="mask accuracy: model", elem_id="model_acc")
                     copy_acc = gr.Number(label="mask accuracy: copy nearest visible token", elem_id="copy_acc")
                 rec = gr.Image(label="model reconstruction", show_label=False, type="numpy", elem_id="reconstruction")
                 nn = gr.Image(label="nearest-neighbour fill", show_label=False, type="numpy", elem_id="nn_fill")
-        go.click(run, [video, strategy, blocks, ratio, seed, neighbour], [rec, nn, model_acc, copy_acc], api_name="reconstruct")
+        go.click(_page_reconstruct(model, tok, lim), [video, strategy, blocks, ratio, seed, neighbour],
+                 [rec, nn, model_acc, copy_acc], api_name="reconstruct")
     app.queue(default_concurrency_limit=1, max_size=32)
     return app
 
+# %% ../nbs/10_demo.ipynb #03ffced7
 def launch(app: gr.Blocks, host: str = "127.0.0.1", port: int = 7860, **kwargs):
     """Start `app` on `host`:`port` with share, analytics and outside fonts off, uploads capped at
     `LIMITS["max_upload_mb"]`, and the sample videos readable. `kwargs` go to `gr.Blocks.launch` (e.g.

@@ -54,6 +54,7 @@ def plot_tokens(tokens, vocab_size: int, tokenizer=None, path=None, title: str |
         with torch.no_grad(): rows.append(("decoded", tokenizer.decode(z).permute(0, 2, 3, 1).float().cpu().numpy()))
     return _frame_grid(rows, (1.9 * len(z), 2.2 * len(rows)), 9, title, 10, path)
 
+# %% ../nbs/09_viz.ipynb #5bf8d238
 def plot_mask_overlay(frames, mask, path=None, title: str | None = None, alpha: float = 0.45):
     """Each frame (uint8 (T, S, S, 3) or float in [0, 1]) with the bool token mask (T, h, w) over it: masked tokens
     tinted red (`alpha`) and the region outlined. S must be a multiple of h and w. Saves a PNG to `path` when
@@ -134,6 +135,7 @@ def _edges(m: np.ndarray) -> np.ndarray:
     inner[:, 1:] &= m[:, :-1]; inner[:, :-1] &= m[:, 1:]; inner[:, :, 1:] &= m[:, :, :-1]; inner[:, :, :-1] &= m[:, :, 1:]
     return m & ~inner
 
+# %% ../nbs/09_viz.ipynb #9cd20ecd
 def plot_reconstruction(frames: np.ndarray, tokenizer, model, mask: torch.Tensor, path=None, title: str | None = None,
                         score: str = "confidence"):
     """Five rows for one clip of uint8 frames (T, S, S, 3) and its bool mask (T, S/f, S/f) (f = the tokenizer's
@@ -164,6 +166,7 @@ def plot_reconstruction(frames: np.ndarray, tokenizer, model, mask: torch.Tensor
     T = len(frames)
     return _frame_grid(rows, (1.9 * T + 0.8, 10.2), 10, title, 11, path)
 
+# %% ../nbs/09_viz.ipynb #17422d91
 def _frame_grid(rows, figsize, label_size, title, title_size, path):
     """A grid of frames: one row per (label, images), one column per frame; images are RGB (T, S, S, 3) in [0, 1], or
     a heat map (T, h, w) in [0, 1] with NaN where there is nothing to show (then a colour bar is added).
@@ -198,7 +201,7 @@ def savefig(fig, path, dpi: int = 110) -> Path:
 # %% ../nbs/09_viz.ipynb #bfb56b3f
 @torch.no_grad()
 def plot_nn_reconstruction(tokenizer, tokens: torch.Tensor, masks: dict, path=None, title: str | None = None):
-    """Fig. 7 of appendix H.2 for one clip of int64 tokens (T, h, w). `masks` maps a label (e.g. "15%") to a pair of
+    """Fig. 7 of appendix G.2 for one clip of int64 tokens (T, h, w). `masks` maps a label (e.g. "15%") to a pair of
     bool (T, h, w) masks `(block, iid)`. Rows: (a) the decoded tokens, then per label and per mode (spatial,
     spatiotemporal) the block-masked (.1) and i.i.d.-masked (.2) clip after `nearest_neighbour_fill`, decoded.
     Columns are frames. Saves a PNG to `path` when given; returns the figure.
@@ -314,6 +317,7 @@ def _video_path(video) -> Path:
     if video is None or video == "": return next(iter(samples.values()))
     return samples.get(str(video), Path(video))
 
+# %% ../nbs/09_viz.ipynb #dcc84e7b
 def explore_state(model, tokenizer="default", video=None, strategy: str = "block", num_blocks: int = 5,
                   ratio: float = 0.5, seed: int = 0, neighbour: str = "spatial", fps: float = 2.0, start: int = 0) -> dict:
     """What the explorer shows, without widgets. `model`: a `VimpacForPreTraining` or a folder saved by
@@ -354,6 +358,40 @@ def explore_state(model, tokenizer="default", video=None, strategy: str = "block
     return dict(frames=frames, tokens=z, mask=mask, model_accuracy=r["accuracy"], copy_accuracy=copy,
                 reconstruction=rec, nearest_neighbour=nn)
 
+# %% ../nbs/09_viz.ipynb #09c136fb
+def _explore_models(model, tokenizer, official):
+    """(load, tokenizer, first, which) for `explore`: `load(spec)` gives the model named in the model box (a kit
+    folder, or an authors' classifier.pt: a .pt file or a folder holding one), cached; `first` is the box's first text."""
+    if isinstance(model, torch.nn.Module):
+        if official is not None: raise VimpacError("explore: give a model or official=classifier.pt, not both")
+        tok = load_tokenizer(tokenizer or "default") if isinstance(tokenizer, (str, Path)) or tokenizer is None else tokenizer
+        given, first, which = model, "", "the model given"
+    else:
+        given, tok = load_reconstruction_model(model, tokenizer, official)
+        first = str(official if official is not None else model if model is not None else "")
+        which = "the shipped demo checkpoint"
+    loaded = {"": given, first: given}
+    def load(spec: str):
+        if spec not in loaded:
+            p = Path(spec)
+            off = p.suffix == ".pt" or (p/"classifier.pt").is_file()
+            loaded[spec] = load_reconstruction_model(None if off else p, tok, p if off else None)[0]
+        return loaded[spec]
+    return load, tok, first, which
+
+def _explore_controls(W, video, kw: dict, first: str, which: str) -> dict:
+    "The explorer's widgets by `explore_state` argument (and `checkpoint`, the model box), first values from `kw`."
+    names, v = [p.name for p in sample_videos()], kw.get
+    return dict(video=W.Combobox(value=str(video or names[0]), options=names, description="video", placeholder="a sample or a path",
+                                 continuous_update=False),
+                strategy=W.ToggleButtons(options=["block", "iid"], value=v("strategy", "block"), description="strategy"),
+                num_blocks=W.IntSlider(value=v("num_blocks", 5), min=1, max=20, description="blocks", continuous_update=False),
+                ratio=W.FloatSlider(value=v("ratio", 0.5), min=0.05, max=0.95, step=0.05, description="i.i.d. ratio", continuous_update=False),
+                seed=W.IntText(value=v("seed", 0), description="seed"),
+                neighbour=W.Dropdown(options=["spatial", "spatiotemporal"], value=v("neighbour", "spatial"), description="neighbour"),
+                checkpoint=W.Text(value=first, description="model", continuous_update=False, layout=W.Layout(width="480px"),
+                                  placeholder=f"{which} (or type a run folder, an authors' classifier.pt)"))
+
 # %% ../nbs/09_viz.ipynb #54fb8603
 def explore(model=None, tokenizer=None, video=None, fps: float = 2.0, start: int = 0, official=None, **kw):
     """An ipywidgets explorer (JupyterLab, `make lab`): pick the video (a sample or a path), the strategy, the number
@@ -369,33 +407,8 @@ def explore(model=None, tokenizer=None, video=None, fps: float = 2.0, start: int
     try: import ipywidgets as W
     except ImportError: raise VimpacError("explore: needs ipywidgets; install it with `pip install 'vimpac[lab]'` (or `make lab`)") from None
     from IPython.display import display
-    if isinstance(model, torch.nn.Module):
-        if official is not None: raise VimpacError("explore: give a model or official=classifier.pt, not both")
-        tok = load_tokenizer(tokenizer or "default") if isinstance(tokenizer, (str, Path)) or tokenizer is None else tokenizer
-        given, first, which = model, "", "the model given"
-    else:
-        given, tok = load_reconstruction_model(model, tokenizer, official)
-        first = str(official if official is not None else model if model is not None else "")
-        which = "the shipped demo checkpoint"
-    loaded = {"": given, first: given}
-    def load(spec: str):
-        "The model named in the model box: a kit folder, or an authors' classifier.pt (a .pt file or a folder holding one)."
-        if spec not in loaded:
-            p = Path(spec)
-            off = p.suffix == ".pt" or (p/"classifier.pt").is_file()
-            loaded[spec] = load_reconstruction_model(None if off else p, tok, p if off else None)[0]
-        return loaded[spec]
-    names = [p.name for p in sample_videos()]
-    v = kw.get
-    ctl = dict(video=W.Combobox(value=str(video or names[0]), options=names, description="video", placeholder="a sample or a path",
-                                  continuous_update=False),
-               strategy=W.ToggleButtons(options=["block", "iid"], value=v("strategy", "block"), description="strategy"),
-               num_blocks=W.IntSlider(value=v("num_blocks", 5), min=1, max=20, description="blocks", continuous_update=False),
-               ratio=W.FloatSlider(value=v("ratio", 0.5), min=0.05, max=0.95, step=0.05, description="i.i.d. ratio", continuous_update=False),
-               seed=W.IntText(value=v("seed", 0), description="seed"),
-               neighbour=W.Dropdown(options=["spatial", "spatiotemporal"], value=v("neighbour", "spatial"), description="neighbour"),
-               checkpoint=W.Text(value=first, description="model", continuous_update=False, layout=W.Layout(width="480px"),
-                                 placeholder=f"{which} (or type a run folder, an authors' classifier.pt)"))
+    load, tok, first, which = _explore_models(model, tokenizer, official)
+    ctl = _explore_controls(W, video, kw, first, which)
     status, out = W.HTML(), W.Output()
     def update(*_):
         args = {k: w.value for k, w in ctl.items() if k not in ("checkpoint", "video")}
@@ -455,6 +468,7 @@ def _strip(frames, gap: int = 2) -> np.ndarray:
     for i in range(n): out[:, i * (S + gap):i * (S + gap) + S] = a[i]
     return out
 
+# %% ../nbs/09_viz.ipynb #efe70943
 def plot_retrieval(rows: list[dict], path=None, title: str | None = None):
     """Nearest-neighbour retrieval, one row per query: the query's frame strip, then its neighbours' strips, best
     first, each titled with its label and cosine similarity (green when the label is the query's, red otherwise).
@@ -481,6 +495,7 @@ def _name(feats, i: int) -> str:
     if feats.labels is not None and feats.classes: return str(feats.classes[int(feats.labels[i])])
     return str(feats.keys[i])
 
+# %% ../nbs/09_viz.ipynb #29c0df0f
 def plot_store_retrieval(test, train, test_store, train_store, tokenizer, queries: int = 4, k: int = 5, frames: int = 3,
                          path=None, title: str | None = None):
     """`plot_retrieval` for `queries` test videos evenly spaced over `test` (`Features` of `test_store`): the top-`k`
