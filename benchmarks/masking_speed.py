@@ -10,7 +10,7 @@ Sizes: pre-training (1024, 5, 16, 16) with 5 blocks, fine-tuning (1024, 10, 32, 
 Figures are medians over repeats, in milliseconds per batch; the speed-up is the ratio of the two medians, measured
 side by side in one run.
 """
-import argparse, json, os, platform, random, statistics, time
+import argparse, json, os, platform, sys, random, statistics, time
 import torch
 from vimpac.masking import block_mask, iid_mask, nearest_neighbour_fill
 
@@ -37,14 +37,16 @@ def median_ms(fn, repeats, sync):
     return 1e3 * statistics.median(ts)
 
 
-def main():
+def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--threads", type=int, default=None, help="torch intra-op threads (CPU)")
     ap.add_argument("--repeats", type=int, default=21)
     ap.add_argument("--loop-repeats", type=int, default=5)
+    ap.add_argument("--nn-fill-repeats", type=int, default=None, help="repeats of nearest_neighbour_fill (default: "
+                    "max(3, repeats // 4); 0 leaves it out)")
     ap.add_argument("--out", default=None)
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
     if a.threads: torch.set_num_threads(a.threads)
     dev = torch.device(a.device)
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
@@ -64,15 +66,18 @@ def main():
     shape, k = SIZES["pre-training"]
     toks = torch.randint(0, 1024, shape, generator=g, device=dev)
     res["nn_fill_ms"] = {}
-    for kind, m in [("block 15%", block_mask(shape, k, generator=g)), ("i.i.d. 15%", iid_mask(shape, 0.15, generator=g))]:
+    nn_repeats = max(3, a.repeats // 4) if a.nn_fill_repeats is None else a.nn_fill_repeats
+    cases = [("block 15%", block_mask(shape, k, generator=g)), ("i.i.d. 15%", iid_mask(shape, 0.15, generator=g))] if nn_repeats else []
+    for kind, m in cases:
         for mode in ("spatial", "spatiotemporal"):
-            t = median_ms(lambda: nearest_neighbour_fill(toks, m, mode), max(3, a.repeats // 4), sync)
+            t = median_ms(lambda: nearest_neighbour_fill(toks, m, mode), nn_repeats, sync)
             res["nn_fill_ms"][f"{kind}, {mode}"] = t
             print(f"nearest_neighbour_fill {kind:10s} {mode:15s} batch {shape}: {t:8.2f} ms")
     if a.out:
         with open(a.out, "w") as f: json.dump(res, f, indent=1)
         print("wrote", a.out)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

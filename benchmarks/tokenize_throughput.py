@@ -8,7 +8,7 @@ not depend on the weight values, and no official file is needed. Figures are med
 (sampled frames of the centre view at S = 128). On CUDA, encoding is also timed under bf16 / fp16 autocast and with
 channels_last.
 """
-import argparse, json, os, platform, shutil, statistics, tempfile, time
+import argparse, json, os, platform, sys, shutil, statistics, tempfile, time
 from pathlib import Path
 import torch
 from vimpac.video import sample_videos, read_views
@@ -24,7 +24,7 @@ def median_time(fn, repeats, sync=lambda: None):
     return statistics.median(ts)
 
 
-def main():
+def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--repeats", type=int, default=3)
@@ -33,7 +33,7 @@ def main():
     ap.add_argument("--size", type=int, default=128)
     ap.add_argument("--out", default=None)
     ap.add_argument("--parts", default="decode,encode,e2e", help="comma-separated subset of decode,encode,e2e")
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
     dev = torch.device(a.device)
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
     res = dict(machine=f"{platform.machine()} {os.cpu_count()} cores" + (f", {torch.cuda.get_device_name()}" if dev.type == "cuda" else ""),
@@ -94,7 +94,8 @@ def main():
     if a.out:
         Path(a.out).parent.mkdir(parents=True, exist_ok=True)
         Path(a.out).write_text(json.dumps(res, indent=1) + "\n")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -1,5 +1,7 @@
-"""The GPU path (issue 13): MFU through the command line on a CPU, and the CUDA-only checks, marked `gpu`."""
-import json
+"""The GPU path (issue 13): MFU through the command line on a CPU, the GPU suite's steady-state figures, and the
+CUDA-only checks, marked `gpu`."""
+import json, sys
+from pathlib import Path
 import pytest
 import torch
 from vimpac.cli import pretrain_main
@@ -7,18 +9,41 @@ from vimpac.engine import choose_precision, device_capability, peak_flops
 from vimpac.model import VimpacConfig, model_flops
 from test_pretrain_runs import store  # noqa: F401 (the fixture: 6 sample videos at 4 x 4 tokens)
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+from pretrain_speed import steady_state  # noqa: E402 (benchmarks/ is not a package)
+
 
 def test_mfu_on_cpu_with_peak_tflops(store, tmp_path):  # noqa: F811
     out = tmp_path / "run"
     pretrain_main(["--store", str(store), "--out", str(out), "--device", "cpu", "--precision", "fp32", "--no-eval",
-                   "--steps", "2", "--batch-size", "2", "--log-every", "1", "--peak-tflops", "0.5"])
+                   "--steps", "3", "--batch-size", "2", "--log-every", "1", "--peak-tflops", "0.5"])
     recs = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     saved = json.loads((out / "config.json").read_text())
     cfg = VimpacConfig(**{k: v for k, v in saved.items() if k in VimpacConfig.__dataclass_fields__})
-    assert len(recs) == 2
+    assert len(recs) == 3
+    flops_per_video = 2 * model_flops(cfg, 5, 0.15)          # two clips of T = 5, 15% masked
     for r in recs:
-        assert r["mfu"] == pytest.approx(r["videos_per_s"] * 2 * model_flops(cfg, 5, 0.15) / 0.5e12, rel=1e-9)
+        assert r["mfu"] == pytest.approx(r["videos_per_s"] * flops_per_video / 0.5e12, rel=1e-9)
         assert 0 < r["mfu"] < 1
+    # the suite's figure (benchmarks/pretrain_speed.py): steps 1 and 2, one step each, averaged by time
+    ss = steady_state(recs, skip=1)
+    v = 2 / (1 / recs[1]["videos_per_s"] + 1 / recs[2]["videos_per_s"])
+    assert ss["steps"] == 2 and ss["records"] == 2 and ss["peak_mem_gb"] is None
+    assert ss["videos_per_s"] == pytest.approx(v, rel=1e-9)
+    assert ss["mfu"] == pytest.approx(v * flops_per_video / 0.5e12, rel=1e-9)
+
+
+def test_steady_state_weights_by_time():
+    """A record covers the steps since the previous one, a skipped bad step's record included: 10 steps at 2 videos/s,
+    5 at 10 and 4 at 4 take 5 + 0.5 + 1 s."""
+    recs = [dict(step=0, videos_per_s=0.1, mfu=0.001, peak_mem_gb=3.0), dict(step=10, videos_per_s=2.0, mfu=0.02, peak_mem_gb=5.0),
+            dict(step=15, videos_per_s=10.0, mfu=0.1, skipped="non-finite loss or gradient"), dict(step=19, videos_per_s=4.0, mfu=0.04, peak_mem_gb=4.0)]
+    ss = steady_state(recs, skip=1)
+    assert ss["steps"] == 19 and ss["records"] == 3 and ss["peak_mem_gb"] == 5.0
+    assert ss["videos_per_s"] == pytest.approx(19 / 6.5) and ss["mfu"] == pytest.approx(0.19 / 6.5)
+    assert steady_state(recs, skip=9)["steps"] == 4                        # the last record always stays
+    assert steady_state([dict(step=0, videos_per_s=1.0)])["mfu"] is None   # no peak known: no MFU
+    with pytest.raises(ValueError): steady_state([])
 
 
 @pytest.mark.gpu
