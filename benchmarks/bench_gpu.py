@@ -45,14 +45,14 @@ def parts(device: str, quick: bool, tmp: Path, peak_tflops=None) -> list[dict]:
         cmd = [py, HERE / script, *map(str, args), "--out", out] if script else list(args)
         return dict(name=name, cmd=[str(x) for x in cmd], out=out, budget_s=None if quick else budget)
     nbs = gpu_notebooks()
-    ps = [part("gpu tests", 30, None, py, "-m", "pytest", "-q", "-m", "gpu", "-p", "no:cacheprovider", *gpu_test_files())]
-    if gpu and nbs: ps.append(part("gpu notebook cells", 60, None, BIN / "nbdev-test", "--flags", "gpu", "--path", *nbs))
+    ps = [part("gpu tests", 60, None, py, "-m", "pytest", "-q", "-m", "gpu", "-p", "no:cacheprovider", *gpu_test_files())]
+    if gpu and nbs: ps.append(part("gpu notebook cells", 20, None, BIN / "nbdev-test", "--flags", "gpu", "--path", *nbs))
     size = "tiny T=5 S=32" if quick else "Small T=5 S=128"
     model = ["--preset", "tiny", "--size", "32", "--videos", "2", "--warmup", "1", "--repeats", "1", "--threads", "1"] if quick \
         else ["--videos", "64", "--warmup", "3", "--repeats", "10"]
     ps.append(part(f"model, {size}, eager", 45, "model_throughput.py", "--device", device, *prec, *model))
     if not quick:
-        ps.append(part("model, Small T=5 S=128, compiled", 200, "model_throughput.py", "--device", device, *prec, *model, "--compile"))
+        ps.append(part("model, Small T=5 S=128, compiled", 180, "model_throughput.py", "--device", device, *prec, *model, "--compile"))
         one = ["--layouts", "T,H|W", "--videos", "16", "--warmup", "2", "--repeats", "5"]
         ps += [part("model, Base T=5 S=128", 20, "model_throughput.py", "--device", device, *prec, *one, "--preset", "base"),
                part("model, Large-Half T=5 S=128", 25, "model_throughput.py", "--device", device, *prec, *one, "--preset", "large_half"),

@@ -15,9 +15,10 @@ Settings (each a `--settings` name):
   3x10 pass over one video takes minutes, so there `--paper-views` (default 1x1 on a CPU, 3x10 on a GPU) are timed
   and videos/s at 3x10 is derived from the measured clips/s (the cost is linear in clips at a fixed batch).
 """
-import argparse, json, os, platform, statistics, sys, time
+import argparse, json, os, platform, sys
 import numpy as np
 import torch
+from bench_utils import device_sync, median_seconds
 
 SETTINGS = {"cpu": dict(preset="tiny", clip_len=5, size=128), "paper": dict(preset="small", clip_len=10, size=256),
             "toy": dict(preset="tiny", clip_len=5, size=32)}
@@ -38,18 +39,14 @@ def measure(name, a, dev, batch_size):
     L = a.frames                                         # frames per video (20 = 10 s at 2 FPS)
     videos = [{c: rng.integers(0, cfg.vocab_size, (L, h, h), dtype=np.int16) for c in crops} for _ in range(n_videos)]
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(a.precision)
-    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
+    sync = device_sync(dev)
 
     def run(vs):
         with torch.autocast(dev.type, dtype=dtype, enabled=dtype is not None):
             return multiview_scores(model, vs, views, batch_size, dev)
 
-    run(videos[:1]); sync()                              # warm-up: one video
-    ts = []
-    for _ in range(a.repeats):
-        t = time.perf_counter(); scores = run(videos); sync(); ts.append(time.perf_counter() - t)
-    assert scores.shape == (n_videos, a.classes)
-    t = statistics.median(ts)
+    assert run(videos[:1]).shape == (1, a.classes)      # warm-up: one video
+    t = median_seconds(lambda: run(videos), a.repeats, sync, warmup=0)
     clips = n_videos * len(crops) * k
     flops = model_flops(cfg, s["clip_len"], mask_ratio=0.0, training=False)
     res = dict(setting=name, preset=s["preset"], clip_len=s["clip_len"], frame_size=s["size"], token_map=[h, h],

@@ -11,8 +11,9 @@ its own subprocess so that peak memory (CPU: peak resident set size; GPU: peak a
 medians over `--repeats` timed steps after `--warmup` steps. A fine-tuning step holds one clip per video, so clips/s
 is videos/s. Exits 1 when a case fails.
 """
-import argparse, json, platform, resource, statistics, subprocess, sys, time
+import argparse, json, platform, subprocess, sys
 import torch
+from bench_utils import device_sync, median_seconds, peak_memory_gb
 
 
 def worker(a):
@@ -31,19 +32,15 @@ def worker(a):
     def loss_fn(mb):
         o = eng.forward(*mb)
         return o.loss * (len(mb[1]) / G), torch.stack([o.loss.detach() * len(mb[1])])
-    sync = torch.cuda.synchronize if run.device.type == "cuda" else (lambda: None)
-    for _ in range(a.warmup): eng.update(eng.accumulate(batches, loss_fn))
+    step, sync = lambda: eng.update(eng.accumulate(batches, loss_fn)), device_sync(run.device)
+    for _ in range(a.warmup): step()
     sync()
     if run.device.type == "cuda": torch.cuda.reset_peak_memory_stats()
-    ts = []
-    for _ in range(a.repeats):
-        t = time.perf_counter(); eng.update(eng.accumulate(batches, loss_fn)); sync(); ts.append(time.perf_counter() - t)
-    t = statistics.median(ts)
+    t = median_seconds(step, a.repeats, sync, warmup=0)
     flops = model_flops(cfg, T, mask_ratio=0.0)
     print(json.dumps(dict(case=a.case, accum=a.accum, clips_per_step=G, step_s=t, clips_per_s=G / t, flops_per_clip=flops,
                           achieved_flops=flops * G / t,
-                          peak_mem_gb=(torch.cuda.max_memory_allocated() if run.device.type == "cuda"
-                                       else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024) / 1e9)))
+                          peak_mem_gb=peak_memory_gb(run.device))))
 
 
 def main(argv=None) -> int:

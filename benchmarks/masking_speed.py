@@ -10,8 +10,9 @@ Sizes: pre-training (1024, 5, 16, 16) with 5 blocks, fine-tuning (1024, 10, 32, 
 Figures are medians over repeats, in milliseconds per batch; the speed-up is the ratio of the two medians, measured
 side by side in one run.
 """
-import argparse, json, os, platform, sys, random, statistics, time
+import argparse, json, os, platform, sys, random
 import torch
+from bench_utils import device_sync, median_seconds
 from vimpac.masking import block_mask, iid_mask, nearest_neighbour_fill
 
 SIZES = {"pre-training": ((1024, 5, 16, 16), 5), "fine-tuning": ((1024, 10, 32, 32), 7)}
@@ -30,11 +31,8 @@ def loop_block_mask(shape, num_blocks, device):
 
 
 def median_ms(fn, repeats, sync):
-    fn(); sync()  # warm-up
-    ts = []
-    for _ in range(repeats):
-        t = time.perf_counter(); fn(); sync(); ts.append(time.perf_counter() - t)
-    return 1e3 * statistics.median(ts)
+    "Milliseconds: the median of `repeats` calls after one warm-up (`bench_utils.median_seconds`)."
+    return 1e3 * median_seconds(fn, repeats, sync)
 
 
 def main(argv=None) -> int:
@@ -49,7 +47,7 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     if a.threads: torch.set_num_threads(a.threads)
     dev = torch.device(a.device)
-    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
+    sync = device_sync(dev)
     res = dict(machine=f"{platform.machine()} {os.cpu_count()} cores" + (f", {torch.cuda.get_device_name()}" if dev.type == "cuda" else ""),
                torch=torch.__version__, device=str(dev), threads=torch.get_num_threads(), rows=[])
     g = torch.Generator(device=dev).manual_seed(0)

@@ -10,8 +10,9 @@ Each layout runs in its own subprocess, so that peak memory (CPU: peak resident 
 its own. Figures are medians over `--repeats` timed steps after `--warmup` steps. The paper's Table 13 (one V100,
 Small, T = 5, S = 128): TxHxW 12.6, T,HxW 20.0, T,H,W 26.4, T,H|W 32.0 videos/s.
 """
-import argparse, json, os, platform, resource, statistics, subprocess, sys, time
+import argparse, json, os, platform, subprocess, sys
 import torch
+from bench_utils import device_sync, median_seconds, peak_memory_gb
 
 PAPER = {"TxHxW": 12.6, "T,HxW": 20.0, "T,H,W": 26.4, "T,H|W": 32.0}
 
@@ -30,7 +31,7 @@ def worker(a):
     g = torch.Generator(device=dev).manual_seed(0)
     pairs = torch.randint(0, cfg.vocab_size, (a.videos, 2, a.clip_len, *cfg.token_map), device=dev, generator=g)
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(a.precision)
-    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
+    sync = device_sync(dev)
 
     def step():
         inputs, labels, _ = mask_clip_pairs(pairs, cfg, pcfg, g)
@@ -45,15 +46,11 @@ def worker(a):
     for _ in range(a.warmup): step()
     sync()
     if dev.type == "cuda": torch.cuda.reset_peak_memory_stats()
-    ts = []
-    for _ in range(a.repeats):
-        t = time.perf_counter(); step(); sync(); ts.append(time.perf_counter() - t)
-    t = statistics.median(ts)
+    t = median_seconds(step, a.repeats, sync, warmup=0)
     flops = 2 * model_flops(cfg, a.clip_len)            # per video: 2 clips
     res = dict(layout=a.layout, videos_per_s=a.videos / t, step_s=t, flops_per_video=flops,
                achieved_flops=flops * a.videos / t,
-               peak_mem_gb=(torch.cuda.max_memory_allocated() if dev.type == "cuda"
-                            else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024) / 1e9)
+               peak_mem_gb=peak_memory_gb(dev))
     if dev.type == "cuda":
         peak = peak_flops(dev)
         res["mfu"] = res["achieved_flops"] / peak if peak else None

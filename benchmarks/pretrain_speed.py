@@ -16,6 +16,7 @@ Peak memory: the largest `peak_mem_gb` logged on a GPU (allocated by torch); on 
 import argparse, json, platform, resource, shutil, subprocess, sys, tempfile, time
 from pathlib import Path
 import torch
+from bench_utils import device_sync, median_seconds
 
 
 def sample_store(out, copies: int, frame_size: int, device: str, workers: int = 0) -> Path:
@@ -35,11 +36,7 @@ def sample_store(out, copies: int, frame_size: int, device: str, workers: int = 
 def matmul_tflops(device: str, n: int = 1024, repeats: int = 5) -> float:
     "The median fp32 TFLOP/s of an n x n matmul on `device` (this process's threads): a measured peak for a CPU's MFU."
     a = torch.randn(n, n, device=device); b = torch.randn(n, n, device=device)
-    sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
-    a @ b; sync(); ts = []
-    for _ in range(repeats):
-        t = time.perf_counter(); a @ b; sync(); ts.append(time.perf_counter() - t)
-    return 2 * n ** 3 / sorted(ts)[len(ts) // 2] / 1e12
+    return 2 * n ** 3 / median_seconds(lambda: a @ b, repeats, device_sync(device)) / 1e12
 
 
 def steady_state(records: list[dict], skip: int = 2) -> dict:
