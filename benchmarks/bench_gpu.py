@@ -22,9 +22,9 @@ ROOT, BIN = HERE.parent, Path(sys.executable).parent
 PLANNED_S = 540      # 9 minutes on one H100 (issue 13 §2)
 
 
-def gpu_notebooks() -> list[Path]:
-    "The notebooks of nbs/ with a cell flagged `#| gpu` (nbdev-test skips them unless run with `--flags gpu`)."
-    return sorted(nb for nb in (ROOT / "nbs").rglob("*.ipynb")
+def gpu_notebooks(folder=ROOT / "nbs") -> list[Path]:
+    "The notebooks under `folder` with a code cell flagged `#| gpu` (nbdev-test skips them unless run with `--flags gpu`)."
+    return sorted(nb for nb in Path(folder).rglob("*.ipynb")
                   if any(l.strip().startswith("#| gpu") for c in json.loads(nb.read_text())["cells"] if c["cell_type"] == "code"
                          for l in ("".join(c["source"]) if isinstance(c["source"], list) else c["source"]).splitlines()))
 
@@ -46,7 +46,9 @@ def parts(device: str, quick: bool, tmp: Path, peak_tflops=None) -> list[dict]:
         return dict(name=name, cmd=[str(x) for x in cmd], out=out, budget_s=None if quick else budget)
     nbs = gpu_notebooks()
     ps = [part("gpu tests", 60, None, py, "-m", "pytest", "-q", "-m", "gpu", "-p", "no:cacheprovider", *gpu_test_files())]
-    if gpu and nbs: ps.append(part("gpu notebook cells", 20, None, BIN / "nbdev-test", "--flags", "gpu", "--path", *nbs))
+    if gpu and nbs:   # nbdev-test takes one path: the notebooks are picked by a regex over their full paths
+        ps.append(part("gpu notebook cells", 20, None, BIN / "nbdev-test", ROOT / "nbs", "--flags", "gpu", "--path-re",
+                       "(" + "|".join(re.escape(str(nb)) for nb in nbs) + ")$"))
     size = "tiny T=5 S=32" if quick else "Small T=5 S=128"
     model = ["--preset", "tiny", "--size", "32", "--videos", "2", "--warmup", "1", "--repeats", "1", "--threads", "1"] if quick \
         else ["--videos", "64", "--warmup", "3", "--repeats", "10"]

@@ -58,6 +58,17 @@ def test_suite_plan_fits_nine_minutes(tmp_path):
     assert "--quick" not in pre["cmd"] and all(p["budget_s"] is None for p in bench_gpu.parts("cpu", True, tmp_path))
 
 
+def test_gpu_notebooks_found_by_flag(tmp_path):
+    "The suite's notebook part picks the notebooks with a `#| gpu` code cell, in subfolders too, and no others."
+    def nb(path, *cells):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(dict(cells=[dict(cell_type=t, source=src, metadata={}) for t, src in cells])))
+    nb(tmp_path / "a.ipynb", ("code", ["#| gpu\n", "x = 1\n"]))
+    nb(tmp_path / "runs" / "b.ipynb", ("code", "#| export\n#| gpu\ny = 2"))
+    nb(tmp_path / "c.ipynb", ("markdown", "#| gpu"), ("code", "# a cell about #| gpu flags\nz = 3"))
+    assert bench_gpu.gpu_notebooks(tmp_path) == [tmp_path / "a.ipynb", tmp_path / "runs" / "b.ipynb"]
+
+
 def test_suite_part_failure_and_time_limit():
     "A part that exits non-zero fails, and so does one stopped at twice its budget; the suite's exit status follows."
     py = sys.executable
