@@ -6,7 +6,7 @@ JSON; asserts nothing about time.
     python benchmarks/masking_speed.py --device cpu --threads 1 [--out benchmarks/results/masking_cpu.json]
     python benchmarks/masking_speed.py --device cuda [--out benchmarks/results/masking_cuda.json]
 
-Sizes: pre-training (1024, 5, 16, 16) with 5 blocks, fine-tuning (1024, 10, 32, 32) with 7 blocks (Table 9's choices).
+Sizes: pre-training (1024, 5, 16, 16) with 5 blocks, fine-tuning (1024, 10, 32, 32) with 7 blocks (Table 10's choices, appendix B.1).
 Figures are medians over repeats, in milliseconds per batch; the speed-up is the ratio of the two medians, measured
 side by side in one run.
 """

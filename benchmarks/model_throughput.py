@@ -1,4 +1,4 @@
-"""Pre-training throughput of the VIMPAC model per layout (Table 13): forward + backward of the full objective
+"""Pre-training throughput of the VIMPAC model per layout (Table 14): forward + backward of the full objective
 (block-masked mask-then-predict + InfoNCE over the two clips of each video) on random tokens, in videos/s, where one
 video is 2 clips of T x h x w tokens. Prints FLOPs per video (`vimpac.model.model_flops`), peak memory and, on a GPU,
 MFU. Asserts nothing about time.
@@ -7,7 +7,7 @@ MFU. Asserts nothing about time.
     python benchmarks/model_throughput.py --device cuda --videos 64 --precision bf16 [--compile] [--out ...]
 
 Each layout runs in its own subprocess, so that peak memory (CPU: peak resident set size; GPU: peak allocated) is
-its own. Figures are medians over `--repeats` timed steps after `--warmup` steps. The paper's Table 13 (one V100,
+its own. Figures are medians over `--repeats` timed steps after `--warmup` steps. The paper's Table 14 (one V100,
 Small, T = 5, S = 128): TxHxW 12.6, T,HxW 20.0, T,H,W 26.4, T,H|W 32.0 videos/s.
 """
 import argparse, json, os, platform, subprocess, sys
