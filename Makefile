@@ -70,11 +70,12 @@ lint: $(STAMP)
 	$(BIN)/ruff check --no-cache .
 
 # The GPU suite (issue 13): gpu tests and benchmarks, results in benchmarks/results/gpu-<name>.json, exit 1 on failure.
-# `make bench-gpu DEVICE=cpu QUICK=1`: the same suite at toy sizes on a CPU (part of `make test`).
+# `make bench-gpu DEVICE=cpu QUICK=1`: the same suite at toy sizes on a CPU (part of `make test`; its JSON goes to
+# $$BENCH_OUT or <temp dir>/vimpac-bench, not to the tree).
 DEVICE ?= cuda
 QUICK ?=
 bench-gpu: $(STAMP)
-	$(BIN)/python benchmarks/bench_gpu.py --device $(DEVICE) $(if $(QUICK),--quick --out-dir $${BENCH_OUT:-/tmp/vimpac-bench},)
+	$(BIN)/python benchmarks/bench_gpu.py --device $(DEVICE) $(if $(QUICK),--quick,)
 
 test: lint sync-check readme-check nbtest pytest docs
 	$(MAKE) bench-gpu DEVICE=cpu QUICK=1

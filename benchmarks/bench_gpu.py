@@ -1,68 +1,161 @@
-"""The GPU suite in one command (issue 13 §2): the `gpu`-marked tests, then the existing benchmarks (model throughput
-per layout in bf16 with and without torch.compile, block masks against the loop, tokenizer encode throughput), their
-results gathered in benchmarks/results/gpu-<device name>.json and printed as a markdown table. Exit status non-zero
-when any part fails.
+"""The GPU suite in one command (issue 13 §2): the `gpu`-marked tests and notebook cells, then the benchmarks (model
+throughput per preset and layout in bf16 with and without torch.compile, block masks against the loop, tokenizer
+encode throughput, a 200-step `vimpac-pretrain` on the sample store, fine-tuning steps, 3x10-view evaluation), their
+results gathered in benchmarks/results/gpu-<device name>.json and printed as a markdown table naming the GPU, torch
+and CUDA. Exit status 1 when any part fails.
 
     python benchmarks/bench_gpu.py                      # on a GPU (make bench-gpu)
     python benchmarks/bench_gpu.py --device cpu --quick # toy sizes on a CPU (make bench-gpu DEVICE=cpu QUICK=1)
+
+Every part is one of the scripts beside this one, run as its own process (its peak memory and a CUDA fault stay its
+own) through its command line. A GPU run is planned to fit 9 minutes on one H100: each part has a budget in seconds
+(`PARTS`, estimated, see benchmarks/README.md), a part that runs past twice its budget is stopped and fails, and the
+table shows the time of each part against its budget. A quick run (`--quick`) has no budgets and writes its JSON
+to `$BENCH_OUT` or <temp dir>/vimpac-bench (toy figures are not results to commit).
 """
-import argparse, json, platform, re, subprocess, sys, tempfile, time
+import argparse, json, os, platform, re, subprocess, sys, tempfile, time
 from pathlib import Path
 import torch
 
 HERE = Path(__file__).resolve().parent
+ROOT, BIN = HERE.parent, Path(sys.executable).parent
+PLANNED_S = 540      # 9 minutes on one H100 (issue 13 §2)
 
 
-def run(name, cmd, out_json=None):
+def gpu_notebooks(folder=ROOT / "nbs") -> list[Path]:
+    "The notebooks under `folder` with a code cell flagged `#| gpu` (nbdev-test skips them unless run with `--flags gpu`)."
+    return sorted(nb for nb in Path(folder).rglob("*.ipynb")
+                  if any(l.strip().startswith("#| gpu") for c in json.loads(nb.read_text())["cells"] if c["cell_type"] == "code"
+                         for l in ("".join(c["source"]) if isinstance(c["source"], list) else c["source"]).splitlines()))
+
+
+def gpu_test_files() -> list[str]:
+    "The test files that hold `gpu`-marked tests (collecting only these keeps the CPU run short)."
+    return sorted(str(f) for f in (ROOT / "tests").glob("test_*.py") if "pytest.mark.gpu" in f.read_text())
+
+
+def parts(device: str, quick: bool, tmp: Path, peak_tflops=None) -> list[dict]:
+    """The suite's parts: dict(name, cmd, out (the JSON the part writes, or None), budget_s (planned seconds on one
+    H100; None in a quick run))."""
+    py, gpu = sys.executable, device.startswith("cuda")
+    prec = ["--precision", "bf16" if gpu else "fp32"]
+    peak = ["--peak-tflops", str(peak_tflops)] if peak_tflops else []
+    def part(name, budget, script, *args):
+        out = tmp / (re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") + ".json") if script else None
+        cmd = [py, HERE / script, *map(str, args), "--out", out] if script else list(args)
+        return dict(name=name, cmd=[str(x) for x in cmd], out=out, budget_s=None if quick else budget)
+    nbs = gpu_notebooks()
+    ps = [part("gpu tests", 60, None, py, "-m", "pytest", "-q", "-m", "gpu", "-p", "no:cacheprovider", *gpu_test_files())]
+    if gpu and nbs:   # nbdev-test takes one path: the notebooks are picked by a regex over their full paths
+        ps.append(part("gpu notebook cells", 20, None, BIN / "nbdev-test", ROOT / "nbs", "--flags", "gpu", "--path-re",
+                       "(" + "|".join(re.escape(str(nb)) for nb in nbs) + ")$"))
+    size = "tiny T=5 S=32" if quick else "Small T=5 S=128"
+    model = ["--preset", "tiny", "--size", "32", "--videos", "2", "--warmup", "1", "--repeats", "1", "--threads", "1"] if quick \
+        else ["--videos", "64", "--warmup", "3", "--repeats", "10"]
+    ps.append(part(f"model, {size}, eager", 45, "model_throughput.py", "--device", device, *prec, *model))
+    if not quick:
+        ps.append(part("model, Small T=5 S=128, compiled", 180, "model_throughput.py", "--device", device, *prec, *model, "--compile"))
+        one = ["--layouts", "T,H|W", "--videos", "16", "--warmup", "2", "--repeats", "5"]
+        ps += [part("model, Base T=5 S=128", 20, "model_throughput.py", "--device", device, *prec, *one, "--preset", "base"),
+               part("model, Large-Half T=5 S=128", 25, "model_throughput.py", "--device", device, *prec, *one, "--preset", "large_half"),
+               part("model, Small T=10 S=256", 25, "model_throughput.py", "--device", device, *prec, *one, "--clip-len", "10", "--size", "256")]
+    ps.append(part("block masks vs loop", 15, "masking_speed.py", "--device", device,
+                   *(["--repeats", "3", "--loop-repeats", "1", "--nn-fill-repeats", "0", "--threads", "1"] if quick else [])))
+    ps.append(part("tokenizer encode", 40, "tokenize_throughput.py", "--device", device, "--parts", "encode",
+                   *(["--repeats", "1", "--copies", "1", "--size", "32"] if quick else [])))
+    ps.append(part("vimpac-pretrain, sample store", 60, "pretrain_speed.py", "--device", device, *peak, *(["--quick"] if quick else [])))
+    ps.append(part("fine-tuning steps", 30, "finetune_steps.py", "--device", device, *prec, "--accum", "1",
+                   *(["--cases", "tiny:5:32:2", "--warmup", "1", "--repeats", "1", "--threads", "1"] if quick
+                     else ["--cases", "small:10:256:16", "--warmup", "3", "--repeats", "10"])))
+    ps.append(part("evaluation, 3x10 views", 30, "evaluate_speed.py", "--device", device, *prec, "--batch-sizes", "30",
+                   *(["--settings", "toy", "--videos", "2", "--repeats", "1", "--threads", "1"] if quick
+                     else ["--settings", "paper", "--videos", "32", "--repeats", "2"])))
+    return ps
+
+
+def run(p: dict) -> dict:
+    """Run one part (its own process; stopped at twice its budget) and return its record: name, ok, seconds, budget_s,
+    cmd, and `result` (the JSON it wrote) or `error` (the end of its output)."""
     t = time.perf_counter()
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    res = dict(name=name, ok=r.returncode == 0, seconds=round(time.perf_counter() - t, 1), cmd=" ".join(map(str, cmd)))
-    if not res["ok"]: res["error"] = (r.stderr or r.stdout)[-2000:]
-    elif out_json is not None and Path(out_json).is_file(): res["result"] = json.loads(Path(out_json).read_text())
-    else: res["tail"] = r.stdout.strip().splitlines()[-1:] if r.stdout.strip() else []
-    print(f"{'ok  ' if res['ok'] else 'FAIL'} {name} ({res['seconds']} s)", flush=True)
+    try:
+        r = subprocess.run(p["cmd"], capture_output=True, text=True, cwd=ROOT, timeout=2 * p["budget_s"] if p["budget_s"] else None)
+        ok, text = r.returncode == 0, r.stderr + r.stdout
+        if r.returncode == 5 and "-m" in p["cmd"] and "gpu" in p["cmd"]: ok = True    # pytest: every test skipped (no GPU)
+    except subprocess.TimeoutExpired as e:
+        ok, text = False, f"stopped after {e.timeout:.0f} s (twice the budget)\n{(e.stderr or b'').decode()[-1500:]}"
+    res = dict(name=p["name"], ok=ok, seconds=round(time.perf_counter() - t, 1), budget_s=p["budget_s"], cmd=" ".join(p["cmd"]))
+    if not ok: res["error"] = text[-2000:]
+    elif p["out"] is not None and Path(p["out"]).is_file(): res["result"] = json.loads(Path(p["out"]).read_text())
+    else: res["tail"] = text.strip().splitlines()[-1:]
+    print(f"{'ok  ' if ok else 'FAIL'} {p['name']} ({res['seconds']} s)", flush=True)
+    if not ok: print(res["error"], file=sys.stderr)
     return res
 
 
-def main(argv=None):
+def figures(r: dict) -> str:
+    "The headline figures of a part's result, for the table."
+    x = r.get("result") or {}
+    if "rows" in x and any("layout" in row for row in x["rows"]):
+        return "; ".join(f"{row['layout']} {row['videos_per_s']:.1f} videos/s" + (f" ({100 * row['mfu']:.0f}% MFU)" if row.get("mfu") else "")
+                         for row in x["rows"])
+    if "rows" in x:
+        return "; ".join(f"{row['size']} {row['vectorized_ms']:.2f} ms, x{row['speedup']:.0f} the loop" for row in x["rows"])
+    if "encode" in x:
+        best = {}
+        for k, v in x["encode"].items(): best[k.split(" | ")[0]] = max(v, best.get(k.split(" | ")[0], 0))
+        return "; ".join(f"{k} up to {v:.0f} frames/s" for k, v in best.items())
+    if "videos_per_s" in x:
+        mfu = f", {100 * x['mfu']:.1f}% MFU" if x.get("mfu") else ""
+        return f"{x['preset']} batch {x['batch_size']}: {x['videos_per_s']:.1f} videos/s{mfu}, peak {x['peak_mem_gb']:.2f} GB"
+    if "results" in x and x["results"] and "clips_per_s" in x["results"][0] and "case" in x["results"][0]:
+        return "; ".join(f"{row['case']}: {row['clips_per_s']:.1f} videos/s, peak {row['peak_mem_gb']:.2f} GB" for row in x["results"])
+    if "results" in x:
+        return "; ".join(f"{row['preset']} T={row['clip_len']} S={row['frame_size']}: {row['videos_per_s_3x10']:.2f} videos/s at 3x10"
+                         for row in x["results"])
+    return " ".join(r.get("tail", [])) if r["ok"] else "failed"
+
+
+def environment(device: str, quick: bool) -> dict:
+    gpu = device.startswith("cuda")
+    return dict(device=torch.cuda.get_device_name(device) if gpu else platform.processor() or platform.machine(),
+                torch=torch.__version__, cuda=torch.version.cuda, cudnn=torch.backends.cudnn.version() if gpu else None,
+                driver_capability=list(torch.cuda.get_device_capability(device)) if gpu else None,
+                cpus=os.cpu_count(), machine=platform.machine(), python=platform.python_version(), quick=quick)
+
+
+def table(env: dict, results: list[dict], total: float) -> str:
+    cuda = f"CUDA {env['cuda']}" + (f", cuDNN {env['cudnn']}" if env["cudnn"] else "") if env["cuda"] else "no CUDA (a CPU run)"
+    head = f"**{env['device']}**, torch {env['torch']}, {cuda}, {env['cpus']} CPU cores" + (" (quick: toy sizes)" if env["quick"] else "")
+    rows = [f"| {r['name']} | {'yes' if r['ok'] else 'NO'} | {r['seconds']} | {r['budget_s'] or '-'} | {figures(r)} |" for r in results]
+    plan = "" if env["quick"] else f" (planned {PLANNED_S} s)"
+    return "\n".join([head, "", "| part | ok | seconds | budget (s) | figures |", "|---|---|---|---|---|", *rows, "",
+                      f"total {total:.0f} s{plan}"])
+
+
+def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--device", default="cuda")
-    ap.add_argument("--quick", action="store_true", help="toy sizes (a CPU run in well under a minute)")
-    ap.add_argument("--out-dir", default=str(HERE / "results"))
+    ap.add_argument("--quick", action="store_true", help="toy sizes (a CPU run in a few minutes at most)")
+    ap.add_argument("--peak-tflops", type=float, default=None, help="the device's peak TFLOP/s for the pre-training MFU "
+                    "(default: a known GPU's dense bf16 peak; on a CPU, a measured matmul rate)")
+    ap.add_argument("--out-dir", default=None, help="default: benchmarks/results (quick: $BENCH_OUT or <temp>/vimpac-bench)")
     a = ap.parse_args(argv)
     if a.device.startswith("cuda") and not torch.cuda.is_available():
         print("bench_gpu: error: --device cuda: no CUDA GPU is visible (use --device cpu --quick)", file=sys.stderr); return 2
-    gpu = torch.cuda.get_device_name() if a.device.startswith("cuda") else platform.processor() or platform.machine()
-    tmp, py = Path(tempfile.mkdtemp()), sys.executable
-    prec = ["--precision", "bf16"] if a.device.startswith("cuda") else ["--precision", "fp32"]
-    model = ["--preset", "tiny", "--size", "32", "--videos", "2", "--warmup", "1", "--repeats", "1", "--threads", "1"] if a.quick \
-        else ["--videos", "64", "--warmup", "3", "--repeats", "10"]
-    parts = [run("gpu tests", [py, "-m", "pytest", "-q", "-m", "gpu", str(HERE.parent / "tests")])]
-    parts.append(run("model throughput, eager", [py, HERE / "model_throughput.py", "--device", a.device, *prec, *model, "--out", tmp / "m.json"], tmp / "m.json"))
-    if not a.quick:
-        parts.append(run("model throughput, compiled", [py, HERE / "model_throughput.py", "--device", a.device, *prec, *model, "--compile", "--out", tmp / "mc.json"], tmp / "mc.json"))
-        for preset, extra in [("base", []), ("large_half", []), ("small", ["--clip-len", "10", "--size", "256"])]:
-            parts.append(run(f"model throughput, {preset} {' '.join(extra)}".strip(), [py, HERE / "model_throughput.py", "--device", a.device, *prec,
-                             "--videos", "16", "--warmup", "2", "--repeats", "5", "--preset", preset, *extra, "--out", tmp / f"{preset}.json"], tmp / f"{preset}.json"))
-    parts.append(run("block masks vs loop", [py, HERE / "masking_speed.py", "--device", a.device, *(["--repeats", "3", "--loop-repeats", "1", "--threads", "1"] if a.quick else []),
-                     "--out", tmp / "mask.json"], tmp / "mask.json"))
-    parts.append(run("tokenizer encode", [py, HERE / "tokenize_throughput.py", "--device", a.device, "--parts", "encode",
-                     *(["--repeats", "1", "--copies", "1", "--size", "32"] if a.quick else []), "--out", tmp / "tok.json"], tmp / "tok.json"))
-    # pytest exits 5 when every test is deselected/skipped off a GPU: not a failure there
-    if not parts[0]["ok"] and not a.device.startswith("cuda") and "skipped" in parts[0].get("error", "") + parts[0].get("cmd", ""): parts[0]["ok"] = True
-    env = dict(device=gpu, torch=torch.__version__, cuda=torch.version.cuda, quick=a.quick, machine=platform.machine())
-    name = re.sub(r"[^A-Za-z0-9]+", "-", gpu).strip("-").lower() + ("-quick" if a.quick else "")
-    out = Path(a.out_dir) / f"gpu-{name}.json"
+    env = environment(a.device, a.quick)
+    t0, tmp = time.perf_counter(), Path(tempfile.mkdtemp(prefix="vimpac-bench-parts-"))
+    results = [run(p) for p in parts(a.device, a.quick, tmp, a.peak_tflops)]
+    total = time.perf_counter() - t0
+    out_dir = Path(a.out_dir or (os.environ.get("BENCH_OUT") or Path(tempfile.gettempdir()) / "vimpac-bench" if a.quick else HERE / "results"))
+    name = re.sub(r"[^A-Za-z0-9]+", "-", env["device"]).strip("-").lower() + ("-quick" if a.quick else "")
+    out = out_dir / f"gpu-{name}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(dict(env=env, parts=parts), indent=1, default=str) + "\n")
-    print(f"\n**{gpu}**, torch {env['torch']}, CUDA {env['cuda']}{' (quick, toy sizes)' if a.quick else ''}\n")
-    print("| part | ok | seconds | figures |\n|---|---|---|---|")
-    for p in parts:
-        r = p.get("result") or {}
-        fig = "; ".join(f"{row.get('layout', '')} {row.get('videos_per_s', 0):.2f} videos/s" for row in r.get("rows", []) if "videos_per_s" in row) if "rows" in r else ""
-        print(f"| {p['name']} | {'yes' if p['ok'] else 'NO'} | {p['seconds']} | {fig} |")
-    print(f"\nwritten: {out}")
-    return 0 if all(p["ok"] for p in parts) else 1
+    md = table(env, results, total)
+    out.write_text(json.dumps(dict(env=env, total_s=round(total, 1), planned_s=None if a.quick else PLANNED_S, parts=results),
+                              indent=1, default=str) + "\n")
+    print("\n" + md + f"\n\nwritten: {out}")
+    if not a.quick and total > PLANNED_S: print(f"bench_gpu: warning: the suite took {total:.0f} s, over the {PLANNED_S} s planned", file=sys.stderr)
+    return 0 if all(r["ok"] for r in results) else 1
 
 
 if __name__ == "__main__":

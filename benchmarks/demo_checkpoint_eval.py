@@ -1,5 +1,5 @@
 """The demo checkpoint's model-card numbers: mask accuracy of a pre-trained model against the majority-code and the
-nearest-neighbour-copy baselines (appendix H.2), on *the same* block masks, for the sample videos it was trained on
+nearest-neighbour-copy baselines (appendix G.2), on *the same* block masks, for the sample videos it was trained on
 and for held-out videos made here (never seen by the model or, for the test pattern and Grace Hopper, the tokenizer).
 
     .venv/bin/python benchmarks/demo_checkpoint_eval.py [--checkpoint vimpac/weights/demo] [--out eval.json]

@@ -10,15 +10,18 @@ matmuls (no token head; it counts the small pre-training CLS head, under 0.1% he
 
 Settings (each a `--settings` name):
 - `cpu`: tiny, T = 5, S = 128 (token map 16 x 16), 3x10 views, timed in full on `--videos` videos.
+- `toy`: tiny, T = 5, S = 32 (token map 4 x 4), 3x10 views: the GPU suite's quick CPU run (`bench_gpu.py --quick`).
 - `paper`: Small, T = 10, S = 256 (token map 32 x 32), 3x10 views, the paper's fine-tuning size. On a CPU a full
   3x10 pass over one video takes minutes, so there `--paper-views` (default 1x1 on a CPU, 3x10 on a GPU) are timed
   and videos/s at 3x10 is derived from the measured clips/s (the cost is linear in clips at a fixed batch).
 """
-import argparse, json, os, platform, statistics, time
+import argparse, json, os, platform, sys
 import numpy as np
 import torch
+from bench_utils import device_sync, median_seconds
 
-SETTINGS = {"cpu": dict(preset="tiny", clip_len=5, size=128), "paper": dict(preset="small", clip_len=10, size=256)}
+SETTINGS = {"cpu": dict(preset="tiny", clip_len=5, size=128), "paper": dict(preset="small", clip_len=10, size=256),
+            "toy": dict(preset="tiny", clip_len=5, size=32)}
 
 
 def measure(name, a, dev, batch_size):
@@ -31,23 +34,19 @@ def measure(name, a, dev, batch_size):
     views = a.paper_views if name == "paper" and a.paper_views else "3x10"
     if name == "paper" and not a.paper_views and dev.type == "cpu": views = "1x1"
     crops, k = parse_views(views)
-    n_videos = a.videos if name == "cpu" or dev.type == "cuda" else 1
+    n_videos = a.videos if name != "paper" or dev.type == "cuda" else 1
     rng = np.random.default_rng(0)
     L = a.frames                                         # frames per video (20 = 10 s at 2 FPS)
     videos = [{c: rng.integers(0, cfg.vocab_size, (L, h, h), dtype=np.int16) for c in crops} for _ in range(n_videos)]
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(a.precision)
-    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
+    sync = device_sync(dev)
 
     def run(vs):
         with torch.autocast(dev.type, dtype=dtype, enabled=dtype is not None):
             return multiview_scores(model, vs, views, batch_size, dev)
 
-    run(videos[:1]); sync()                              # warm-up: one video
-    ts = []
-    for _ in range(a.repeats):
-        t = time.perf_counter(); scores = run(videos); sync(); ts.append(time.perf_counter() - t)
-    assert scores.shape == (n_videos, a.classes)
-    t = statistics.median(ts)
+    assert run(videos[:1]).shape == (1, a.classes)      # warm-up: one video
+    t = median_seconds(lambda: run(videos), a.repeats, sync, warmup=0)
     clips = n_videos * len(crops) * k
     flops = model_flops(cfg, s["clip_len"], mask_ratio=0.0, training=False)
     res = dict(setting=name, preset=s["preset"], clip_len=s["clip_len"], frame_size=s["size"], token_map=[h, h],
@@ -61,7 +60,7 @@ def measure(name, a, dev, batch_size):
     return res
 
 
-def main():
+def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--settings", nargs="+", default=["cpu", "paper"], choices=list(SETTINGS))
@@ -76,18 +75,19 @@ def main():
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--out", default=None)
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
     if a.threads: torch.set_num_threads(a.threads)
     dev = torch.device(a.device)
     torch.manual_seed(0)
     with torch.inference_mode():
-        results = [measure(n, a, dev, b) for n in a.settings for b in (a.batch_sizes if n == "cpu" else a.batch_sizes[:1])]
+        results = [measure(n, a, dev, b) for n in a.settings for b in (a.batch_sizes if n != "paper" else a.batch_sizes[:1])]
     machine = dict(machine=platform.machine(), processor=platform.processor(), torch=torch.__version__,
                    threads=torch.get_num_threads(), device=torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu")
     if a.out:
         with open(a.out, "w") as f: json.dump(dict(machine, args=vars(a), results=results), f, indent=1)
         print(f"wrote {a.out}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -8,10 +8,12 @@ schedule), on random tokens, in clips/s. Prints step time, FLOPs per clip (forwa
 
 A case is PRESET:T:S:MICRO (micro-batch clips per forward); `--accum` micro-batches make one step. Each case runs in
 its own subprocess so that peak memory (CPU: peak resident set size; GPU: peak allocated) is its own. Figures are
-medians over `--repeats` timed steps after `--warmup` steps.
+medians over `--repeats` timed steps after `--warmup` steps. A fine-tuning step holds one clip per video, so clips/s
+is videos/s. Exits 1 when a case fails.
 """
-import argparse, json, platform, resource, statistics, subprocess, sys, time
+import argparse, json, platform, subprocess, sys
 import torch
+from bench_utils import device_sync, median_seconds, peak_memory_gb
 
 
 def worker(a):
@@ -30,22 +32,18 @@ def worker(a):
     def loss_fn(mb):
         o = eng.forward(*mb)
         return o.loss * (len(mb[1]) / G), torch.stack([o.loss.detach() * len(mb[1])])
-    sync = torch.cuda.synchronize if run.device.type == "cuda" else (lambda: None)
-    for _ in range(a.warmup): eng.update(eng.accumulate(batches, loss_fn))
+    step, sync = lambda: eng.update(eng.accumulate(batches, loss_fn)), device_sync(run.device)
+    for _ in range(a.warmup): step()
     sync()
     if run.device.type == "cuda": torch.cuda.reset_peak_memory_stats()
-    ts = []
-    for _ in range(a.repeats):
-        t = time.perf_counter(); eng.update(eng.accumulate(batches, loss_fn)); sync(); ts.append(time.perf_counter() - t)
-    t = statistics.median(ts)
+    t = median_seconds(step, a.repeats, sync, warmup=0)
     flops = model_flops(cfg, T, mask_ratio=0.0)
     print(json.dumps(dict(case=a.case, accum=a.accum, clips_per_step=G, step_s=t, clips_per_s=G / t, flops_per_clip=flops,
                           achieved_flops=flops * G / t,
-                          peak_mem_gb=(torch.cuda.max_memory_allocated() if run.device.type == "cuda"
-                                       else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024) / 1e9)))
+                          peak_mem_gb=peak_memory_gb(run.device))))
 
 
-def main():
+def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--device", default="cpu")
     p.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16", "fp16"])
@@ -58,15 +56,16 @@ def main():
     p.add_argument("--checkpointing", action="store_true")
     p.add_argument("--out", default=None)
     p.add_argument("--case", help=argparse.SUPPRESS)
-    a = p.parse_args()
+    a = p.parse_args(argv)
     if a.case: return worker(a)
-    rows = []
+    rows, failed = [], []
     for case in a.cases:
         argv = [sys.executable, __file__, "--case", case] + [x for k in ("device", "precision", "accum", "warmup", "repeats", "threads")
                                                               for x in (f"--{k}", str(getattr(a, k)))]
         argv += ["--compile"] * a.compile + ["--checkpointing"] * a.checkpointing
         r = subprocess.run(argv, capture_output=True, text=True)
-        if r.returncode: print(f"{case}: failed: {r.stderr.strip().splitlines()[-1]}"); continue
+        if r.returncode:
+            failed.append(case); print(f"{case}: failed: {(r.stderr.strip().splitlines() or ['no output'])[-1]}", file=sys.stderr); continue
         rows.append(json.loads(r.stdout.strip().splitlines()[-1]))
         x = rows[-1]
         print(f"{case:>16}  {x['clips_per_step']:3d} clips/step  {x['step_s']:8.2f} s/step  {x['clips_per_s']:8.2f} clips/s  "
@@ -74,8 +73,9 @@ def main():
     if a.out:
         meta = dict(machine=platform.machine(), processor=platform.processor(), torch=torch.__version__,
                     threads=a.threads or torch.get_num_threads(), device=a.device, precision=a.precision)
-        json.dump(dict(meta=meta, results=rows), open(a.out, "w"), indent=1)
+        json.dump(dict(meta=meta, results=rows, failed=failed), open(a.out, "w"), indent=1)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

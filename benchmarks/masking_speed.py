@@ -6,12 +6,13 @@ JSON; asserts nothing about time.
     python benchmarks/masking_speed.py --device cpu --threads 1 [--out benchmarks/results/masking_cpu.json]
     python benchmarks/masking_speed.py --device cuda [--out benchmarks/results/masking_cuda.json]
 
-Sizes: pre-training (1024, 5, 16, 16) with 5 blocks, fine-tuning (1024, 10, 32, 32) with 7 blocks (Table 9's choices).
+Sizes: pre-training (1024, 5, 16, 16) with 5 blocks, fine-tuning (1024, 10, 32, 32) with 7 blocks (Table 10's choices, appendix B.1).
 Figures are medians over repeats, in milliseconds per batch; the speed-up is the ratio of the two medians, measured
 side by side in one run.
 """
-import argparse, json, os, platform, random, statistics, time
+import argparse, json, os, platform, sys, random
 import torch
+from bench_utils import device_sync, median_seconds
 from vimpac.masking import block_mask, iid_mask, nearest_neighbour_fill
 
 SIZES = {"pre-training": ((1024, 5, 16, 16), 5), "fine-tuning": ((1024, 10, 32, 32), 7)}
@@ -30,24 +31,23 @@ def loop_block_mask(shape, num_blocks, device):
 
 
 def median_ms(fn, repeats, sync):
-    fn(); sync()  # warm-up
-    ts = []
-    for _ in range(repeats):
-        t = time.perf_counter(); fn(); sync(); ts.append(time.perf_counter() - t)
-    return 1e3 * statistics.median(ts)
+    "Milliseconds: the median of `repeats` calls after one warm-up (`bench_utils.median_seconds`)."
+    return 1e3 * median_seconds(fn, repeats, sync)
 
 
-def main():
+def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--threads", type=int, default=None, help="torch intra-op threads (CPU)")
     ap.add_argument("--repeats", type=int, default=21)
     ap.add_argument("--loop-repeats", type=int, default=5)
+    ap.add_argument("--nn-fill-repeats", type=int, default=None, help="repeats of nearest_neighbour_fill (default: "
+                    "max(3, repeats // 4); 0 leaves it out)")
     ap.add_argument("--out", default=None)
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
     if a.threads: torch.set_num_threads(a.threads)
     dev = torch.device(a.device)
-    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
+    sync = device_sync(dev)
     res = dict(machine=f"{platform.machine()} {os.cpu_count()} cores" + (f", {torch.cuda.get_device_name()}" if dev.type == "cuda" else ""),
                torch=torch.__version__, device=str(dev), threads=torch.get_num_threads(), rows=[])
     g = torch.Generator(device=dev).manual_seed(0)
@@ -64,15 +64,18 @@ def main():
     shape, k = SIZES["pre-training"]
     toks = torch.randint(0, 1024, shape, generator=g, device=dev)
     res["nn_fill_ms"] = {}
-    for kind, m in [("block 15%", block_mask(shape, k, generator=g)), ("i.i.d. 15%", iid_mask(shape, 0.15, generator=g))]:
+    nn_repeats = max(3, a.repeats // 4) if a.nn_fill_repeats is None else a.nn_fill_repeats
+    cases = [("block 15%", block_mask(shape, k, generator=g)), ("i.i.d. 15%", iid_mask(shape, 0.15, generator=g))] if nn_repeats else []
+    for kind, m in cases:
         for mode in ("spatial", "spatiotemporal"):
-            t = median_ms(lambda: nearest_neighbour_fill(toks, m, mode), max(3, a.repeats // 4), sync)
+            t = median_ms(lambda: nearest_neighbour_fill(toks, m, mode), nn_repeats, sync)
             res["nn_fill_ms"][f"{kind}, {mode}"] = t
             print(f"nearest_neighbour_fill {kind:10s} {mode:15s} batch {shape}: {t:8.2f} ms")
     if a.out:
         with open(a.out, "w") as f: json.dump(res, f, indent=1)
         print("wrote", a.out)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

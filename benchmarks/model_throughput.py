@@ -1,4 +1,4 @@
-"""Pre-training throughput of the VIMPAC model per layout (Table 13): forward + backward of the full objective
+"""Pre-training throughput of the VIMPAC model per layout (Table 14): forward + backward of the full objective
 (block-masked mask-then-predict + InfoNCE over the two clips of each video) on random tokens, in videos/s, where one
 video is 2 clips of T x h x w tokens. Prints FLOPs per video (`vimpac.model.model_flops`), peak memory and, on a GPU,
 MFU. Asserts nothing about time.
@@ -7,11 +7,12 @@ MFU. Asserts nothing about time.
     python benchmarks/model_throughput.py --device cuda --videos 64 --precision bf16 [--compile] [--out ...]
 
 Each layout runs in its own subprocess, so that peak memory (CPU: peak resident set size; GPU: peak allocated) is
-its own. Figures are medians over `--repeats` timed steps after `--warmup` steps. The paper's Table 13 (one V100,
+its own. Figures are medians over `--repeats` timed steps after `--warmup` steps. The paper's Table 14 (one V100,
 Small, T = 5, S = 128): TxHxW 12.6, T,HxW 20.0, T,H,W 26.4, T,H|W 32.0 videos/s.
 """
-import argparse, json, os, platform, resource, statistics, subprocess, sys, time
+import argparse, json, os, platform, subprocess, sys
 import torch
+from bench_utils import device_sync, median_seconds, peak_memory_gb
 
 PAPER = {"TxHxW": 12.6, "T,HxW": 20.0, "T,H,W": 26.4, "T,H|W": 32.0}
 
@@ -30,7 +31,7 @@ def worker(a):
     g = torch.Generator(device=dev).manual_seed(0)
     pairs = torch.randint(0, cfg.vocab_size, (a.videos, 2, a.clip_len, *cfg.token_map), device=dev, generator=g)
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(a.precision)
-    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
+    sync = device_sync(dev)
 
     def step():
         inputs, labels, _ = mask_clip_pairs(pairs, cfg, pcfg, g)
@@ -45,22 +46,19 @@ def worker(a):
     for _ in range(a.warmup): step()
     sync()
     if dev.type == "cuda": torch.cuda.reset_peak_memory_stats()
-    ts = []
-    for _ in range(a.repeats):
-        t = time.perf_counter(); step(); sync(); ts.append(time.perf_counter() - t)
-    t = statistics.median(ts)
+    t = median_seconds(step, a.repeats, sync, warmup=0)
     flops = 2 * model_flops(cfg, a.clip_len)            # per video: 2 clips
     res = dict(layout=a.layout, videos_per_s=a.videos / t, step_s=t, flops_per_video=flops,
                achieved_flops=flops * a.videos / t,
-               peak_mem_gb=(torch.cuda.max_memory_allocated() if dev.type == "cuda"
-                            else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024) / 1e9)
+               peak_mem_gb=peak_memory_gb(dev))
     if dev.type == "cuda":
         peak = peak_flops(dev)
         res["mfu"] = res["achieved_flops"] / peak if peak else None
     print(json.dumps(res))
 
 
-def main():
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else [str(x) for x in argv]
     ap = argparse.ArgumentParser()
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--preset", default="small")
@@ -74,34 +72,38 @@ def main():
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--layouts", nargs="+", default=list(PAPER), choices=list(PAPER), help="layouts to time (default: all)")
     ap.add_argument("--out", default=None)
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
     if a.layout: return worker(a)
-    layouts = ["TxHxW", "T,HxW", "T,H,W", "T,H|W"]
+    layouts = a.layouts
     machine = f"{platform.machine()} {os.cpu_count()} cores"
     if a.device.startswith("cuda"): machine += ", " + torch.cuda.get_device_name()
     print(f"{machine}, torch {torch.__version__}, {a.preset}, T={a.clip_len}, S={a.size}, {a.videos} videos/step, "
           f"{a.precision}{', compiled' if a.compile else ''}")
-    rows = []
+    rows, failed = [], []
     for layout in layouts:
-        cmd = [sys.executable, __file__, "--layout", layout] + [x for x in sys.argv[1:] if x != "--out" and not x.endswith(".json")]
+        cmd = [sys.executable, __file__, "--layout", layout] + [x for x in argv if x not in ("--out", "--layouts")
+                                                                   and not x.endswith(".json") and x not in PAPER]
         r = subprocess.run(cmd, capture_output=True, text=True)
         if r.returncode:
-            print(f"{layout}: failed\n{r.stderr[-2000:]}"); continue
+            failed.append(layout); print(f"{layout}: failed\n{r.stderr[-2000:]}", file=sys.stderr); continue
         rows.append(json.loads(r.stdout.strip().splitlines()[-1]))
-    ref = next(r for r in rows if r["layout"] == "T,H|W")
+    if not rows: return 1
+    ref = next((r for r in rows if r["layout"] == "T,H|W"), rows[-1])
     print(f"{'layout':7s} {'videos/s':>9s} {'GFLOP/video':>12s} {'TFLOP/s':>8s} {'MFU':>6s} {'peak GB':>8s} "
-          f"{'ratio to T,H|W':>15s} {'paper ratio':>12s}")
+          f"{'ratio to ' + ref['layout']:>15s} {'paper ratio':>12s}")
     for r in rows:
-        r["ratio"] = r["videos_per_s"] / ref["videos_per_s"]; r["paper_ratio"] = PAPER[r["layout"]] / PAPER["T,H|W"]
+        r["ratio"] = r["videos_per_s"] / ref["videos_per_s"]; r["paper_ratio"] = PAPER[r["layout"]] / PAPER[ref["layout"]]
         mfu = f"{100 * r['mfu']:5.1f}%" if r.get("mfu") else "    -"
         print(f"{r['layout']:7s} {r['videos_per_s']:9.2f} {r['flops_per_video'] / 1e9:12.1f} {r['achieved_flops'] / 1e12:8.3f} "
               f"{mfu:>6s} {r['peak_mem_gb']:8.2f} {r['ratio']:15.2f} {r['paper_ratio']:12.2f}")
     if a.out:
         with open(a.out, "w") as f:
-            json.dump(dict(machine=machine, torch=torch.__version__, args=vars(a), rows=rows, paper_v100=PAPER), f, indent=1)
+            json.dump(dict(machine=machine, torch=torch.__version__, args=vars(a), rows=rows, failed=failed, paper_v100=PAPER), f, indent=1)
         print("wrote", a.out)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -8,23 +8,18 @@ not depend on the weight values, and no official file is needed. Figures are med
 (sampled frames of the centre view at S = 128). On CUDA, encoding is also timed under bf16 / fp16 autocast and with
 channels_last.
 """
-import argparse, json, os, platform, shutil, statistics, tempfile, time
+import argparse, json, os, platform, sys, shutil, tempfile
 from pathlib import Path
 import torch
 from vimpac.video import sample_videos, read_views
 from vimpac.tokenizer import load_tokenizer, DalleTokenizer, DalleEncoder, DalleDecoder
 from vimpac.store import build_store, _DecodeVideos
+from bench_utils import device_sync, median_seconds
 
 
-def median_time(fn, repeats, sync=lambda: None):
-    fn(); sync()  # warm-up
-    ts = []
-    for _ in range(repeats):
-        t = time.perf_counter(); fn(); sync(); ts.append(time.perf_counter() - t)
-    return statistics.median(ts)
 
 
-def main():
+def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--repeats", type=int, default=3)
@@ -33,9 +28,9 @@ def main():
     ap.add_argument("--size", type=int, default=128)
     ap.add_argument("--out", default=None)
     ap.add_argument("--parts", default="decode,encode,e2e", help="comma-separated subset of decode,encode,e2e")
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
     dev = torch.device(a.device)
-    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
+    sync = device_sync(dev)
     res = dict(machine=f"{platform.machine()} {os.cpu_count()} cores" + (f", {torch.cuda.get_device_name()}" if dev.type == "cuda" else ""),
                torch=torch.__version__, threads=torch.get_num_threads(), fps=a.fps, size=a.size, decode={}, encode={}, end_to_end={})
     videos = sample_videos() * a.copies
@@ -48,7 +43,7 @@ def main():
         n = sum(len(read_views(v, a.fps, a.size)["1x-center"]) for v in sample_videos()) * a.copies
         def run():
             for _ in torch.utils.data.DataLoader(ds, batch_size=None, num_workers=workers, collate_fn=lambda x: x): pass
-        t = median_time(run, a.repeats)
+        t = median_seconds(run, a.repeats)
         res["decode"][workers] = n / t
         print(f"decode   workers={workers}: {n / t:8.1f} frames/s")
 
@@ -67,7 +62,7 @@ def main():
                 if cl: tok.to(memory_format=torch.channels_last)
                 def enc():
                     with torch.autocast(dev.type, dtype=dtype, enabled=dtype is not None): tok.encode(x)
-                t = median_time(enc, a.repeats, sync)
+                t = median_seconds(enc, a.repeats, sync)
                 res["encode"][f"{name} | batch {bs} | {vname}"] = bs / t
                 print(f"encode   {name:15s} batch={bs:3d} {vname:18s}: {bs / t:8.1f} frames/s")
                 if cl: tok.to(memory_format=torch.contiguous_format)
@@ -86,7 +81,7 @@ def main():
                     s = build_store(paths, tok, Path(d) / "store", fps=a.fps, frame_size=a.size, batch_size=32,
                                     workers=workers, progress=False)
                     assert len(s.stored) == len(vids), (len(s.stored), len(vids))
-            t = median_time(e2e, max(1, a.repeats - 1), sync)
+            t = median_seconds(e2e, max(1, a.repeats - 1), sync)
             res["end_to_end"][f"{name} | workers {workers}"] = n / t
             print(f"end2end  {name:15s} workers={workers}: {n / t:8.1f} frames/s")
 
@@ -94,7 +89,8 @@ def main():
     if a.out:
         Path(a.out).parent.mkdir(parents=True, exist_ok=True)
         Path(a.out).write_text(json.dumps(res, indent=1) + "\n")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -12,6 +12,25 @@ def bin_dir():
     return BIN
 
 
+def _texture_video(path, seed, seconds=2, fps=8, size=40):
+    "A small moving random texture, MPEG-4 (in the container of `path`'s extension), written with PyAV; returns `path`."
+    import av, numpy as np
+    path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
+    base = np.random.default_rng(seed).integers(0, 256, (size, size, 3), dtype=np.uint8)
+    with av.open(str(path), "w") as c:
+        s = c.add_stream("mpeg4", rate=fps); s.width = s.height = size; s.pix_fmt = "yuv420p"
+        for i in range(seconds * fps):
+            for p in s.encode(av.VideoFrame.from_ndarray(np.roll(base, 2 * i, axis=1), format="rgb24")): c.mux(p)
+        for p in s.encode(): c.mux(p)
+    return path
+
+
+@pytest.fixture(scope="session")
+def texture_video():
+    "`texture_video(path, seed, seconds=2, fps=8, size=40)`: writes a small moving random texture video (MPEG-4) at `path`."
+    return _texture_video
+
+
 @pytest.fixture(scope="module")
 def one_thread():
     """One intra-op thread for a module's tests (`pytestmark = pytest.mark.usefixtures("one_thread")`): tiny models run

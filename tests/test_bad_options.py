@@ -2,8 +2,6 @@
 `PROG: error: ...`, naming the option and what it allows, no traceback, and nothing under --out. Most run in this
 process (`tokenize_main(argv)` / `pretrain_main(argv)`); a few run the console scripts as users do."""
 import json, os, shutil, subprocess
-import av
-import numpy as np
 import pytest
 import torch
 from vimpac.cli import tokenize_main, pretrain_main
@@ -18,23 +16,10 @@ ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 pytestmark = pytest.mark.usefixtures("one_thread")   # conftest.py
 
 
-def write_video(path, seed, seconds=3, fps=10, size=64):
-    "A small moving random texture, MPEG-4 in MP4, written with PyAV."
-    rng = np.random.default_rng(seed)
-    base = rng.integers(0, 256, (size, size, 3), dtype=np.uint8)
-    with av.open(str(path), "w") as c:
-        s = c.add_stream("mpeg4", rate=fps)
-        s.width = s.height = size; s.pix_fmt = "yuv420p"
-        for i in range(seconds * fps):
-            for p in s.encode(av.VideoFrame.from_ndarray(np.roll(base, 2 * i, axis=1), format="rgb24")): c.mux(p)
-        for p in s.encode(): c.mux(p)
-    return path
-
-
 @pytest.fixture(scope="module")
-def videos(tmp_path_factory):
+def videos(tmp_path_factory, texture_video):
     d = tmp_path_factory.mktemp("videos")
-    return [write_video(d / f"v{i}.mp4", i) for i in range(3)]
+    return [texture_video(d / f"v{i}.mp4", i, seconds=3, fps=10, size=64) for i in range(3)]
 
 
 @pytest.fixture(scope="module")

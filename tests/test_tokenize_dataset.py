@@ -2,7 +2,6 @@
 `folder` one, a `ucf101` one with CRLF split files and a missing video, an `ssv2` one) through the command line, and
 the labelled stores they give (classes, labels, views, frame rate), read back by `LabelledClipDataset`."""
 import contextlib, io, json, subprocess
-import av
 import numpy as np
 import pytest
 import torch
@@ -14,18 +13,6 @@ from vimpac.video import VIEW_SETS
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")   # conftest.py
-
-
-def write_video(path, seed, seconds=2, fps=8, size=40):
-    "A small moving random texture, MPEG-4, written with PyAV."
-    path.parent.mkdir(parents=True, exist_ok=True)
-    base = np.random.default_rng(seed).integers(0, 256, (size, size, 3), dtype=np.uint8)
-    with av.open(str(path), "w") as c:
-        s = c.add_stream("mpeg4", rate=fps); s.width = s.height = size; s.pix_fmt = "yuv420p"
-        for i in range(seconds * fps):
-            for p in s.encode(av.VideoFrame.from_ndarray(np.roll(base, 2 * i, axis=1), format="rgb24")): c.mux(p)
-        for p in s.encode(): c.mux(p)
-    return path
 
 
 @pytest.fixture(scope="module")
@@ -51,11 +38,11 @@ def by_name(store):
     return {store.record(k)["name"]: y for k, y in zip(store.keys(), store.labels)}
 
 
-def test_folder_dataset(tmp_path, tokenizer):
+def test_folder_dataset(tmp_path, tokenizer, texture_video):
     root = tmp_path/"ds"
     for i, n in enumerate(["train/run/a.mp4", "train/run/b.mp4", "train/jump/a.mp4", "train/jump/c.mp4",
                            "test/jump/d.mp4", "test/run/e.mp4"]):
-        write_video(root/n, i)
+        texture_video(root/n, i)
     args = [root, "--dataset", "folder", "--out", tmp_path/"out", "--size", 32, "--tokenizer", tokenizer, "--device", "cpu"]
     code, out, err = cli(args)
     assert code == 0, err
@@ -82,7 +69,7 @@ def test_folder_dataset(tmp_path, tokenizer):
     assert code == 0 and "0 stored, 4 skipped" in out.splitlines()[1]
 
 
-def test_ucf101_dataset_subprocess(tmp_path, tokenizer, bin_dir):
+def test_ucf101_dataset_subprocess(tmp_path, tokenizer, bin_dir, texture_video):
     root, lists = tmp_path/"UCF-101", tmp_path/"ucfTrainTestlist"
     lists.mkdir()
     (lists/"classInd.txt").write_bytes(b"1 ApplyEyeMakeup\r\n2 YoYo\r\n")
@@ -91,7 +78,7 @@ def test_ucf101_dataset_subprocess(tmp_path, tokenizer, bin_dir):
     (lists/"testlist01.txt").write_bytes(b"ApplyEyeMakeup/v_ApplyEyeMakeup_g01_c01.avi\r\nYoYo/v_YoYo_g01_c01.avi\r\n")
     for i, n in enumerate(["ApplyEyeMakeup/v_ApplyEyeMakeup_g08_c01.avi", "YoYo/v_YoYo_g08_c01.avi", "YoYo/v_YoYo_g09_c01.avi",
                            "ApplyEyeMakeup/v_ApplyEyeMakeup_g01_c01.avi", "YoYo/v_YoYo_g01_c01.avi"]):
-        write_video(root/n, 10 + i)  # v_YoYo_g10_c01.avi is listed but missing
+        texture_video(root/n, 10 + i)  # v_YoYo_g10_c01.avi is listed but missing
     r = subprocess.run([str(bin_dir/"vimpac-tokenize"), str(root), "--dataset", "ucf101", "--split-dir", str(lists),
                         "--split", "1", "--out", str(tmp_path/"ucf"), "--size", "32", "--tokenizer", tokenizer,
                         "--device", "cpu", "--views", "center"], capture_output=True, text=True, timeout=300)
@@ -111,7 +98,7 @@ def test_ucf101_dataset_subprocess(tmp_path, tokenizer, bin_dir):
     assert not (tmp_path/"ucf5").exists()
 
 
-def test_ssv2_defaults(tmp_path, tokenizer):
+def test_ssv2_defaults(tmp_path, tokenizer, texture_video):
     root, d = tmp_path/"videos", tmp_path/"labels"
     d.mkdir()
     (d/"labels.json").write_text(json.dumps({"Pushing something from left to right": "0",
@@ -122,7 +109,7 @@ def test_ssv2_defaults(tmp_path, tokenizer):
                                              "template": "Pushing [something] from right to left", "placeholders": ["a cup"]}]))
     (d/"validation.json").write_text(json.dumps([{"id": "3", "label": "pushing a box from right to left",
                                                   "template": "Pushing [something] from right to left", "placeholders": ["a box"]}]))
-    for i in (1, 2, 3): write_video(root/f"{i}.mp4", i)  # read_split takes .mp4 where .webm is absent
+    for i in (1, 2, 3): texture_video(root/f"{i}.mp4", i)  # read_split takes .mp4 where .webm is absent
     code, out, err = cli([root, "--dataset", "ssv2", "--split-dir", d, "--out", tmp_path/"out", "--size", 32,
                           "--tokenizer", tokenizer, "--device", "cpu"])
     assert code == 0, err
