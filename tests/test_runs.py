@@ -56,7 +56,7 @@ def test_pretrain_run_notebook_launches_torchrun(tmp_path):
 
 
 PRETRAIN_PARAMETERS = {  # name: (type, default), as papermill's own inspector reads the tagged cell
-    "store": ("Optional[str]", "None"), "videos": ("Optional[list]", "None"), "size": ("int", "64"),
+    "store": ("Optional[str]", "None"), "videos": ("Optional[list]", "None"), "frame_size": ("int", "64"),
     "fps": ("float", "2.0"), "tokenizer": ("str", '"default"'), "out": ("Optional[str]", "None"),
     "preset": ("str", '"tiny"'), "layout": ("str", '"T,H|W"'), "steps": ("int", "6"), "batch_size": ("int", "3"),
     "micro_batch_size": ("Optional[int]", "None"), "lr": ("float", "1e-3"), "save_every": ("int", "0"),
@@ -68,7 +68,7 @@ TOKENIZER_PARAMETERS = {
     "images": ("Optional[list]", "None"), "heldout_images": ("list", '["grace_hopper.jpg", "cheetah2.jpg"]'),
     "image_clips": ("int", "1"), "clip_frames": ("int", "4"), "out": ("Optional[str]", "None"),
     "figure": ("Optional[str]", "None"), "compare": ("Optional[str]", "None"), "init": ("Optional[str]", "None"),
-    "fps": ("float", "8.0"), "size": ("int", "128"), "steps": ("int", "20"), "batch_size": ("int", "32"),
+    "fps": ("float", "8.0"), "frame_size": ("int", "128"), "steps": ("int", "20"), "batch_size": ("int", "32"),
     "crop": ("int", "64"), "scale_min": ("float", "0.6"), "scale_max": ("float", "1.4"), "lr": ("float", "2e-3"),
     "vocab_size": ("int", "512"), "channels": ("list", "[32, 64, 128]"), "seed": ("int", "0")}
 
