@@ -35,6 +35,8 @@ PRESETS = {
     "large_half": dict(num_layers=24, hidden_size=1024, num_heads=16, head_dim=32, mlp_size=2048),
 }
 LAYOUTS = ("T,H|W", "T,H,W", "T,HxW", "TxHxW", "T", "T,H", "T|H|W", "H|W,T")
+
+# %% ../nbs/04_model.ipynb #f1e019e7
 # "T,H|W" (the paper's), "T,H,W", "T", "T,H", "T|H|W", "H|W,T": every `--model efflayout...` of the authors' param.py
 
 @dataclass
@@ -127,21 +129,24 @@ class AxialAttentionBlock(nn.Module):
         else: c = (c * weight[..., None, None]).sum(1) / weight.sum(1).clamp_min(1)[:, None, None]
         return tok, c
 
-    def forward(self, x, cls, pad=None):
-        res_x, res_c = x, cls
-        if not self.post: x, cls = self.norm(x), self.norm(cls)
-        n = self.heads
-        q, k, v = rearrange(self.qkv(x), "b t h w (three n d) -> three b t h w n d", three=3, n=n)
-        cq, ck, cv = rearrange(self.qkv(cls), "b (three n d) -> three b n d", three=3, n=n)
-        per = n // len(self.groups)
-        toks, clss = [], []
-        for i, axes in enumerate(self.groups):
-            s = slice(i * per, (i + 1) * per)
-            t, c = self._group(q[..., s, :], k[..., s, :], v[..., s, :], cq[:, s], ck[:, s], cv[:, s], pad, axes)
-            toks.append(t); clss.append(c)
-        x = res_x + self.drop(self.out(rearrange(torch.cat(toks, -2), "b t h w n d -> b t h w (n d)")))
-        cls = res_c + self.drop(self.out(rearrange(torch.cat(clss, -2), "b n d -> b (n d)")))
-        return (self.norm(x), self.norm(cls)) if self.post else (x, cls)
+
+# %% ../nbs/04_model.ipynb #98e0b957
+@patch
+def forward(self: AxialAttentionBlock, x, cls, pad=None):
+    res_x, res_c = x, cls
+    if not self.post: x, cls = self.norm(x), self.norm(cls)
+    n = self.heads
+    q, k, v = rearrange(self.qkv(x), "b t h w (three n d) -> three b t h w n d", three=3, n=n)
+    cq, ck, cv = rearrange(self.qkv(cls), "b (three n d) -> three b n d", three=3, n=n)
+    per = n // len(self.groups)
+    toks, clss = [], []
+    for i, axes in enumerate(self.groups):
+        s = slice(i * per, (i + 1) * per)
+        t, c = self._group(q[..., s, :], k[..., s, :], v[..., s, :], cq[:, s], ck[:, s], cv[:, s], pad, axes)
+        toks.append(t); clss.append(c)
+    x = res_x + self.drop(self.out(rearrange(torch.cat(toks, -2), "b t h w n d -> b t h w (n d)")))
+    cls = res_c + self.drop(self.out(rearrange(torch.cat(clss, -2), "b n d -> b (n d)")))
+    return (self.norm(x), self.norm(cls)) if self.post else (x, cls)
 
 # %% ../nbs/04_model.ipynb #69333c48
 class Embeddings(nn.Module):
@@ -221,6 +226,7 @@ def check_tokens(tokens, config: VimpacConfig, device=None) -> torch.Tensor:
             raise VimpacError(f"tokens: ids {vals[:6]}{' ...' if len(vals) > 6 else ''} are outside the vocabulary ({_vocab(c)})")
     return tokens
 
+# %% ../nbs/04_model.ipynb #87b9d149
 class VimpacModel(nn.Module):
     """The VIMPAC backbone: tokens (B, T, h, w), integer ids (codes in [0, V) and [PAD]/[MASK]; any integer dtype or
     a numpy array, converted to int64 by `check_tokens`) → hidden states (B, T, h, w, D) and the [CLS] state (B, D).
@@ -303,6 +309,7 @@ def _load_checked(model: nn.Module, sd: dict, source) -> nn.Module:
     model.load_state_dict(sd)
     return model
 
+# %% ../nbs/04_model.ipynb #adef1dd2
 class _Pretrained(nn.Module):
     "Save / load with safetensors and `config.json`."
     kind = "vimpac"
@@ -344,6 +351,7 @@ class _Pretrained(nn.Module):
                               f"{str(e).splitlines()[0][:120] if str(e) else ''}); truncated or corrupt?") from None
         return _load_checked(model, model._adapt_state(sd, kind, path), path).to(device)
 
+# %% ../nbs/04_model.ipynb #1dab9b44
 class ModelOutput:
     """Base of the heads' typed outputs (as Hugging Face's `ModelOutput`): a dataclass whose fields also read as dict
     items, `out.logits` or `out["logits"]`. Fields left None are absent: `"loss" in out` is False without labels,
@@ -378,6 +386,7 @@ class ClassificationOutput(ModelOutput):
     cls: torch.Tensor
     loss: torch.Tensor | None = None
 
+# %% ../nbs/04_model.ipynb #9491024b
 def _check_labels(labels, shape, c: VimpacConfig, device) -> torch.Tensor:
     "Labels as int64 on `device`: codes 0..V-1 or -100, in the tokens' `shape`; else `VimpacError` naming what is wrong."
     labels = labels if isinstance(labels, torch.Tensor) else torch.as_tensor(np.ascontiguousarray(labels))
@@ -414,6 +423,7 @@ def _batchnorm_needs_two(head: nn.Module) -> bool:
     multi = dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
     return any(isinstance(m, nn.BatchNorm1d) or (isinstance(m, nn.SyncBatchNorm) and not multi) for m in head.modules())
 
+# %% ../nbs/04_model.ipynb #b4f0f8b3
 class VimpacForPreTraining(_Pretrained):
     """Backbone + token head + CLS head (§3.4). `forward(inputs, labels=None)` takes (B, T, h, w) token ids (with
     [MASK]; any integer dtype or array, see `check_tokens`) and labels of the same shape (codes 0..V-1, -100 =
@@ -454,6 +464,7 @@ class VimpacForPreTraining(_Pretrained):
                        isinstance(n, torch.Tensor) else max(n, 1))
         return out
 
+# %% ../nbs/04_model.ipynb #8123498f
 class VimpacForVideoClassification(_Pretrained):
     """Backbone + zero-initialised FC layer on [CLS] (appendix A.2). `forward(tokens, labels=None)`: token ids (B, T, h,
     w) (any integer dtype or array, see `check_tokens`) and optional class labels (B,) in 0..num_classes-1 → a
@@ -526,6 +537,7 @@ def read_official_args(path) -> argparse.Namespace:
 
 OFFICIAL_LAYOUTS = ("T,H,W", "T", "T,H", "T,H|W", "T|H|W", "H|W,T")   # their param.py: --model efflayout<layout>
 
+# %% ../nbs/04_model.ipynb #654da93d
 def _structure(layout: str) -> tuple:
     return tuple(len(groups) for groups in parse_layout(layout))
 
@@ -568,6 +580,7 @@ def _official_layout(sd: dict, layout: str | None, args, source) -> str:
                           f"args.pickle beside the checkpoint")
     return fits[0]
 
+# %% ../nbs/04_model.ipynb #6667a4f6
 def official_config(sd: dict, num_heads: int | None = None, source="checkpoint", layout: str | None = None,
                     args: argparse.Namespace | None = None, **overrides) -> VimpacConfig:
     """The `VimpacConfig` of an authors' state dict (airsplay/vimpac `classifier.pt`), read from its tensors: hidden
@@ -615,11 +628,13 @@ def official_config(sd: dict, num_heads: int | None = None, source="checkpoint",
     if inner % heads: raise VimpacError(f"{source}: attention width {inner} is not divisible by num_heads={heads}")
     return VimpacConfig(**{**kw, **overrides})
 
+# %% ../nbs/04_model.ipynb #6f16d07b
 def _official_args(path):
     "The run's args.pickle beside the checkpoint `path`, or None when there is none."
     p = _official_file(path).parent/"args.pickle"
     return read_official_args(p) if p.exists() else None
 
+# %% ../nbs/04_model.ipynb #3a10cf86
 def convert_official_state(sd: dict, config: VimpacConfig, source="checkpoint") -> dict:
     """Rename and regroup an authors' state dict into ours (see the table above). Every key must be used, except the
     tied decoder copies (`mlm_head.decoder.*`). Raises `VimpacError` listing keys that do not fit."""
@@ -659,6 +674,7 @@ def convert_official_state(sd: dict, config: VimpacConfig, source="checkpoint") 
     if sd: raise VimpacError(f"{source}: keys the conversion does not know: {sorted(sd)[:8]}")
     return out
 
+# %% ../nbs/04_model.ipynb #922ebaf4
 @patch(cls_method=True)
 def from_official(cls: VimpacForPreTraining, path, num_heads: int | None = None, layout: str | None = None,
                   device="cpu", **overrides):

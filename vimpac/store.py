@@ -15,7 +15,8 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 from .utils import VimpacError, write_json
-from .video import iter_views, check_fps, list_videos, VIEW_SETS, parse_view
+from .video import iter_views, check_fps, list_videos, VIEW_SETS, CENTER_VIEW, parse_view
+from fastcore.basics import patch
 
 # %% auto #0
 __all__ = ['STORE_FORMAT', 'MAP_SIZE', 'READABLE_FORMATS', 'video_key', 'expand_inputs', 'shard_name', 'StoreSummary',
@@ -55,6 +56,7 @@ def _name_under(q: Path, root: Path | None) -> str:
         except ValueError: pass
     return q.name
 
+# %% ../nbs/02_store.ipynb #d702d257
 def expand_inputs(inputs, skipped: Counter | None = None, root=None) -> list[tuple[Path, str]]:
     """Videos from files, folders, and list files (`.txt` / `.lst`, one path per line, `#` comments), each as
     (path, name relative to the root the user gave): for a folder, the path under that folder; for a list file,
@@ -83,6 +85,8 @@ def expand_inputs(inputs, skipped: Counter | None = None, root=None) -> list[tup
 def shard_name(index: int, num_shards: int) -> str: return f"shard-{index:05d}-of-{num_shards:05d}.lmdb"
 
 _ENVS: dict = {}  # (process id, path) -> (environment, writable). LMDB allows one open environment per database per
+
+# %% ../nbs/02_store.ipynb #8851f9ea
 # process, and an environment must not be used across fork(): a forked DataLoader worker opens its own
 
 def _env(path, write: bool = False) -> lmdb.Environment:
@@ -144,6 +148,7 @@ def _lmdb_header(f) -> dict:
     m = m1 if m1["txnid"] > m0["txnid"] else m0
     return dict(m, page_size=ps, needed=max(2, m["last_page"] + 1) * ps)
 
+# %% ../nbs/02_store.ipynb #164159dd
 def _check_shard(shard):
     """Raise `VimpacError` naming the LMDB shard folder `shard` unless its `data.mdb` holds a valid LMDB header and at
     least as many bytes as that header needs. Reads two meta pages; nothing is memory-mapped."""
@@ -237,6 +242,7 @@ def _check_classes(classes) -> list[str]:
     if dup is not None: raise VimpacError(f"classes: {dup!r} is listed {Counter(classes)[dup]} times; names must be distinct")
     return list(classes)
 
+# %% ../nbs/02_store.ipynb #e955ea14
 def _label_items(items, labels: dict, classes: list[str]) -> dict:
     """key -> label for the (key, path, name) `items`: `labels` maps video paths (as given, or as found under a folder;
     compared resolved) to 0-based ints into `classes`. Raises `VimpacError` for a label that is not an int in range
@@ -262,26 +268,9 @@ def _check_int(value, name: str, low: int) -> int:
         raise VimpacError(f"{name}: must be an integer >= {low}, got {value!r}")
     return int(value)
 
-def build_store(inputs, tokenizer, out, fps: float = 2.0, frame_size: int = 128, views="center",
-                batch_size: int = 64, device=None, workers: int = 0, num_shards: int = 1, shard_index: int = 0,
-                progress: bool = True, labels: dict | None = None, classes: list[str] | None = None,
-                root=None) -> StoreSummary:
-    """Tokenize the videos of `inputs` (files, folders, list files; keys relative to them, see `expand_inputs`) with
-    `tokenizer` into the store folder `out`, at `fps` frames/s and frame size `frame_size` for each view of `views`
-    ("center", "noflip", "all" or a list of view names). This writer handles shard `shard_index` of `num_shards`
-    (every `num_shards`-th video). Videos already stored are skipped; videos that fail to decode are recorded with
-    the reason and the run goes on; videos of which only a prefix decodes are stored and reported as partial.
-    Decoding runs in `workers` processes, in chunks of `batch_size` frames that are encoded on `device` as they
-    come, so memory does not grow with a video's length. Every argument is checked before the folder or its
-    `meta.json` is written. Returns a `StoreSummary`. Raises `VimpacError` for bad arguments (naming the argument
-    and what is allowed) or a store built with other settings.
-
-    **Labelled stores** (fine-tuning, issue 12): `labels` maps each input video, by its *path* (as given, or as found
-    under a folder given; paths are compared resolved, so relative and absolute spellings agree) to a 0-based class
-    index into `classes` (the class names, in the dataset's official order). Each video's record then holds its
-    `label`, and `meta.json` the `classes`. Every input video needs a label (labels of videos not among the inputs are
-    ignored); `labels` and `classes` go together, and a store is only extended with the same classes. `root`: files
-    given directly are named (and keyed) relative to it when under it (see `expand_inputs`)."""
+# %% ../nbs/02_store.ipynb #47740a96
+def _check_build_args(tokenizer, out, fps, frame_size, views, batch_size, workers, num_shards, shard_index, labels, classes):
+    "`build_store`'s arguments checked before anything is written: (out, fps, view names, batch_size, workers, num_shards, classes)."
     out = Path(out)
     if out.exists() and not out.is_dir(): raise VimpacError(f"{out}: is a file, expected a store folder (or a new path)")
     fps = check_fps(fps, "fps")
@@ -292,28 +281,14 @@ def build_store(inputs, tokenizer, out, fps: float = 2.0, frame_size: int = 128,
     num_shards = _check_int(num_shards, "num_shards", 1)
     if isinstance(shard_index, bool) or not isinstance(shard_index, (int, np.integer)) or not 0 <= shard_index < num_shards:
         raise VimpacError(f"shard_index: expected 0 <= index < num_shards = {num_shards}, got {shard_index!r}")
-    if isinstance(views, str): views = VIEW_SETS.get(views, [views])
-    view_names = list(views)
+    view_names = list(VIEW_SETS.get(views, [views]) if isinstance(views, str) else views)
     if not view_names: raise VimpacError(f"views: expected at least one view, e.g. {', '.join(VIEW_SETS)}")
     for v in view_names: parse_view(v)
     if (labels is None) != (classes is None): raise VimpacError("labels and classes: give both (a labelled store) or neither")
-    if classes is not None: classes = _check_classes(classes)
-    scan_skipped = Counter()
-    items = sorted((video_key(name), p, name) for p, name in expand_inputs(inputs, scan_skipped, root))[shard_index::num_shards]
-    label_of = None if labels is None else _label_items(items, labels, classes)
-    h = frame_size // ds
-    meta = dict(format=STORE_FORMAT, fps=fps, frame_size=int(frame_size), views=view_names, token_map=[h, h],
-                vocab_size=tokenizer.vocab_size, tokenizer=tokenizer.identity, num_shards=num_shards)
-    if classes is not None: meta["classes"] = classes
-    _check_meta(out, meta)
-    for other in out.glob("shard-*-of-*.lmdb") if out.is_dir() else []:
-        if not other.name.endswith(f"-of-{num_shards:05d}.lmdb"):
-            raise VimpacError(f"{out}: holds shards of another split ({other.name}); use --num-shards to match")
-    if device is not None: tokenizer.to(device)
-    out.mkdir(parents=True, exist_ok=True)
-    write_json(out/"meta.json", meta)
-    env = _env(out/shard_name(shard_index, num_shards), write=True)
-    summary, dtype = StoreSummary(out, scan_skipped=dict(scan_skipped)), _token_dtype(tokenizer.vocab_size)
+    return out, fps, view_names, batch_size, workers, num_shards, None if classes is None else _check_classes(classes)
+
+def _pending(env, out, items, label_of, classes, summary) -> list:
+    "The (key, path, name) of `items` not stored yet; stored ones are skipped, a clash of names is a failure."
     todo = []
     with env.begin() as txn:
         for key, p, name in items:
@@ -328,48 +303,76 @@ def build_store(inputs, tokenizer, out, fps: float = 2.0, frame_size: int = 128,
                 raise VimpacError(f"{out}: {p} is stored with label {old.get('label')!r}, now given {label_of[key]} "
                                   f"({classes[label_of[key]]!r}); tokenize into a new folder")
             else: summary.skipped.append(key)
+    return todo
+
+# %% ../nbs/02_store.ipynb #facb3fa1
+def _write_video(env, item, acc, view_names, h, label_of, summary):
+    "Commit one decoded video (its tokens per view, then its record; or its failure) in one LMDB transaction."
+    key, path = item["key"], item["path"]
+    if "error" in item:
+        rec = dict(key=key, path=path, reason=item["error"])
+        with env.begin(write=True) as txn: txn.put(f"f/{key}".encode(), json.dumps(rec).encode())
+        summary.failed.append(rec); return
+    info = item["info"]
+    tokens = {v: np.concatenate(acc[v]) for v in view_names}
+    T = len(tokens[view_names[0]])
+    rec = dict(key=key, path=path, name=item["name"], bytes=Path(path).stat().st_size, duration=info["duration"],
+               start=info["start"], rotation=info["rotation"], frames=T, shape=[T, h, h], views=view_names)
+    if label_of is not None: rec["label"] = label_of[key]
+    part = None
+    if info["partial"]:
+        exp = info["expected"]
+        part = dict(key=key, path=path, partial=True, frames=T, expected=exp,
+                    reason=f"{path}: partial: {T} of {exp if exp else 'an unknown number of'} frames stored, "
+                           f"the decodable prefix ({info['partial']})")
+        rec["partial"] = dict(frames=T, expected=exp, reason=info["partial"])
+    with env.begin(write=True) as txn:  # one atomic commit per video: tokens, then its record
+        for v, arr in tokens.items(): txn.put(f"v/{key}/{v}".encode(), arr.tobytes())
+        txn.put(f"m/{key}".encode(), json.dumps(rec).encode())
+        if part: txn.put(f"f/{key}".encode(), json.dumps(part).encode())
+        else: txn.delete(f"f/{key}".encode())
+    summary.stored.append(key)
+    if part: summary.partial.append(part)
+
+# %% ../nbs/02_store.ipynb #9d6e5e2b
+def build_store(inputs, tokenizer, out, fps: float = 2.0, frame_size: int = 128, views="center",
+                batch_size: int = 64, device=None, workers: int = 0, num_shards: int = 1, shard_index: int = 0,
+                progress: bool = True, labels: dict | None = None, classes: list[str] | None = None,
+                root=None) -> StoreSummary:
+    """Tokenize the videos of `inputs` (files, folders, list files; keys relative to them, see `expand_inputs`) with
+    `tokenizer` into the store folder `out`, at `fps` frames/s and frame size `frame_size` for each view of `views`
+    ("center", "noflip", "all" or a list of view names), as shard `shard_index` of `num_shards`. Decoding runs in
+    `workers` processes, in chunks of `batch_size` frames encoded on `device` as they come. `labels` (video path ->
+    class index) and `classes` make a labelled store (see above); `root` names files given directly. Returns a
+    `StoreSummary`. Raises `VimpacError`, before anything is written, for bad arguments or a store of other settings."""
+    out, fps, view_names, batch_size, workers, num_shards, classes = _check_build_args(
+        tokenizer, out, fps, frame_size, views, batch_size, workers, num_shards, shard_index, labels, classes)
+    scan_skipped = Counter()
+    items = sorted((video_key(name), p, name) for p, name in expand_inputs(inputs, scan_skipped, root))[shard_index::num_shards]
+    label_of = None if labels is None else _label_items(items, labels, classes)
+    meta = dict(format=STORE_FORMAT, fps=fps, frame_size=int(frame_size), views=view_names, token_map=[(h := frame_size // tokenizer.downsample)] * 2,
+                vocab_size=tokenizer.vocab_size, tokenizer=tokenizer.identity, num_shards=num_shards,
+                **({} if classes is None else dict(classes=classes)))
+    _check_meta(out, meta)
+    for other in out.glob("shard-*-of-*.lmdb") if out.is_dir() else []:
+        if not other.name.endswith(f"-of-{num_shards:05d}.lmdb"):
+            raise VimpacError(f"{out}: holds shards of another split ({other.name}); use --num-shards to match")
+    tokenizer.to(device) if device is not None else None; out.mkdir(parents=True, exist_ok=True); write_json(out/"meta.json", meta)
+    env = _env(out/shard_name(shard_index, num_shards), write=True)
+    summary, dtype = StoreSummary(out, scan_skipped=dict(scan_skipped)), _token_dtype(tokenizer.vocab_size)
+    todo = _pending(env, out, items, label_of, classes, summary)
     loader = torch.utils.data.DataLoader(_DecodeVideos(todo, fps, frame_size, view_names, batch_size), batch_size=None,
-                                         num_workers=workers, collate_fn=_identity,
-                                         # forkserver: a worker forked from a process with threads (Jupyter, a web
-                                         # server, earlier work) can deadlock on a lock copied in its held state
-                                         multiprocessing_context="forkserver" if workers else None)
-    pending = {}  # key -> view -> token chunks of the videos being received
-    bar = tqdm(total=len(todo), desc=f"tokenize shard {shard_index}", disable=not progress)
+                                         num_workers=workers, collate_fn=_identity,  # forkserver: a worker forked from a
+                                         multiprocessing_context="forkserver" if workers else None)  # threaded process can deadlock
+    pending, bar = {}, tqdm(total=len(todo), desc=f"tokenize shard {shard_index}", disable=not progress)
     try:
         for item in loader:
-            key, path = item["key"], item["path"]
-            if "frames" in item:
-                acc = pending.setdefault(key, {v: [] for v in view_names})
+            if "frames" in item:   # a chunk of frames: encode it now, so memory does not grow with the video
+                acc = pending.setdefault(item["key"], {v: [] for v in view_names})
                 for v, frames in item["frames"].items():
-                    acc[v] += [tokenizer.encode(frames[j:j + batch_size]).cpu().numpy().astype(dtype)
-                               for j in range(0, len(frames), batch_size)]
+                    acc[v] += [tokenizer.encode(frames[j:j + batch_size]).cpu().numpy().astype(dtype) for j in range(0, len(frames), batch_size)]
                 continue
-            bar.update(1)
-            acc = pending.pop(key, None)
-            if "error" in item:
-                rec = dict(key=key, path=path, reason=item["error"])
-                with env.begin(write=True) as txn: txn.put(f"f/{key}".encode(), json.dumps(rec).encode())
-                summary.failed.append(rec); continue
-            info = item["info"]
-            tokens = {v: np.concatenate(acc[v]) for v in view_names}
-            T = len(tokens[view_names[0]])
-            rec = dict(key=key, path=path, name=item["name"], bytes=Path(path).stat().st_size, duration=info["duration"],
-                       start=info["start"], rotation=info["rotation"], frames=T, shape=[T, h, h], views=view_names)
-            if label_of is not None: rec["label"] = label_of[key]
-            part = None
-            if info["partial"]:
-                exp = info["expected"]
-                part = dict(key=key, path=path, partial=True, frames=T, expected=exp,
-                            reason=f"{path}: partial: {T} of {exp if exp else 'an unknown number of'} frames stored, "
-                                   f"the decodable prefix ({info['partial']})")
-                rec["partial"] = dict(frames=T, expected=exp, reason=info["partial"])
-            with env.begin(write=True) as txn:  # one atomic commit per video: tokens, then its record
-                for v, arr in tokens.items(): txn.put(f"v/{key}/{v}".encode(), arr.tobytes())
-                txn.put(f"m/{key}".encode(), json.dumps(rec).encode())
-                if part: txn.put(f"f/{key}".encode(), json.dumps(part).encode())
-                else: txn.delete(f"f/{key}".encode())
-            summary.stored.append(key)
-            if part: summary.partial.append(part)
+            bar.update(1); _write_video(env, item, pending.pop(item["key"], None), view_names, h, label_of, summary)
     finally: bar.close(); env.sync()
     return summary
 
@@ -408,7 +411,8 @@ class TokenStore:
     (T, h, w)), `clip(key, start, length, view)` (only frames [start, start + length)), `failures()`, and for
     training `store[i]`: the centre view of video i as int64 (T, h, w). A labelled store (built with `labels`) also
     has `classes` (the class names, list[str]), `labels` (list[int], aligned with `keys()` and `store[i]`) and
-    `label(key)`; for an unlabelled store `classes` and `labels` are None. Passing `tokenizer` checks that the store
+    `label(key)`; for an unlabelled store `classes` and `labels` are None. `tokenizer_id` is the identity dict
+    (`{'name', 'hash'}`) of the tokenizer that built it. Passing `tokenizer` checks that the store
     was built by it; otherwise raises `VimpacError`. Also raised, naming the file, for a folder that is not a store,
     a `meta.json` that is invalid or lacks a field, and a shard that is truncated, not LMDB, or unreadable (every
     shard is checked against its LMDB header when opened, in each process, so a truncated shard never ends in SIGBUS)."""
@@ -419,83 +423,106 @@ class TokenStore:
         self.meta = _read_meta(self.path/"meta.json")
         if tokenizer is not None and tokenizer.identity != self.meta["tokenizer"]:
             raise VimpacError(f"{self.path}: store was built by tokenizer {self.meta['tokenizer']}, not by {tokenizer.identity}")
-        self.shards = sorted(self.path.glob("shard-*-of-*.lmdb"))
-        self._records, self._where = {}, {}
-        for i, shard in enumerate(self.shards):
-            with _reading(shard), _env(shard).begin() as txn:
-                for k, v in txn.cursor():
-                    if k.startswith(b"m/"):
-                        key = k[2:].decode(); self._records[key] = json.loads(v); self._where[key] = i
-        self._keys = sorted(self._records)
-        self.dtype = _token_dtype(self.meta["vocab_size"])
-        if self.classes is not None:
-            n = len(self.classes)
-            bad = next((k for k in self._keys if not (isinstance(self._records[k].get("label"), int)
-                                                       and 0 <= self._records[k]["label"] < n)), None)
-            if bad is not None:
-                raise VimpacError(f"{self.shards[self._where[bad]]}: record of {bad!r} has label "
-                                  f"{self._records[bad].get('label')!r}, expected a class index in [0, {n}) (store has classes)")
+        self._read_records()
 
     vocab_size = property(lambda self: self.meta["vocab_size"])
     fps = property(lambda self: self.meta["fps"])
     frame_size = property(lambda self: self.meta["frame_size"])
     token_map = property(lambda self: tuple(self.meta["token_map"]))
     views = property(lambda self: self.meta["views"])
-    train_view = property(lambda self: "1x-center" if "1x-center" in self.views else self.views[0])  # pre-training's view
+    train_view = property(lambda self: CENTER_VIEW if CENTER_VIEW in self.views else self.views[0])  # pre-training's view
+    tokenizer_id = property(lambda self: self.meta.get("tokenizer"))  # the identity of the tokenizer that built it
     ids = property(lambda self: list(self._keys))
     lengths = property(lambda self: [self._records[k]["frames"] for k in self._keys])
     classes = property(lambda self: self.meta.get("classes"))  # class names of a labelled store, else None
-    @property
-    def labels(self) -> list[int] | None:
-        "The class index of each video, aligned with `keys()` and `store[i]`; None for an unlabelled store."
-        return None if self.classes is None else [self._records[k]["label"] for k in self._keys]
-    def label(self, key: str) -> int:
-        "The class index of video `key`. Raises `VimpacError` for an unlabelled store or a key not in the store."
-        if self.classes is None: raise VimpacError(f"{self.path}: store has no labels (tokenize with labels, e.g. vimpac-tokenize --dataset)")
-        if key not in self._records: raise VimpacError(f"{self.path}: no video {key!r} in the store")
-        return self._records[key]["label"]
-    def keys(self) -> list[str]: return list(self._keys)
-    def record(self, key) -> dict: return self._records[key]
     def __len__(self): return len(self._keys)
     def __repr__(self): return (f"TokenStore({self.path}, {len(self)} videos in {len(self.shards)} shard(s), {self.fps:g} FPS, "
                                 f"S={self.frame_size}, views={len(self.views)}, V={self.vocab_size}"
                                 + (f", {len(self.classes)} classes)" if self.classes is not None else ")"))
 
-    def _get(self, key, view, start=0, length=None) -> np.ndarray:
-        if key not in self._records: raise VimpacError(f"{self.path}: no video {key!r} in the store")
-        if view not in self.views: raise VimpacError(f"{self.path}: no view {view!r}; the store has {self.views}")
-        T, h, w = self._records[key]["shape"]
-        shard = self.shards[self._where[key]]
-        with _reading(shard), _env(shard).begin(buffers=True) as txn:
-            buf = txn.get(f"v/{key}/{view}".encode())
-            dt = np.dtype(self.dtype)
-            if buf is None or len(buf) != T * h * w * dt.itemsize:
-                found = "missing" if buf is None else f"{len(buf)} bytes"
-                raise VimpacError(f"{shard}: tokens of {key!r} in view {view!r} are {found}, expected {T}x{h}x{w} {dt.name}")
-            arr = np.frombuffer(buf, dtype=self.dtype).reshape(T, h, w)
-            end = T if length is None else min(T, start + length)
-            return arr[start:end].copy()  # copies only the pages of the requested frames out of the memory map
-
-    def tokens(self, key: str, view: str = "1x-center") -> np.ndarray:
-        "All tokens of video `key` in `view`: int16 (T, h, w)."
-        return self._get(key, view)
-
-    def clip(self, key: str, start: int, length: int, view: str = "1x-center") -> np.ndarray:
-        "Frames [start, start + length) of video `key` in `view` (fewer at the end of the video): int16 (<=length, h, w)."
-        return self._get(key, view, start, length)
-
     def __getitem__(self, i) -> torch.Tensor:
         return torch.from_numpy(self.tokens(self._keys[i], self.train_view).astype(np.int64))
 
-    def failures(self) -> list[dict]:
-        ("The videos that failed to decode, and those stored only in part (a decodable prefix, `partial: True`, with "
-         "`frames` kept and `expected`): dicts with `key`, `path`, `reason`.")
-        out = []
-        for shard in self.shards:
-            with _reading(shard), _env(shard).begin() as txn:
-                out += [json.loads(v) for k, v in txn.cursor() if k.startswith(b"f/")]
-        return out
 
-    def code_counts(self) -> torch.Tensor:
-        "How often each of the V codes occurs in the store's first view: int64 (V,)."
-        return sum(torch.bincount(self[i].flatten(), minlength=self.vocab_size) for i in range(len(self)))
+# %% ../nbs/02_store.ipynb #a7e36762
+@patch
+def _read_records(self: TokenStore):
+    "Read every shard's records (key -> frames, label, ...) and check the labels against the classes."
+    self.shards = sorted(self.path.glob("shard-*-of-*.lmdb"))
+    self._records, self._where = {}, {}
+    for i, shard in enumerate(self.shards):
+        with _reading(shard), _env(shard).begin() as txn:
+            for k, v in txn.cursor():
+                if k.startswith(b"m/"):
+                    key = k[2:].decode(); self._records[key] = json.loads(v); self._where[key] = i
+    self._keys = sorted(self._records)
+    self.dtype = _token_dtype(self.meta["vocab_size"])
+    if self.classes is not None:
+        n = len(self.classes)
+        bad = next((k for k in self._keys if not (isinstance(self._records[k].get("label"), int)
+                                                   and 0 <= self._records[k]["label"] < n)), None)
+        if bad is not None:
+            raise VimpacError(f"{self.shards[self._where[bad]]}: record of {bad!r} has label "
+                              f"{self._records[bad].get('label')!r}, expected a class index in [0, {n}) (store has classes)")
+
+
+# %% ../nbs/02_store.ipynb #6edd9f8e
+@patch(as_prop=True)
+def labels(self: TokenStore) -> list[int] | None:
+    "The class index of each video, aligned with `keys()` and `store[i]`; None for an unlabelled store."
+    return None if self.classes is None else [self._records[k]["label"] for k in self._keys]
+
+@patch
+def label(self: TokenStore, key: str) -> int:
+    "The class index of video `key`. Raises `VimpacError` for an unlabelled store or a key not in the store."
+    if self.classes is None: raise VimpacError(f"{self.path}: store has no labels (tokenize with labels, e.g. vimpac-tokenize --dataset)")
+    if key not in self._records: raise VimpacError(f"{self.path}: no video {key!r} in the store")
+    return self._records[key]["label"]
+
+@patch
+def keys(self: TokenStore) -> list[str]: return list(self._keys)
+
+@patch
+def record(self: TokenStore, key) -> dict: return self._records[key]
+
+@patch
+def _get(self: TokenStore, key, view, start=0, length=None) -> np.ndarray:
+    if key not in self._records: raise VimpacError(f"{self.path}: no video {key!r} in the store")
+    if view not in self.views: raise VimpacError(f"{self.path}: no view {view!r}; the store has {self.views}")
+    T, h, w = self._records[key]["shape"]
+    shard = self.shards[self._where[key]]
+    with _reading(shard), _env(shard).begin(buffers=True) as txn:
+        buf = txn.get(f"v/{key}/{view}".encode())
+        dt = np.dtype(self.dtype)
+        if buf is None or len(buf) != T * h * w * dt.itemsize:
+            found = "missing" if buf is None else f"{len(buf)} bytes"
+            raise VimpacError(f"{shard}: tokens of {key!r} in view {view!r} are {found}, expected {T}x{h}x{w} {dt.name}")
+        arr = np.frombuffer(buf, dtype=self.dtype).reshape(T, h, w)
+        end = T if length is None else min(T, start + length)
+        return arr[start:end].copy()  # copies only the pages of the requested frames out of the memory map
+
+@patch
+def tokens(self: TokenStore, key: str, view: str = "1x-center") -> np.ndarray:
+    "All tokens of video `key` in `view`: int16 (T, h, w)."
+    return self._get(key, view)
+
+@patch
+def clip(self: TokenStore, key: str, start: int, length: int, view: str = "1x-center") -> np.ndarray:
+    "Frames [start, start + length) of video `key` in `view` (fewer at the end of the video): int16 (<=length, h, w)."
+    return self._get(key, view, start, length)
+
+# %% ../nbs/02_store.ipynb #d16a5b62
+@patch
+def failures(self: TokenStore) -> list[dict]:
+    ("The videos that failed to decode, and those stored only in part (a decodable prefix, `partial: True`, with "
+     "`frames` kept and `expected`): dicts with `key`, `path`, `reason`.")
+    out = []
+    for shard in self.shards:
+        with _reading(shard), _env(shard).begin() as txn:
+            out += [json.loads(v) for k, v in txn.cursor() if k.startswith(b"f/")]
+    return out
+
+@patch
+def code_counts(self: TokenStore) -> torch.Tensor:
+    "How often each of the V codes occurs in the store's first view: int64 (V,)."
+    return sum(torch.bincount(self[i].flatten(), minlength=self.vocab_size) for i in range(len(self)))

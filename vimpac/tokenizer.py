@@ -18,6 +18,7 @@ from safetensors.torch import save_file, load_file
 from tqdm.auto import tqdm
 from vector_quantize_pytorch import VectorQuantize
 from .utils import VimpacError, make_generator, atomic_path, write_json, warmup_linear, load_torch_file, read_json
+from fastcore.basics import patch
 
 # %% auto #0
 __all__ = ['LOGIT_LAPLACE_EPS', 'DEFAULT_TOKENIZER', 'to_float_frames', 'check_frame_size', 'check_tokens', 'weights_hash',
@@ -68,6 +69,7 @@ def check_tokens(tokens, vocab_size: int) -> torch.Tensor:
             raise VimpacError(f"tokens: codes must lie in [0, {vocab_size}), got range [{lo}, {hi}]")
     return t
 
+# %% ../nbs/01_tokenizer.ipynb #769073e5
 def weights_hash(module: nn.Module) -> str:
     "First 16 hex digits of a SHA-256 over `module`'s state dict (names and bytes): a tokenizer's identity."
     h = hashlib.sha256()
@@ -121,6 +123,7 @@ def _read_vqvae_config(f: Path) -> VQVAEConfig:
         if not ok(cfg[k]): raise VimpacError(f"{f}: field {k} is {cfg[k]!r}, expected {what}")
     return VQVAEConfig(**{**cfg, "channels": tuple(cfg["channels"])})
 
+# %% ../nbs/01_tokenizer.ipynb #585d22c9
 class VQVAE(nn.Module):
     """The kit's frame tokenizer: frames (N, 3, H, W) → token maps (N, H/8, W/8) over `vocab_size` codes, and back.
     H and W must be multiples of 8. Paper §3.1 (the role of DALL-E's dVAE)."""
@@ -153,59 +156,65 @@ class VQVAE(nn.Module):
         zq, idx, vq_loss = self.quantizer(z)
         return (self.decoder(zq) + 1) / 2, idx, vq_loss
 
-    @torch.no_grad()
-    def encode(self, frames) -> torch.Tensor:
-        """uint8 (N, H, W, 3) or float (N, 3, H, W) in [0, 1] → int64 token maps (N, H/8, W/8) in [0, V). Raises
-        `VimpacError` for other shapes or dtypes, float frames outside [0, 1], or H, W not multiples of 8."""
-        dev = next(self.parameters()).device
-        x = to_float_frames(frames, dev); check_frame_size(x)
-        was = self.training; self.eval()
-        _, idx, _ = self.quantizer(self.encoder(x * 2 - 1))
-        self.train(was)
-        return idx.long()
 
-    @torch.no_grad()
-    def decode(self, tokens) -> torch.Tensor:
-        """Integer token maps (N, h, w) (int64, or any integer dtype such as a store's int16) with codes in [0, V) →
-        float frames (N, 3, 8h, 8w) in [0, 1]. Raises `VimpacError` for float or bool tokens, codes out of range."""
-        dev = next(self.parameters()).device
-        zq = self.quantizer.get_output_from_indices(check_tokens(tokens, self.vocab_size).to(dev))
-        return ((self.decoder(zq) + 1) / 2).clamp(0, 1)
+# %% ../nbs/01_tokenizer.ipynb #3f909c32
+@patch
+@torch.no_grad()
+def encode(self: VQVAE, frames) -> torch.Tensor:
+    """uint8 (N, H, W, 3) or float (N, 3, H, W) in [0, 1] → int64 token maps (N, H/8, W/8) in [0, V). Raises
+    `VimpacError` for other shapes or dtypes, float frames outside [0, 1], or H, W not multiples of 8."""
+    dev = next(self.parameters()).device
+    x = to_float_frames(frames, dev); check_frame_size(x)
+    was = self.training; self.eval()
+    _, idx, _ = self.quantizer(self.encoder(x * 2 - 1))
+    self.train(was)
+    return idx.long()
 
-    @property
-    def identity(self) -> dict:
-        "`{'name', 'hash'}`: the config name plus a SHA-256 of the weights (first 16 hex digits)."
-        if self._identity is None: self._identity = dict(name=self.config.name, hash=weights_hash(self))
-        return self._identity
+@patch
+@torch.no_grad()
+def decode(self: VQVAE, tokens) -> torch.Tensor:
+    """Integer token maps (N, h, w) (int64, or any integer dtype such as a store's int16) with codes in [0, V) →
+    float frames (N, 3, 8h, 8w) in [0, 1]. Raises `VimpacError` for float or bool tokens, codes out of range."""
+    dev = next(self.parameters()).device
+    zq = self.quantizer.get_output_from_indices(check_tokens(tokens, self.vocab_size).to(dev))
+    return ((self.decoder(zq) + 1) / 2).clamp(0, 1)
 
-    def save_pretrained(self, path) -> Path:
-        "Write `model.safetensors` and `config.json` to the folder `path`."
-        path = Path(path); path.mkdir(parents=True, exist_ok=True)
-        sd = {k: v.detach().cpu().contiguous() for k, v in self.state_dict().items()}
-        with atomic_path(path/"model.safetensors") as tmp: save_file(sd, str(tmp))
-        write_json(path/"config.json", dict(kind="vimpac-vqvae", **asdict(self.config)))
-        return path
+@patch(as_prop=True)
+def identity(self: VQVAE) -> dict:
+    "`{'name', 'hash'}`: the config name plus a SHA-256 of the weights (first 16 hex digits)."
+    if self._identity is None: self._identity = dict(name=self.config.name, hash=weights_hash(self))
+    return self._identity
 
-    @classmethod
-    def from_pretrained(cls, path, device="cpu") -> "VQVAE":
-        """Load a VQ-VAE saved by `save_pretrained` (a folder with `config.json` and `model.safetensors`). Raises
-        `VimpacError` naming the file when the folder lacks one, `config.json` is not valid JSON, has another `kind`,
-        an unknown key, a missing or wrong-typed field, or `model.safetensors` is corrupt, truncated or does not
-        match the config."""
-        path = Path(path)
-        if not (path/"config.json").is_file() or not (path/"model.safetensors").is_file():
-            raise VimpacError(f"{path}: not a saved VQ-VAE (expected config.json and model.safetensors)")
-        model = cls(_read_vqvae_config(path/"config.json"))
-        wf = path/"model.safetensors"
-        try: sd = load_file(str(wf))
-        except (SafetensorError, OSError) as e:
-            first = next((l for l in str(e).splitlines() if l.strip()), "")[:160]
-            raise VimpacError(f"{wf}: not a readable safetensors file ({type(e).__name__}: {first}); truncated or corrupt?") from None
-        try: model.load_state_dict(sd)
-        except RuntimeError as e:  # torch's first line is a header; the second names the keys or the shapes
-            lines = [l.strip() for l in str(e).splitlines() if l.strip()]
-            raise VimpacError(f"{wf}: weights do not match {path/'config.json'} ({(lines[1:] or lines)[0][:200]})") from None
-        return model.to(device).eval().requires_grad_(False)
+@patch
+def save_pretrained(self: VQVAE, path) -> Path:
+    "Write `model.safetensors` and `config.json` to the folder `path`."
+    path = Path(path); path.mkdir(parents=True, exist_ok=True)
+    sd = {k: v.detach().cpu().contiguous() for k, v in self.state_dict().items()}
+    with atomic_path(path/"model.safetensors") as tmp: save_file(sd, str(tmp))
+    write_json(path/"config.json", dict(kind="vimpac-vqvae", **asdict(self.config)))
+    return path
+
+# %% ../nbs/01_tokenizer.ipynb #901cec71
+@patch(cls_method=True)
+def from_pretrained(cls: VQVAE, path, device="cpu") -> "VQVAE":
+    """Load a VQ-VAE saved by `save_pretrained` (a folder with `config.json` and `model.safetensors`). Raises
+    `VimpacError` naming the file when the folder lacks one, `config.json` is not valid JSON, has another `kind`,
+    an unknown key, a missing or wrong-typed field, or `model.safetensors` is corrupt, truncated or does not
+    match the config."""
+    path = Path(path)
+    if not (path/"config.json").is_file() or not (path/"model.safetensors").is_file():
+        raise VimpacError(f"{path}: not a saved VQ-VAE (expected config.json and model.safetensors)")
+    model = cls(_read_vqvae_config(path/"config.json"))
+    wf = path/"model.safetensors"
+    try: sd = load_file(str(wf))
+    except (SafetensorError, OSError) as e:
+        first = next((l for l in str(e).splitlines() if l.strip()), "")[:160]
+        raise VimpacError(f"{wf}: not a readable safetensors file ({type(e).__name__}: {first}); truncated or corrupt?") from None
+    try: model.load_state_dict(sd)
+    except RuntimeError as e:  # torch's first line is a header; the second names the keys or the shapes
+        lines = [l.strip() for l in str(e).splitlines() if l.strip()]
+        raise VimpacError(f"{wf}: weights do not match {path/'config.json'} ({(lines[1:] or lines)[0][:200]})") from None
+    return model.to(device).eval().requires_grad_(False)
 
 # %% ../nbs/01_tokenizer.ipynb #b6030651
 def psnr(x: torch.Tensor, y: torch.Tensor) -> float:
@@ -233,6 +242,7 @@ def _random_crops(x: torch.Tensor, crop: int, g: torch.Generator) -> torch.Tenso
     cols = torch.where(flip[:, None], cols.flip(1), cols)[:, None, None, :]
     return x[torch.arange(B)[:, None, None, None], torch.arange(3)[None, :, None, None], rows, cols]
 
+# %% ../nbs/01_tokenizer.ipynb #a26ded22
 def train_vqvae(frames, config: VQVAEConfig | None = None, steps: int = 1000, batch_size: int = 32,
                 crop: int = 64, lr: float = 2e-3, holdout_every: int = 10, seed: int = 0,
                 scale_range: tuple = (1.0, 1.0), device=None, progress: bool = True, heldout=None,
@@ -280,6 +290,7 @@ def train_vqvae(frames, config: VQVAEConfig | None = None, steps: int = 1000, ba
     report.update(steps=steps, train_frames=int(len(train)), heldout_frames=int(len(test)))
     return model, report
 
+# %% ../nbs/01_tokenizer.ipynb #6e0ef0cf
 def tokenizer_report(model, frames, batch_size: int = 64) -> dict:
     "PSNR (dB) of decode(encode(frames)) against `frames`, and codebook usage of their tokens."
     x = to_float_frames(frames)
@@ -351,6 +362,7 @@ class DalleEncoder(nn.Module):
         self.blocks = nn.Sequential(OrderedDict(mods))
     def forward(self, x): return self.blocks(x)
 
+# %% ../nbs/01_tokenizer.ipynb #5398e0f5
 class DalleDecoder(nn.Module):
     "DALL-E dVAE decoder: one-hot float (N, V, h, w) → float statistics (N, 2C, 8h, 8w) (with 4 groups)."
     def __init__(self, group_count: int = 4, n_init: int = 128, n_hid: int = 256, n_blk_per_group: int = 2,
@@ -449,19 +461,22 @@ class DalleTokenizer(nn.Module):
         x = to_float_frames(frames, dev); check_frame_size(x)
         return self.encoder(map_pixels(x)).argmax(1)
 
-    @torch.no_grad()
-    def decode(self, tokens) -> torch.Tensor:
-        """Integer (N, h, w) codes in [0, V) (any integer dtype) → float (N, 3, 8h, 8w) in [0, 1]. Raises `VimpacError`
-        without the decoder, for float or bool tokens, or codes out of range."""
-        if self.decoder is None: raise VimpacError("decode: this DALL-E tokenizer was loaded without decoder.pkl")
-        t = check_tokens(tokens, self.vocab_size).to(self.decoder.blocks.input.w.device)
-        return unmap_pixels(torch.sigmoid(self.decoder.forward_tokens(t)[:, :3].float()))
 
-    @property
-    def identity(self) -> dict:
-        "`{'name', 'hash'}`: 'dalle-dvae' plus a SHA-256 of the encoder weights (what the tokens depend on)."
-        if self._identity is None: self._identity = dict(name=self.name, hash=weights_hash(self.encoder))
-        return self._identity
+# %% ../nbs/01_tokenizer.ipynb #f7a2c7e9
+@patch
+@torch.no_grad()
+def decode(self: DalleTokenizer, tokens) -> torch.Tensor:  # noqa: F811 (a method, patched in)
+    """Integer (N, h, w) codes in [0, V) (any integer dtype) → float (N, 3, 8h, 8w) in [0, 1]. Raises `VimpacError`
+    without the decoder, for float or bool tokens, or codes out of range."""
+    if self.decoder is None: raise VimpacError("decode: this DALL-E tokenizer was loaded without decoder.pkl")
+    t = check_tokens(tokens, self.vocab_size).to(self.decoder.blocks.input.w.device)
+    return unmap_pixels(torch.sigmoid(self.decoder.forward_tokens(t)[:, :3].float()))
+
+@patch(as_prop=True)
+def identity(self: DalleTokenizer) -> dict:  # noqa: F811 (a method, patched in)
+    "`{'name', 'hash'}`: 'dalle-dvae' plus a SHA-256 of the encoder weights (what the tokens depend on)."
+    if self._identity is None: self._identity = dict(name=self.name, hash=weights_hash(self.encoder))
+    return self._identity
 
 # %% ../nbs/01_tokenizer.ipynb #0b3ca242
 DEFAULT_TOKENIZER = Path(str(importlib.resources.files("vimpac"))) / "weights" / "default"

@@ -136,6 +136,7 @@ def _decoded(c, s, errors: list):
     try: yield from s.codec_context.decode(None)
     except av.error.FFmpegError: pass
 
+# %% ../nbs/00_video.ipynb #2fa99d3e
 def sample_frames(path, fps: float = 2.0, sizes=(128,), chunk: int = 64, max_frames: int | None = None,
                   info: dict | None = None):
     """Decode `path` once and yield its frames at the instants k / `fps` seconds after its first frame (the frame
@@ -226,6 +227,7 @@ def sample_frames(path, fps: float = 2.0, sizes=(128,), chunk: int = 64, max_fra
             elif c.duration: expected = _instants(c.duration / 1e6 - half, fps)
         info.update(frames=k, decoded=n_dec, duration=round(duration, 6), start=round(start, 6), partial=partial, expected=expected)
 
+# %% ../nbs/00_video.ipynb #5d128489
 def decode_frames(path, fps: float = 2.0, sizes=(128,), max_frames: int | None = None,
                   info: dict | None = None) -> list[np.ndarray]:
     """Decode `path` at `fps` frames per second (see `sample_frames`, which fills `info`) and return, for each
