@@ -23,7 +23,7 @@ def worker(a):
     from vimpac.losses import mask_loss, info_nce, pretraining_loss
     if a.threads: torch.set_num_threads(a.threads)
     dev = torch.device(a.device)
-    cfg = VimpacConfig.from_preset(a.preset, layout=a.layout, max_frames=a.clip_len, token_map=(a.size // 8, a.size // 8),
+    cfg = VimpacConfig.from_preset(a.preset, layout=a.layout, clip_len=a.clip_len, token_map=(a.size // 8, a.size // 8),
                                    gradient_checkpointing=a.checkpointing)
     model = VimpacForPreTraining(cfg).to(dev).train()
     step_model = torch.compile(model) if a.compile else model

@@ -29,7 +29,7 @@ def test_parity_with_official(tmp_path, n_hid, blocks, vocab):
     enc, dec = official_files(tmp_path, n_hid, blocks, vocab)
     ours = DalleTokenizer.from_official(tmp_path / "encoder.pkl", tmp_path / "decoder.pkl")
     assert (ours.encoder.n_hid, ours.encoder.n_blk_per_group, ours.vocab_size, ours.encoder.group_count) == (n_hid, blocks, vocab, 4)
-    frames = read_video(sample_videos()[0], fps=2, size=64)[:3]
+    frames = read_video(sample_videos()[0], fps=2, frame_size=64)[:3]
     x = torch.from_numpy(frames).permute(0, 3, 1, 2).float() / 255
     with torch.no_grad():
         ref_logits = enc(dall_e.map_pixels(x))

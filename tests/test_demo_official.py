@@ -77,7 +77,7 @@ def _main(*argv):
 def test_official_model_reconstructs(files):
     model, tok = load_demo_model(official=files["pretrain"], tokenizer=files["dalle"])
     c = model.config
-    assert (c.vocab_size, c.token_map, c.max_frames, c.mask_id, model.training) == (8192, (4, 4), 3, 8196, False)
+    assert (c.vocab_size, c.token_map, c.clip_len, c.mask_id, model.training) == (8192, (4, 4), 3, 8196, False)
     assert tok.vocab_size == 8192 and tok.downsample == 8
     # the same weights as converting the file directly: the app adds no change of its own
     ref = VimpacForPreTraining.from_official(files["pretrain"])

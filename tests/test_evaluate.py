@@ -54,7 +54,7 @@ def data(tmp_path_factory):
     build_store(list(vids["test"]), tok, d / "centre", fps=4, frame_size=32, labels=vids["test"], classes=CLASSES, progress=False)
     build_store(list(vids["test"])[:1], tok, d / "plain", fps=4, frame_size=32, progress=False)   # no labels
     torch.manual_seed(0)
-    cfg = VimpacConfig.from_preset("tiny", vocab_size=tok.vocab_size, token_map=(4, 4), max_frames=4, num_layers=1)
+    cfg = VimpacConfig.from_preset("tiny", vocab_size=tok.vocab_size, token_map=(4, 4), clip_len=4, num_layers=1)
     clf = VimpacForVideoClassification(cfg, num_classes=3)
     torch.nn.init.normal_(clf.fc.weight, std=2.0)      # a zero FC would tie every class
     clf.eval().save_pretrained(d / "ft")
@@ -81,7 +81,7 @@ class FirstTokenModel(torch.nn.Module):
     def __init__(self):
         super().__init__()
         self.w = torch.nn.Parameter(torch.zeros(1))
-        self.config = type("C", (), dict(max_frames=2, pad_id=7))()
+        self.config = type("C", (), dict(clip_len=2, pad_id=7))()
         self.calls = []
     def forward(self, tokens):
         self.calls.append(len(tokens))
@@ -108,7 +108,7 @@ def test_multiview_equals_loop_over_views_any_batch(data):
     for key in store.keys():
         rows = []
         for c in SPATIAL_CROPS[3]:
-            clips = view_clips({c: store.tokens(key, c)}, cfg.max_frames, 3, cfg.pad_id)
+            clips = view_clips({c: store.tokens(key, c)}, cfg.clip_len, 3, cfg.pad_id)
             rows += [F.softmax(clf(clips[t:t + 1]).logits, -1) for t in range(3)]
         ref.append(torch.cat(rows).mean(0))
     ref = torch.stack(ref)
@@ -285,7 +285,7 @@ def test_end_to_end_tokenize_finetune_evaluate_predict(tmp_path, capsys):
             (root / split / name).mkdir(parents=True, exist_ok=True)
             for i in range(n): write_video(root / split / name / f"{name}{i}.mp4", RGB[c], 50 + 10 * c + i + 5 * (split == "test"))
     st, ft = tmp_path / "stores", tmp_path / "ft"
-    code, out, err = run(tokenize_main, [root, "--dataset", "folder", "--out", st, "--size", "32", "--fps", "4", "--views", "noflip"], capsys)
+    code, out, err = run(tokenize_main, [root, "--dataset", "folder", "--out", st, "--frame-size", "32", "--fps", "4", "--views", "noflip"], capsys)
     assert code == 0, err
     code, out, err = run(finetune_main, ["--store", st / "train", "--out", ft, "--steps", "3", "--batch-size", "6",
                                          "--clip-len", "4", "--lr", "1e-3"], capsys)

@@ -44,7 +44,7 @@ def frame_index(frames, n):
 
 def decode(path, **kw):
     info = {}
-    return read_video(path, fps=2, size=None, crop=None, info=info, **kw), info
+    return read_video(path, fps=2, frame_size=None, crop=None, info=info, **kw), info
 
 
 @pytest.fixture(scope="module")
@@ -102,7 +102,7 @@ def test_cli_fps_inf_exits_2_without_writing(tmp_path, capsys):
     from vimpac.cli import tokenize_main
     out = tmp_path / "store"
     with pytest.raises(SystemExit) as e:
-        tokenize_main([str(sample_videos()[2]), "--out", str(out), "--fps", "inf", "--size", "64"])
+        tokenize_main([str(sample_videos()[2]), "--out", str(out), "--fps", "inf", "--frame-size", "64"])
     err = [l for l in capsys.readouterr().err.splitlines() if l.strip()]
     assert e.value.code == 2 and len(err) == 1 and "fps" in err[0] and "Traceback" not in err[0], err
     assert not out.exists()
@@ -200,13 +200,13 @@ def test_phone_rotation(tmp_path, rotate, tok):
     portrait = rotate % 180 == 90
     assert (frames.shape[1] > frames.shape[2]) == portrait
     # resized on the displayed size: the shorter side is the displayed width of a portrait video
-    assert read_video(phone, fps=2, size=32, crop=None).shape[1:3] == ((43, 32) if portrait else (32, 43))
+    assert read_video(phone, fps=2, frame_size=32, crop=None).shape[1:3] == ((43, 32) if portrait else (32, 43))
     # and the store tokenizes what is shown
     build_store([phone], tok, tmp_path / "store", fps=2, frame_size=32, progress=False)
     store = TokenStore(tmp_path / "store")
     key = store.keys()[0]
     assert store.record(key)["rotation"] == info["rotation"]
-    assert np.array_equal(store.tokens(key), tok.encode(read_video(phone, fps=2, size=32)).numpy())
+    assert np.array_equal(store.tokens(key), tok.encode(read_video(phone, fps=2, frame_size=32)).numpy())
 
 
 # --- damaged files: one policy ----------------------------------------------------------------------------------
@@ -249,7 +249,7 @@ def test_truncated_and_corrupted_keep_prefix_and_report_partial(tmp_path, tok):
     assert fails["cut.mp4"]["partial"] and not fails["nothing.mp4"].get("partial")
     # the command line says so: one warning line per partial video, exit status 0 (the video is stored)
     r = subprocess.run([str(Path(sys.executable).parent / "vimpac-tokenize"), str(data / "cut.mp4"),
-                        "--out", str(tmp_path / "cli"), "--size", "64"], capture_output=True, text=True, timeout=300)
+                        "--out", str(tmp_path / "cli"), "--frame-size", "64"], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
     assert "1 stored, 0 skipped (already stored), 0 failed, 1 partial" in r.stdout
     warn = [l for l in r.stderr.splitlines() if l.startswith("vimpac-tokenize: warning:")]
@@ -329,7 +329,7 @@ def test_chunks_and_workers_store_the_same_tokens(tmp_path, tok):
         stores[workers] = TokenStore(out)
     for clip in clips:
         key = video_key(clip.name)
-        views = read_views(clip, fps=2, size=32, views=VIEW_SETS["all"])
+        views = read_views(clip, fps=2, frame_size=32, views=VIEW_SETS["all"])
         for v in VIEW_SETS["all"]:
             want = tok.encode(views[v]).numpy()
             assert np.array_equal(stores[0].tokens(key, v), want) and np.array_equal(stores[2].tokens(key, v), want)

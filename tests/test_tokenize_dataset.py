@@ -43,7 +43,7 @@ def test_folder_dataset(tmp_path, tokenizer, texture_video):
     for i, n in enumerate(["train/run/a.mp4", "train/run/b.mp4", "train/jump/a.mp4", "train/jump/c.mp4",
                            "test/jump/d.mp4", "test/run/e.mp4"]):
         texture_video(root/n, i)
-    args = [root, "--dataset", "folder", "--out", tmp_path/"out", "--size", 32, "--tokenizer", tokenizer, "--device", "cpu"]
+    args = [root, "--dataset", "folder", "--out", tmp_path/"out", "--frame-size", 32, "--tokenizer", tokenizer, "--device", "cpu"]
     code, out, err = cli(args)
     assert code == 0, err
     lines = out.splitlines()
@@ -80,7 +80,7 @@ def test_ucf101_dataset_subprocess(tmp_path, tokenizer, bin_dir, texture_video):
                            "ApplyEyeMakeup/v_ApplyEyeMakeup_g01_c01.avi", "YoYo/v_YoYo_g01_c01.avi"]):
         texture_video(root/n, 10 + i)  # v_YoYo_g10_c01.avi is listed but missing
     r = subprocess.run([str(bin_dir/"vimpac-tokenize"), str(root), "--dataset", "ucf101", "--split-dir", str(lists),
-                        "--split", "1", "--out", str(tmp_path/"ucf"), "--size", "32", "--tokenizer", tokenizer,
+                        "--split", "1", "--out", str(tmp_path/"ucf"), "--frame-size", "32", "--tokenizer", tokenizer,
                         "--device", "cpu", "--views", "center"], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines()[0] == (f"ucf101 split 1: 3 train and 2 test videos, 2 classes; 1 listed but not found "
@@ -110,7 +110,7 @@ def test_ssv2_defaults(tmp_path, tokenizer, texture_video):
     (d/"validation.json").write_text(json.dumps([{"id": "3", "label": "pushing a box from right to left",
                                                   "template": "Pushing [something] from right to left", "placeholders": ["a box"]}]))
     for i in (1, 2, 3): texture_video(root/f"{i}.mp4", i)  # read_split takes .mp4 where .webm is absent
-    code, out, err = cli([root, "--dataset", "ssv2", "--split-dir", d, "--out", tmp_path/"out", "--size", 32,
+    code, out, err = cli([root, "--dataset", "ssv2", "--split-dir", d, "--out", tmp_path/"out", "--frame-size", 32,
                           "--tokenizer", tokenizer, "--device", "cpu"])
     assert code == 0, err
     train = TokenStore(tmp_path/"out"/"train")

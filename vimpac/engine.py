@@ -292,13 +292,13 @@ def step_loader(dataset, sampler: StepBatches, cfg: TrainConfig, device, collate
 def config_from_spec(model, store, clip_len: int) -> VimpacConfig:
     """The `VimpacConfig` a loop builds for `store` from a `model` argument that names one: None (the `tiny` preset),
     a preset name, or a dict of config fields with an optional `preset` (e.g. `dict(preset="small", dropout=0.0)`);
-    the vocabulary and token map come from the store, `max_frames` is `clip_len`. Raises `VimpacError` for an
+    the vocabulary and token map come from the store, the clip length T from `clip_len`. Raises `VimpacError` for an
     unknown field or preset."""
     spec = dict(preset=model) if isinstance(model, str) else dict(model or {})
     unknown = sorted(set(spec) - {f.name for f in fields(VimpacConfig)} - {"preset"})
     if unknown: raise VimpacError(f"model: unknown config field(s) {', '.join(unknown)}")
     return VimpacConfig.from_preset(spec.pop("preset", None) or "tiny", **{**dict(vocab_size=store.vocab_size,
-                                    token_map=store.token_map, max_frames=clip_len), **spec})
+                                    token_map=store.token_map, clip_len=clip_len), **spec})
 
 # %% ../nbs/06b_engine.ipynb #4896edfd
 def list_checkpoints(out) -> list[Path]:

@@ -100,7 +100,7 @@ def finetune_model(store, model=None, clip_len: int = 10, init=None, official=No
     - else from scratch: `model` a preset name, a dict of config fields or a `VimpacConfig` (None: `tiny`).
     A head whose class count differs from the store's is refused unless `new_head` (then it starts from zero).
     Raises `VimpacError` for that, a store of another tokenizer than `init`'s, or another vocabulary or token map."""
-    n, over = len(store.classes), dict(max_frames=clip_len, token_map=tuple(store.token_map))
+    n, over = len(store.classes), dict(clip_len=clip_len, token_map=tuple(store.token_map))
     if init is not None and official is not None: raise VimpacError("--init and --official: give one starting point, not both")
     if init is not None: m, source = _from_run(store, init, n, over), Path(init)
     elif official is not None: m, source = _from_official(official, n, num_heads, over), official

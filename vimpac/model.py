@@ -18,7 +18,8 @@ from torch.utils.checkpoint import checkpoint
 from einops import rearrange, repeat
 from safetensors.torch import save_file, load_file
 from fastcore.basics import patch
-from .utils import VimpacError, atomic_path, load_torch_file, read_json, write_json
+from .utils import (VimpacError, VimpacDeprecationWarning, atomic_path, load_torch_file, read_json, renamed_kwargs,
+                          write_json)
 
 # %% auto #0
 __all__ = ['PRESETS', 'LAYOUTS', 'OFFICIAL_LAYOUTS', 'VimpacConfig', 'parse_layout', 'AxialAttentionBlock', 'Embeddings',
@@ -37,24 +38,23 @@ PRESETS = {
 LAYOUTS = ("T,H|W", "T,H,W", "T,HxW", "TxHxW", "T", "T,H", "T|H|W", "H|W,T")
 
 # %% ../nbs/04_model.ipynb #f1e019e7
-# "T,H|W" (the paper's), "T,H,W", "T", "T,H", "T|H|W", "H|W,T": every `--model efflayout...` of the authors' param.py
-
 @dataclass
 class VimpacConfig:
-    "Hyper-parameters of the VIMPAC transformer and its heads (Table 11, appendix A and D)."
+    """Hyper-parameters of the VIMPAC transformer and its heads (Table 11, appendix A). `clip_len` is T (its old name
+    `max_frames` still works, with a `VimpacDeprecationWarning`)."""
     vocab_size: int = 8192          # V: codes of the frame tokenizer
     num_layers: int = 6
     hidden_size: int = 512
     num_heads: int = 8
     head_dim: int = 64
     mlp_size: int = 2048
-    max_frames: int = 5             # T: clip length the temporal positional table covers
+    clip_len: int = 5               # T: clip length the temporal positional table covers
     token_map: tuple = (16, 16)     # (h, w) = frame size / 8
     dropout: float = 0.1
     layout: str = "T,H|W"
-    norm: str = "post"              # "post" (eqs. 11-16) or "pre"
+    norm: str = "post"              # "post" (Eq. 10-14) or "pre" (appendix F.1)
     layer_norm_eps: float = 1e-12
-    cls_head_hidden: int = 4096     # appendix D: 3-layer MLP, 4096 hidden, output 256
+    cls_head_hidden: int = 4096     # appendix A.2: 3-layer MLP, 4096 hidden, output 256 (Eq. 18)
     cls_head_layers: int = 3
     cls_head_dim: int = 256
     gradient_checkpointing: bool = False
@@ -63,28 +63,40 @@ class VimpacConfig:
     num_embeddings: int | None = None   # rows of the token embedding; default max(special id) + 1
     cls_pad_rows: str = "exclude"   # rows made only of [PAD] in the [CLS] average: "exclude", or "include" (authors' code)
 
-    def __post_init__(self):
-        self.token_map = tuple(self.token_map)
-        if self.layout not in LAYOUTS: raise VimpacError(f"layout: expected one of {LAYOUTS}, got {self.layout!r}")
-        if self.norm not in ("post", "pre"): raise VimpacError(f"norm: expected 'post' or 'pre', got {self.norm!r}")
-        for n in {b.count("|") + 1 for b in self.layout.split(",")}:
-            if self.num_heads % n:
-                raise VimpacError(f"num_heads: layout {self.layout} splits the heads of a block into {n} equal groups, "
-                                  f"got {self.num_heads} heads (not divisible by {n})")
-        if self.cls_pad_rows not in ("exclude", "include"):
-            raise VimpacError(f"cls_pad_rows: expected 'exclude' or 'include', got {self.cls_pad_rows!r}")
-        if self.pad_id is None: self.pad_id = self.vocab_size
-        if self.mask_id is None: self.mask_id = self.vocab_size + 1
-        if self.num_embeddings is None: self.num_embeddings = max(self.pad_id, self.mask_id) + 1
-        if min(self.pad_id, self.mask_id) < self.vocab_size or max(self.pad_id, self.mask_id) >= self.num_embeddings:
-            raise VimpacError(f"special ids: expected [PAD] and [MASK] in [V, num_embeddings) = [{self.vocab_size}, "
-                              f"{self.num_embeddings}), got {self.pad_id} and {self.mask_id}")
+    def __post_init__(self): _check_config(self)
 
     @classmethod
     def from_preset(cls, name: str, **overrides) -> "VimpacConfig":
         "A config from a named preset (`tiny`, `small`, `base`, `large_half`) with `overrides`."
         if name not in PRESETS: raise VimpacError(f"preset: expected one of {list(PRESETS)}, got {name!r}")
         return cls(**{**PRESETS[name], **overrides})
+
+# %% ../nbs/04_model.ipynb #7cfaf0dc
+def _check_config(c: VimpacConfig):
+    "Normalise and check a `VimpacConfig` (its `__post_init__`): the layout, the norm, the heads per group, the special ids."
+    c.token_map = tuple(c.token_map)
+    if c.layout not in LAYOUTS: raise VimpacError(f"layout: expected one of {LAYOUTS}, got {c.layout!r}")
+    if c.norm not in ("post", "pre"): raise VimpacError(f"norm: expected 'post' or 'pre', got {c.norm!r}")
+    for n in {b.count("|") + 1 for b in c.layout.split(",")}:
+        if c.num_heads % n:
+            raise VimpacError(f"num_heads: layout {c.layout} splits the heads of a block into {n} equal groups, "
+                              f"got {c.num_heads} heads (not divisible by {n})")
+    if c.cls_pad_rows not in ("exclude", "include"):
+        raise VimpacError(f"cls_pad_rows: expected 'exclude' or 'include', got {c.cls_pad_rows!r}")
+    if c.pad_id is None: c.pad_id = c.vocab_size
+    if c.mask_id is None: c.mask_id = c.vocab_size + 1
+    if c.num_embeddings is None: c.num_embeddings = max(c.pad_id, c.mask_id) + 1
+    if min(c.pad_id, c.mask_id) < c.vocab_size or max(c.pad_id, c.mask_id) >= c.num_embeddings:
+        raise VimpacError(f"special ids: expected [PAD] and [MASK] in [V, num_embeddings) = [{c.vocab_size}, "
+                          f"{c.num_embeddings}), got {c.pad_id} and {c.mask_id}")
+
+VimpacConfig.__init__ = renamed_kwargs(max_frames="clip_len")(VimpacConfig.__init__)
+
+def _old_max_frames(self) -> int:
+    warnings.warn("VimpacConfig: 'max_frames' is renamed 'clip_len'; the old name goes in the next release", VimpacDeprecationWarning, stacklevel=2)
+    return self.clip_len
+VimpacConfig.max_frames = property(_old_max_frames)
+
 
 # %% ../nbs/04_model.ipynb #f4d6fad1
 def parse_layout(layout: str) -> list[list[tuple[str, ...]]]:
@@ -155,7 +167,7 @@ class Embeddings(nn.Module):
         super().__init__()
         self.config = c
         self.token = nn.Embedding(c.num_embeddings, c.hidden_size)
-        self.pos_t = nn.Parameter(torch.zeros(c.max_frames, c.hidden_size))
+        self.pos_t = nn.Parameter(torch.zeros(c.clip_len, c.hidden_size))
         self.pos_h = nn.Parameter(torch.zeros(c.token_map[0], c.hidden_size))
         self.pos_w = nn.Parameter(torch.zeros(c.token_map[1], c.hidden_size))
         self.norm = nn.LayerNorm(c.hidden_size, eps=c.layer_norm_eps)
@@ -164,8 +176,8 @@ class Embeddings(nn.Module):
     def forward(self, tokens):
         B, T, H, W = tokens.shape
         c = self.config
-        if T > c.max_frames or (H, W) != tuple(c.token_map):
-            raise VimpacError(f"tokens: expected (B, T<={c.max_frames}, {c.token_map[0]}, {c.token_map[1]}), got {tuple(tokens.shape)}")
+        if T > c.clip_len or (H, W) != tuple(c.token_map):
+            raise VimpacError(f"tokens: expected (B, T<={c.clip_len}, {c.token_map[0]}, {c.token_map[1]}), got {tuple(tokens.shape)}")
         pos = self.pos_t[:T, None, None] + self.pos_h[None, :, None] + self.pos_w[None, None, :]
         return self.drop(self.norm(self.token(tokens) + pos))
 
@@ -205,7 +217,7 @@ def _vocab(c: VimpacConfig) -> str:
 def check_tokens(tokens, config: VimpacConfig, device=None) -> torch.Tensor:
     """`tokens` as the model takes them: an int64 tensor (B, T, h, w) on `device` (default: where they are). Any
     integer tensor or numpy array is accepted, e.g. the int16 of `TokenStore.tokens()`, and converted. Raises
-    `VimpacError` for a float, bool or complex dtype, a shape other than (B, 1..max_frames, h, w) of the config's token
+    `VimpacError` for a float, bool or complex dtype, a shape other than (B, 1..clip_len, h, w) of the config's token
     map, or ids other than the codes 0..V-1 and [PAD]/[MASK], naming the values and the vocabulary. The id check is
     one reduction: on a GPU it waits for the tokens (a host sync). It is skipped while `torch.compile` traces."""
     c = config
@@ -216,8 +228,8 @@ def check_tokens(tokens, config: VimpacConfig, device=None) -> torch.Tensor:
     if tokens.dtype == torch.bool or tokens.is_floating_point() or tokens.is_complex():
         raise VimpacError(f"tokens: expected integer token ids ({_vocab(c)}), got dtype {tokens.dtype}")
     (h, w), shape = c.token_map, tuple(tokens.shape)
-    if len(shape) != 4 or not 1 <= shape[1] <= c.max_frames or shape[2:] != (h, w):
-        raise VimpacError(f"tokens: expected shape (B, T, h, w) = (B, 1..{c.max_frames}, {h}, {w}) for this model, got {shape}")
+    if len(shape) != 4 or not 1 <= shape[1] <= c.clip_len or shape[2:] != (h, w):
+        raise VimpacError(f"tokens: expected shape (B, T, h, w) = (B, 1..{c.clip_len}, {h}, {w}) for this model, got {shape}")
     tokens = tokens.to(device=device if device is not None else tokens.device, dtype=torch.long)
     if not torch.compiler.is_compiling():
         bad = ((tokens < 0) | (tokens >= c.vocab_size)) & (tokens != c.pad_id) & (tokens != c.mask_id)
@@ -290,7 +302,7 @@ def interpolate_pos_embed(state_dict: dict, config: VimpacConfig, prefix: str = 
     interpolation (`align_corners=False`, as the authors' code). §4.2: "positional embeddings are interpolated as in
     ViT when input resolution changes". Returns a new dict; tables already at the right length are kept as they are."""
     out = dict(state_dict)
-    for name, n in (("pos_t", config.max_frames), ("pos_h", config.token_map[0]), ("pos_w", config.token_map[1])):
+    for name, n in (("pos_t", config.clip_len), ("pos_h", config.token_map[0]), ("pos_w", config.token_map[1])):
         k = prefix + name
         if k in out and out[k].shape[0] != n:
             t = out[k]
@@ -327,7 +339,7 @@ class _Pretrained(nn.Module):
 
     @classmethod
     def from_pretrained(cls, path, device="cpu", **overrides):
-        """Load a model saved by `save_pretrained`. `overrides` replace config fields, e.g. `max_frames=10,
+        """Load a model saved by `save_pretrained`. `overrides` replace config fields, e.g. `clip_len=10,
         token_map=(32, 32)` to continue at frame size 256 (the positional tables are then interpolated,
         `interpolate_pos_embed`) or `dropout=0.0`; `num_classes` goes to the classification model.
         A classification model also loads a pre-training checkpoint (its backbone, with a new zero FC layer).
@@ -338,6 +350,8 @@ class _Pretrained(nn.Module):
             raise VimpacError(f"{path}: not a saved vimpac model (expected config.json and model.safetensors)")
         cfg = read_json(path/"config.json", "a saved vimpac model's config.json")
         kind = cfg.pop("kind", None); saved_classes = cfg.pop("num_classes", None)
+        for d in (cfg, overrides):   # runs saved before the rename (shipped ones are re-saved): T was `max_frames`
+            if "max_frames" in d: d["clip_len"] = d.pop("max_frames")
         names = {f.name for f in fields(VimpacConfig)}
         unknown = sorted(set(cfg) - names)
         if unknown: raise VimpacError(f"{path}/config.json: unknown config fields {unknown}")
@@ -580,6 +594,35 @@ def _official_layout(sd: dict, layout: str | None, args, source) -> str:
                           f"args.pickle beside the checkpoint")
     return fits[0]
 
+# %% ../nbs/04_model.ipynb #49daa87b
+def _check_official_state(sd: dict, source) -> list[str]:
+    """The names of the temporal, height and width positional tables of an authors' state dict, after checking that it
+    is one (post-LN, 'hw_separation' positional embedding); else `VimpacError` naming `source`."""
+    if "backbone.embedding.weight" not in sd:
+        raise VimpacError(f"{source}: not an airsplay/vimpac checkpoint (no 'backbone.embedding.weight')")
+    if any(k.startswith("backbone.ln_post") for k in sd):
+        raise VimpacError(f"{source}: a pre-activation (pre-LN) checkpoint; only the released post-LN models convert")
+    pe = "backbone.positional_embedding."
+    for key, kind in (("positional_embedding", "default"), ("spatial_pos_embedding", "temporal_separation")):
+        if pe + key in sd:
+            raise VimpacError(f"{source}: uses the authors' {kind!r} positional embedding ({pe}{key}, shape "
+                              f"{list(sd[pe + key].shape)}); only 'hw_separation' (separate temporal, height and width "
+                              f"tables, as the released models) converts: the kit's model sums those three tables")
+    tables = [pe + f"{a}_pos_embedding" for a in ("temporal", "height", "width")]
+    if any(t not in sd for t in tables):
+        raise VimpacError(f"{source}: no positional tables {[t for t in tables if t not in sd]}; expected the authors' "
+                          f"'hw_separation' positional embedding")
+    return tables
+
+def _official_cls_head(sd: dict) -> dict:
+    "The CLS-head fields of `VimpacConfig` read from an authors' state dict's `cls_head.mlp.linear_*` tensors."
+    lin = sorted(int(k.split("linear_")[1].split(".")[0]) for k in sd if k.startswith("cls_head.mlp.linear_") and k.endswith("weight"))
+    if not lin: return {}
+    kw = dict(cls_head_layers=len(lin), cls_head_dim=sd[f"cls_head.mlp.linear_{lin[-1]}.weight"].shape[0])
+    if len(lin) > 1: kw["cls_head_hidden"] = sd["cls_head.mlp.linear_0.weight"].shape[0]
+    return kw
+
+
 # %% ../nbs/04_model.ipynb #6667a4f6
 def official_config(sd: dict, num_heads: int | None = None, source="checkpoint", layout: str | None = None,
                     args: argparse.Namespace | None = None, **overrides) -> VimpacConfig:
@@ -590,21 +633,9 @@ def official_config(sd: dict, num_heads: int | None = None, source="checkpoint",
     only layout the attention blocks' head groups fit; either way it must fit them. Raises `VimpacError` when the
     file is not such a checkpoint, uses pre-activation or a positional embedding other than `hw_separation`, or its
     head groups fit several layouts and neither says which."""
-    if "backbone.embedding.weight" not in sd:
-        raise VimpacError(f"{source}: not an airsplay/vimpac checkpoint (no 'backbone.embedding.weight')")
-    if any(k.startswith("backbone.ln_post") for k in sd):
-        raise VimpacError(f"{source}: a pre-activation (pre-LN) checkpoint; only the released post-LN models convert")
+    tables = _check_official_state(sd, source)
     rows, D = sd["backbone.embedding.weight"].shape
-    pre, pe = "backbone.transformer.resblocks.", "backbone.positional_embedding."
-    for key, kind in (("positional_embedding", "default"), ("spatial_pos_embedding", "temporal_separation")):
-        if pe + key in sd:
-            raise VimpacError(f"{source}: uses the authors' {kind!r} positional embedding ({pe}{key}, shape "
-                              f"{list(sd[pe + key].shape)}); only 'hw_separation' (separate temporal, height and width "
-                              f"tables, as the released models) converts: the kit's model sums those three tables")
-    tables = [pe + f"{a}_pos_embedding" for a in ("temporal", "height", "width")]
-    if any(t not in sd for t in tables):
-        raise VimpacError(f"{source}: no positional tables {[t for t in tables if t not in sd]}; expected the authors' "
-                          f"'hw_separation' positional embedding")
+    pre = "backbone.transformer.resblocks."
     L = 1 + max(int(k[len(pre):].split(".")[0]) for k in sd if k.startswith(pre))
     if args is not None and layout is None:
         for name, n in (("hid_dim", D), ("layers", L)):
@@ -615,16 +646,11 @@ def official_config(sd: dict, num_heads: int | None = None, source="checkpoint",
     ngroups = _structure(lay)[0]
     inner = sum(sd[f"{pre}0.attention_blocks.0.attentions.{g}.attention.query.weight"].shape[0] for g in range(ngroups))
     heads = num_heads or max(1, D // 64)
-    lin = sorted(int(k.split("linear_")[1].split(".")[0]) for k in sd if k.startswith("cls_head.mlp.linear_") and k.endswith("weight"))
-    cls_kw = {}
-    if lin:
-        cls_kw = dict(cls_head_layers=len(lin), cls_head_dim=sd[f"cls_head.mlp.linear_{lin[-1]}.weight"].shape[0])
-        if len(lin) > 1: cls_kw["cls_head_hidden"] = sd["cls_head.mlp.linear_0.weight"].shape[0]
     V = rows - 5
     kw = dict(vocab_size=V, pad_id=V + 1, mask_id=V + 4, num_embeddings=rows, num_layers=L, hidden_size=D,
               num_heads=heads, head_dim=inner // heads, mlp_size=sd[f"{pre}0.mlp.c_fc.weight"].shape[0],
-              max_frames=sd[tables[0]].shape[0], token_map=(sd[tables[1]].shape[0], sd[tables[2]].shape[0]),
-              layout=lay, norm="post", layer_norm_eps=1e-12, cls_pad_rows="include", **cls_kw)
+              clip_len=sd[tables[0]].shape[0], token_map=(sd[tables[1]].shape[0], sd[tables[2]].shape[0]),
+              layout=lay, norm="post", layer_norm_eps=1e-12, cls_pad_rows="include", **_official_cls_head(sd))
     if inner % heads: raise VimpacError(f"{source}: attention width {inner} is not divisible by num_heads={heads}")
     return VimpacConfig(**{**kw, **overrides})
 
@@ -718,12 +744,12 @@ def from_official(cls: VimpacForVideoClassification, path, num_classes: int | No
 
 # %% ../nbs/04_model.ipynb #cbb82e14
 def model_flops(config: VimpacConfig, clip_len: int | None = None, mask_ratio: float = 0.15, training: bool = True) -> int:
-    """FLOPs of the pre-training model on one clip of `clip_len` frames (default `config.max_frames`) at the config's
+    """FLOPs of the pre-training model on one clip of `clip_len` frames (default `config.clip_len`) at the config's
     token map: forward, and backward (x 3 in all) when `training`. Matmuls only (2 FLOPs per multiply-add): QKV and
     output projections, attention along each head group's rows with their [CLS] copy, the MLP, the token head at a
     `mask_ratio` share of positions, and the CLS head. Embeddings, LayerNorm and softmax are ignored (under 1%)."""
     c = config
-    T, (h, w) = clip_len or c.max_frames, c.token_map
+    T, (h, w) = clip_len or c.clip_len, c.token_map
     N, D, inner, sizes = T * h * w, c.hidden_size, c.num_heads * c.head_dim, dict(t=T, h=h, w=w)
     f = 0
     for groups in parse_layout(c.layout):

@@ -83,7 +83,7 @@ def log_record(step: int, stats: torch.Tensor, n_masked, batch: int, cfg: Pretra
     return rec
 
 # %% ../nbs/07_pretrain.ipynb #d5a73be7
-_NOT_COMPARED = ("token_map", "max_frames", "gradient_checkpointing")   # adapted to the store and clip length
+_NOT_COMPARED = ("token_map", "clip_len", "gradient_checkpointing")   # adapted to the store and clip length
 
 def _model_spec(model) -> dict:
     "{config field: (value asked for, the option that asked)} of a `pretrain` `model` argument given with resume/init."
@@ -125,7 +125,7 @@ def _init_model(store, model, cfg: PretrainConfig, init) -> VimpacForPreTraining
     if model is not None: _check_same_model(model, saved_model, str(init), "--init")
     pc = init/"pretrain_config.json"
     _check_tokenizer(store, read_json(pc, "a run's pretrain_config.json").get("tokenizer") if pc.is_file() else None, init)
-    return VimpacForPreTraining.from_pretrained(init, token_map=store.token_map, max_frames=cfg.clip_len)
+    return VimpacForPreTraining.from_pretrained(init, token_map=store.token_map, clip_len=cfg.clip_len)
 
 def _pretrain_model(store, model, cfg: PretrainConfig, state: dict | None, init) -> VimpacForPreTraining:
     "The model `pretrain` starts from: the checkpoint's (`state`), `init`'s, or a new one (see `pretrain`); checked against the store."

@@ -242,6 +242,25 @@ def _random_crops(x: torch.Tensor, crop: int, g: torch.Generator) -> torch.Tenso
     cols = torch.where(flip[:, None], cols.flip(1), cols)[:, None, None, :]
     return x[torch.arange(B)[:, None, None, None], torch.arange(3)[None, :, None, None], rows, cols]
 
+# %% ../nbs/01_tokenizer.ipynb #e722c3c7
+def _split_heldout(x: torch.Tensor, holdout_every: int, heldout=None) -> tuple[torch.Tensor, torch.Tensor]:
+    "(train, held-out) float frames: every `holdout_every`-th of `x` held out, or all of `x` trains and `heldout` tests."
+    if heldout is not None: return x, to_float_frames(heldout)
+    held = torch.zeros(len(x), dtype=torch.bool)
+    held[holdout_every // 2::holdout_every] = True
+    if held.all() or not held.any(): held[:] = False; held[-1] = len(x) > 1
+    return x[~held], x[held]
+
+def _augment(batch: torch.Tensor, crop: int, scale_range: tuple, g: torch.Generator) -> torch.Tensor:
+    "A batch (B, 3, H, W) rescaled by a random factor in `scale_range` (never below `crop`), then random crops and flips."
+    H, W = batch.shape[-2:]
+    lo = max(scale_range[0], crop / min(H, W))
+    scale = lo + (max(scale_range[1], lo) - lo) * torch.rand(1, generator=g).item()
+    if abs(scale - 1) > 1e-3:
+        batch = F.interpolate(batch, scale_factor=scale, mode="bilinear", antialias=True, align_corners=False)
+    return _random_crops(batch, crop, g)
+
+
 # %% ../nbs/01_tokenizer.ipynb #a26ded22
 def train_vqvae(frames, config: VQVAEConfig | None = None, steps: int = 1000, batch_size: int = 32,
                 crop: int = 64, lr: float = 2e-3, holdout_every: int = 10, seed: int = 0,
@@ -257,11 +276,7 @@ def train_vqvae(frames, config: VQVAEConfig | None = None, steps: int = 1000, ba
     x = to_float_frames(frames)
     N, _, H, W = x.shape
     if min(H, W) < crop: raise VimpacError(f"train_vqvae: frames of {H}x{W} are smaller than the crop {crop}")
-    held = torch.zeros(N, dtype=torch.bool)
-    if heldout is None:
-        held[holdout_every // 2::holdout_every] = True
-        if held.all() or not held.any(): held[:] = False; held[-1] = N > 1
-    train, test = x[~held], (x[held] if heldout is None else to_float_frames(heldout))
+    train, test = _split_heldout(x, holdout_every, heldout)
     g = make_generator(seed)
     torch.manual_seed(seed)  # k-means initialisation inside the quantizer draws from the global generator
     device = torch.device(device or "cpu")
@@ -273,12 +288,7 @@ def train_vqvae(frames, config: VQVAEConfig | None = None, steps: int = 1000, ba
     bar = tqdm(range(steps), desc="VQ-VAE", disable=not progress)
     for step in bar:
         idx = torch.randint(0, len(train), (batch_size,), generator=g)
-        batch = train[idx]
-        lo = max(scale_range[0], crop / min(H, W))
-        scale = lo + (max(scale_range[1], lo) - lo) * torch.rand(1, generator=g).item()
-        if abs(scale - 1) > 1e-3:
-            batch = F.interpolate(batch, scale_factor=scale, mode="bilinear", antialias=True, align_corners=False)
-        batch = _random_crops(batch, crop, g).to(device)
+        batch = _augment(train[idx], crop, scale_range, g).to(device)
         rec, _, vq_loss = model(batch)
         rec_loss = F.mse_loss(rec, batch)
         loss = rec_loss + vq_loss.sum()

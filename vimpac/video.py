@@ -11,7 +11,7 @@ from collections import Counter
 from pathlib import Path
 import numpy as np
 import av
-from .utils import VimpacError
+from .utils import VimpacError, renamed_kwargs
 
 # %% auto #0
 __all__ = ['SAMPLE_VIDEO_NAMES', 'VIDEO_EXTENSIONS', 'CENTER_VIEW', 'VIEW_SETS', 'sample_videos', 'scan_folder', 'list_videos',
@@ -102,12 +102,13 @@ def resize_shape(width: int, height: int, size: int) -> tuple[int, int]:
     if width <= height: return size, max(size, round(height * size / width))
     return max(size, round(width * size / height)), size
 
-def center_crop(frames: np.ndarray, size: int) -> np.ndarray:
-    "Centre `size` x `size` crop of uint8 frames (T, H, W, 3)."
+@renamed_kwargs(size="frame_size")
+def center_crop(frames: np.ndarray, frame_size: int) -> np.ndarray:
+    "Centre S x S crop (S = `frame_size`) of uint8 frames (T, H, W, 3)."
     H, W = frames.shape[1:3]
-    if H < size or W < size: raise VimpacError(f"center_crop: frames of {H}x{W} are smaller than the crop {size}")
-    top, left = (H - size) // 2, (W - size) // 2
-    return frames[:, top:top + size, left:left + size]
+    if H < frame_size or W < frame_size: raise VimpacError(f"center_crop: frames of {H}x{W} are smaller than the crop {frame_size}")
+    top, left = (H - frame_size) // 2, (W - frame_size) // 2
+    return frames[:, top:top + frame_size, left:left + frame_size]
 
 def check_fps(fps, what: str = "fps") -> float:
     "`fps` as a float. Raises `VimpacError` naming `what` unless it is a positive, finite number (not 0, NaN or inf)."
@@ -136,21 +137,86 @@ def _decoded(c, s, errors: list):
     try: yield from s.codec_context.decode(None)
     except av.error.FFmpegError: pass
 
+# %% ../nbs/00_video.ipynb #19cc0191
+def _frame_converter(path, sizes, info: dict):
+    "A function of a PyAV frame: its RGB arrays at every size of `sizes`, rotated to display orientation; fills `info`'s size fields."
+    shapes, rot = None, 0
+    def convert(frame):
+        nonlocal shapes, rot
+        if shapes is None:
+            rot = int(round((frame.rotation or 0) / 90)) % 4
+            dw, dh = (frame.height, frame.width) if rot % 2 else (frame.width, frame.height)
+            shapes = [resize_shape(dw, dh, z) if z else (dw, dh) for z in sizes]
+            info.update(width=dw, height=dh, rotation=rot * 90)
+        out = []
+        for w, h in shapes:
+            try: a = frame.reformat(width=h if rot % 2 else w, height=w if rot % 2 else h, format="rgb24",
+                                    interpolation="AREA").to_ndarray()
+            except av.error.FFmpegError as e:
+                raise VimpacError(f"{path}: a {frame.format.name} frame could not be converted to RGB ({e})") from None
+            out.append(np.rot90(a, rot) if rot else a)
+        return out
+    return convert
+
+
+# %% ../nbs/00_video.ipynb #184fcf75
+def _partial_and_expected(c, s, partial, n_dec, duration, rate, fps, done):
+    """(partial, expected) of a decoded stream `s` of container `c`: why only a prefix was decoded (None if all was;
+    also a file that ends before the frames its index lists), and the T its header promises when partial."""
+    half = 0.5 / rate
+    header = (float(s.duration * s.time_base) if s.duration and s.time_base else None)
+    if (partial is None and not done and s.frames and n_dec + 1 < s.frames
+            and (header is None or duration + 1.5 / rate < header)):
+        partial = f"the file ends after {n_dec} of the {s.frames} frames its index lists (truncated)"
+    expected = None
+    if partial:
+        if s.frames: expected = _instants(s.frames / rate - 1 / rate / 2, fps)
+        elif header: expected = _instants(header - half, fps)
+        elif c.duration: expected = _instants(c.duration / 1e6 - half, fps)
+    return partial, expected
+
+
+# %% ../nbs/00_video.ipynb #6af07888
+class _Clock:
+    "Frame times (s) from the stream's first frame, continued over splices and over frames without a timestamp."
+    def __init__(self, rate: float):
+        self.t0 = self.start = self.last_t = self.prev_t = None
+        self.rate, self.last_dur = rate, 1 / rate   # last_dur: the held frame's duration (s)
+    def time(self, frame) -> float:
+        # no timestamp (a raw elementary stream): the previous frame's time plus its duration
+        t = frame.time if frame.time is not None else (0.0 if self.prev_t is None else self.prev_t + self.last_dur)
+        self.prev_t = t
+        if self.t0 is None: self.t0 = self.start = t  # t0: the timeline's origin (moved by splices); start: the first frame's time
+        t -= self.t0
+        if self.last_t is not None and t < self.last_t - _EPS:  # the timeline went back (spliced streams): continue it
+            shift = self.last_t + self.last_dur - t; self.t0 -= shift; t += shift
+        return t
+    def hold(self, frame, t: float):
+        "`frame`, at time `t`, is now the one on screen."
+        self.last_t = t if self.last_t is None else max(self.last_t, t)
+        self.last_dur = float(frame.duration * frame.time_base) if frame.duration and frame.time_base else 1 / self.rate
+
+class _Chunks:
+    "Frames (one array per size) gathered into chunks of `chunk`; `k` counts the frames added."
+    def __init__(self, n_sizes: int, chunk: int): self.bufs, self.chunk, self.k = [[] for _ in range(n_sizes)], chunk, 0
+    def add(self, arrays):
+        for b, a in zip(self.bufs, arrays): b.append(a)
+        self.k += 1
+        if len(self.bufs[0]) >= self.chunk: return self.flush()
+    def flush(self):
+        out = [np.stack(b) for b in self.bufs]
+        for b in self.bufs: b.clear()
+        return out
+
+
 # %% ../nbs/00_video.ipynb #2fa99d3e
 def sample_frames(path, fps: float = 2.0, sizes=(128,), chunk: int = 64, max_frames: int | None = None,
                   info: dict | None = None):
-    """Decode `path` once and yield its frames at the instants k / `fps` seconds after its first frame (the frame
-    on screen at each instant; see the rules above), in chunks of up to `chunk` frames: one list per chunk holding,
-    for each shorter-side size in `sizes` (pixels, or None for native), uint8 RGB frames (n, H_s, W_s, 3) in
-    display orientation, uncropped. Stops after `max_frames` frames when given.
-
-    When the generator is exhausted, `info` (a dict, if given) holds: `frames` (T, sampled), `decoded` (frames
-    decoded), `duration` (s, of the decoded stream), `start` (s, the first frame's time in the file), `rotation`
-    (degrees counterclockwise applied), `width`, `height` (displayed, pixels), `partial` (None, or why only a prefix
-    could be decoded) and `expected` (the T the header promises when partial, or None if it does not say).
-
-    Raises `VimpacError` naming the file when it is missing, is not a video, has no video stream or yields no
-    frame, and naming `fps` when it is not a positive finite number."""
+    """Decode `path` once and yield its frames at the instants k / `fps` seconds after its first frame, in chunks of
+    up to `chunk` frames: one list per chunk holding, for each shorter-side size in `sizes` (pixels, or None for
+    native), uint8 RGB frames (n, H_s, W_s, 3) in display orientation, uncropped; at most `max_frames` frames. Fills
+    `info` when exhausted (see above). Raises `VimpacError` naming the file when it is missing, is not a video, has
+    no video stream or yields no frame, and naming `fps` when it is not a positive finite number."""
     fps = check_fps(fps)
     if chunk < 1: raise VimpacError(f"chunk: must be at least 1 frame, got {chunk}")
     info = {} if info is None else info
@@ -159,73 +225,32 @@ def sample_frames(path, fps: float = 2.0, sizes=(128,), chunk: int = 64, max_fra
         s.thread_type = "AUTO"
         rate = float(s.guessed_rate or s.average_rate or s.base_rate or 25)  # nominal source frames/s
         half = 0.5 / rate
-        held, held_arrays, shapes, k, rot = None, None, None, 0, 0
-        t0 = last_t = prev_t = None
-        n_dec, last_dur, partial = 0, 1 / rate, None  # last_dur: the last frame's duration (s)
-        bufs = [[] for _ in sizes]
-
-        def convert(frame):  # the frame at every size, rotated to display orientation
-            nonlocal shapes, rot
-            if shapes is None:
-                rot = int(round((frame.rotation or 0) / 90)) % 4
-                dw, dh = (frame.height, frame.width) if rot % 2 else (frame.width, frame.height)
-                shapes = [resize_shape(dw, dh, z) if z else (dw, dh) for z in sizes]
-                info.update(width=dw, height=dh, rotation=rot * 90)
-            out = []
-            for w, h in shapes:
-                try: a = frame.reformat(width=h if rot % 2 else w, height=w if rot % 2 else h, format="rgb24",
-                                        interpolation="AREA").to_ndarray()
-                except av.error.FFmpegError as e:
-                    raise VimpacError(f"{path}: a {frame.format.name} frame could not be converted to RGB ({e})") from None
-                out.append(np.rot90(a, rot) if rot else a)
-            return out
-
+        held, held_arrays, n_dec, partial = None, None, 0, None
+        clock, ch, convert = _Clock(rate), _Chunks(len(sizes), chunk), _frame_converter(path, sizes, info)
         def emit():  # the held frame for instant k; a full chunk when one is ready
-            nonlocal held_arrays, k
+            nonlocal held_arrays
             if held_arrays is None: held_arrays = convert(held)
-            for b, a in zip(bufs, held_arrays): b.append(a)
-            k += 1
-            if len(bufs[0]) >= chunk:
-                out = [np.stack(b) for b in bufs]
-                for b in bufs: b.clear()
-                return out
-
-        def done(): return max_frames is not None and k >= max_frames
-
+            return ch.add(held_arrays)
+        def done(): return max_frames is not None and ch.k >= max_frames
         errors = []  # damaged data: the frames before it are kept (the documented policy)
         for frame in _decoded(c, s, errors):
-            # no timestamp (a raw elementary stream): the previous frame's time plus its duration
-            t = frame.time if frame.time is not None else (0.0 if prev_t is None else prev_t + last_dur)
-            prev_t = t
-            if t0 is None: t0 = start = t  # t0: the timeline's origin (moved by splices); start: the first frame's time
-            t -= t0
-            if last_t is not None and t < last_t - _EPS:  # the timeline went back (spliced streams): continue it
-                shift = last_t + last_dur - t; t0 -= shift; t += shift
-            while held is not None and not done() and k / fps + half - _EPS <= t:  # instants before this frame
+            t = clock.time(frame)
+            while held is not None and not done() and ch.k / fps + half - _EPS <= t:  # instants before this frame
                 if (ready := emit()) is not None: yield ready
             if done(): break
             held, held_arrays, n_dec = frame, None, n_dec + 1
-            last_t = t if last_t is None else max(last_t, t)
-            last_dur = float(frame.duration * frame.time_base) if frame.duration and frame.time_base else 1 / rate
+            clock.hold(frame, t)
         if errors:
-            e = errors[0]
-            partial = f"decoding stopped after {n_dec} frames ({e.__class__.__name__}: {e.strerror or e})"
+            partial = f"decoding stopped after {n_dec} frames ({errors[0].__class__.__name__}: {errors[0].strerror or errors[0]})"
         if held is None:
             raise VimpacError(f"{path}: no frame could be decoded" + (f" ({partial})" if partial else ""))
-        duration = last_t + last_dur
-        header = (float(s.duration * s.time_base) if s.duration and s.time_base else None)
-        if (partial is None and not done() and s.frames and n_dec + 1 < s.frames
-                and (header is None or duration + 1.5 / rate < header)):
-            partial = f"the file ends after {n_dec} of the {s.frames} frames its index lists (truncated)"
-        while not done() and k / fps <= last_t + last_dur / 2 + _EPS:  # the last frame, up to its middle
+        duration = clock.last_t + clock.last_dur
+        partial, expected = _partial_and_expected(c, s, partial, n_dec, duration, rate, fps, done())
+        while not done() and ch.k / fps <= clock.last_t + clock.last_dur / 2 + _EPS:  # the last frame, up to its middle
             if (ready := emit()) is not None: yield ready
-        if bufs[0]: yield [np.stack(b) for b in bufs]
-        expected = None
-        if partial:
-            if s.frames: expected = _instants(s.frames / rate - 1 / rate / 2, fps)
-            elif header: expected = _instants(header - half, fps)
-            elif c.duration: expected = _instants(c.duration / 1e6 - half, fps)
-        info.update(frames=k, decoded=n_dec, duration=round(duration, 6), start=round(start, 6), partial=partial, expected=expected)
+        if ch.bufs[0]: yield ch.flush()
+        info.update(frames=ch.k, decoded=n_dec, duration=round(duration, 6), start=round(clock.start, 6), partial=partial, expected=expected)
+
 
 # %% ../nbs/00_video.ipynb #5d128489
 def decode_frames(path, fps: float = 2.0, sizes=(128,), max_frames: int | None = None,
@@ -236,19 +261,20 @@ def decode_frames(path, fps: float = 2.0, sizes=(128,), max_frames: int | None =
     chunks = list(sample_frames(path, fps, sizes, 256, max_frames, info))
     return [np.concatenate([ch[i] for ch in chunks]) for i in range(len(sizes))]
 
-def read_video(path, fps: float = 2.0, size: int | None = 128, crop: str = "center",
+@renamed_kwargs(size="frame_size")
+def read_video(path, fps: float = 2.0, frame_size: int | None = 128, crop: str = "center",
                max_frames: int | None = None, info: dict | None = None) -> np.ndarray:
     """Decode `path` into uint8 RGB frames (T, S, S, 3) sampled at `fps` frames per second, the shorter side resized to
-    `size` = S pixels, then centre-cropped (`crop="center"`) or kept whole (`crop=None`, giving (T, H', W', 3)).
-    `size=None` keeps the native resolution. Paper §4.1: 2 FPS for pre-training, S = 128 then 256. `info` (a dict)
+    `frame_size` = S pixels, then centre-cropped (`crop="center"`) or kept whole (`crop=None`, giving (T, H', W', 3)).
+    `frame_size=None` keeps the native resolution. Paper §4.2: 2 FPS for pre-training, S = 128 then 256. `info` (a dict)
     receives what `sample_frames` reports: duration, rotation, and whether only a prefix could be decoded.
 
     Raises `VimpacError` naming the file when it is missing, is not a video, cannot be decoded, or yields no frame,
     and naming `fps` when it is 0, negative, NaN or infinite."""
     if crop not in ("center", None): raise VimpacError(f"read_video: crop must be 'center' or None, got {crop!r}")
     check_fps(fps)
-    out = decode_frames(path, fps, (size,), max_frames, info)[0]
-    return center_crop(out, size) if (crop == "center" and size) else out
+    out = decode_frames(path, fps, (frame_size,), max_frames, info)[0]
+    return center_crop(out, frame_size) if (crop == "center" and frame_size) else out
 
 # %% ../nbs/00_video.ipynb #76c872f2
 CENTER_VIEW = "1x-center"   # the one view of pre-training and of single-crop checks: the centre square at S
@@ -268,28 +294,30 @@ def parse_view(name: str) -> tuple[float, str, bool]:
         raise VimpacError(f"view {name!r}: expected SCALEx-(topleft|center|bottomright)[-flip], e.g. 1x-center") from None
     return scale, crop, flip
 
-def iter_views(path, fps: float = 2.0, size: int = 128, views=("1x-center",), chunk: int = 64,
+@renamed_kwargs(size="frame_size")
+def iter_views(path, fps: float = 2.0, frame_size: int = 128, views=("1x-center",), chunk: int = 64,
                info: dict | None = None):
     """Decode `path` once (see `sample_frames`, which fills `info`) and yield, chunk by chunk of up to `chunk`
     frames, a dict mapping each named view (see `VIEW_SETS`) to uint8 frames (n, S, S, 3). Resized sizes are
     round(scale * S) pixels on the shorter side. Memory is bounded by a chunk, whatever the video's length.
     Raises `VimpacError` as `sample_frames` does, and for an unknown view."""
     parsed = {v: parse_view(v) for v in views}
-    sizes = sorted({round(sc * size) for sc, _, _ in parsed.values()})
+    sizes = sorted({round(sc * frame_size) for sc, _, _ in parsed.values()})
     for part in sample_frames(path, fps, sizes, chunk, info=info):
         decoded = dict(zip(sizes, part))
         out = {}
         for v, (sc, crop, flip) in parsed.items():
-            f = decoded[round(sc * size)]
+            f = decoded[round(sc * frame_size)]
             H, W = f.shape[1:3]
-            top, left = {"topleft": (0, 0), "center": ((H - size) // 2, (W - size) // 2),
-                         "bottomright": (H - size, W - size)}[crop]
-            c = f[:, top:top + size, left:left + size]
+            top, left = {"topleft": (0, 0), "center": ((H - frame_size) // 2, (W - frame_size) // 2),
+                         "bottomright": (H - frame_size, W - frame_size)}[crop]
+            c = f[:, top:top + frame_size, left:left + frame_size]
             out[v] = np.ascontiguousarray(c[:, :, ::-1] if flip else c)
         yield out
 
-def read_views(path, fps: float = 2.0, size: int = 128, views=("1x-center",), info: dict | None = None) -> dict[str, np.ndarray]:
+@renamed_kwargs(size="frame_size")
+def read_views(path, fps: float = 2.0, frame_size: int = 128, views=("1x-center",), info: dict | None = None) -> dict[str, np.ndarray]:
     """Decode `path` once and return uint8 frames (T, S, S, 3) for each named view (see `VIEW_SETS`): `iter_views`
     with the chunks joined. Raises `VimpacError` as `sample_frames` does."""
-    chunks = list(iter_views(path, fps, size, views, 256, info))
+    chunks = list(iter_views(path, fps, frame_size, views, 256, info))
     return {v: np.concatenate([ch[v] for ch in chunks]) for v in chunks[0]}

@@ -322,7 +322,7 @@ def explore_state(model, tokenizer="default", video=None, strategy: str = "block
                   ratio: float = 0.5, seed: int = 0, neighbour: str = "spatial", fps: float = 2.0, start: int = 0) -> dict:
     """What the explorer shows, without widgets. `model`: a `VimpacForPreTraining` or a folder saved by
     `save_pretrained` (a run's output); `tokenizer`: a tokenizer or a name for `load_tokenizer`; `video`: a sample's
-    file name (`sample_videos()`), a path, or None (the first sample). The clip is `model.config.max_frames` frames
+    file name (`sample_videos()`), a path, or None (the first sample). The clip is `model.config.clip_len` frames
     from frame `start` at `fps`, at the model's resolution (token map x the tokenizer's downsampling). The mask is
     `block_mask` with `num_blocks` (`strategy="block"`) or `iid_mask` with `ratio` (`"iid"`), drawn from `seed`.
     Returns a dict: `frames` uint8 (T, S, S, 3), `tokens` int64 (T, h, w), `mask` bool (T, h, w), `model_accuracy`
@@ -336,9 +336,9 @@ def explore_state(model, tokenizer="default", video=None, strategy: str = "block
     if model is None: raise VimpacError("model: give a VimpacForPreTraining or a folder saved by save_pretrained")
     if isinstance(model, (str, Path)): model = VimpacForPreTraining.from_pretrained(model)
     tok = load_tokenizer(tokenizer) if isinstance(tokenizer, (str, Path)) else tokenizer
-    c = model.config; T, (h, w) = c.max_frames, c.token_map
+    c = model.config; T, (h, w) = c.clip_len, c.token_map
     path = _video_path(video)
-    frames = read_video(path, fps=fps, size=h * tok.downsample)[start:start + T]
+    frames = read_video(path, fps=fps, frame_size=h * tok.downsample)[start:start + T]
     if len(frames) < T:
         raise VimpacError(f"{path}: {len(frames)} frames at {fps} fps from frame {start}, the model needs {T}")
     with torch.no_grad(): z = tok.encode(frames).cpu()
