@@ -445,8 +445,8 @@ def features_of(inputs, checkpoint, out, views="1x10", fps=None, tokenizer=None,
     model, info = load_run(checkpoint, dev)
     if stores:
         store, want = TokenStore(stores[0]), info["tokenizer"]
-        if want is not None and store.meta.get("tokenizer") not in (None, want):
-            raise VimpacError(f"{store.path}: store was built by tokenizer {store.meta['tokenizer']}, but {checkpoint} was trained on tokens of {want}")
+        if want is not None and store.tokenizer_id not in (None, want):
+            raise VimpacError(f"{store.path}: store was built by tokenizer {store.tokenizer_id}, but {checkpoint} was trained on tokens of {want}")
         feats = extract_features(store, model, views=views, batch_size=batch_size, device=dev, progress=progress)
     else:
         tok = run_tokenizer(info, tokenizer, dev)

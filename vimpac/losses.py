@@ -17,7 +17,7 @@ __all__ = ['mask_loss', 'info_nce', 'info_nce_distributed', 'pretraining_loss']
 
 # %% ../nbs/05_losses.ipynb #0e9d2711
 def mask_loss(logits: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Masked-token NLL (eq. 1) and mask accuracy from float logits (M, V) and int64 targets (M,).
+    """Masked-token NLL (Eq. 1) and mask accuracy from float logits (M, V) and int64 targets (M,).
     Returns two scalars; with M = 0 the loss is 0 (still differentiable) and the accuracy NaN."""
     if logits.ndim != 2 or targets.shape != logits.shape[:1]:
         raise VimpacError(f"mask_loss: expected logits (M, V) and targets (M,), got {tuple(logits.shape)} and {tuple(targets.shape)}")
@@ -27,7 +27,7 @@ def mask_loss(logits: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor
 
 # %% ../nbs/05_losses.ipynb #0ef6f7cd
 def info_nce(f1: torch.Tensor, f2: torch.Tensor, temperature: float = 0.2) -> tuple[torch.Tensor, torch.Tensor]:
-    """Symmetric InfoNCE (eqs. 4-5) for features (n, d) of n positive pairs (row i of `f1` with row i of `f2`).
+    """Symmetric InfoNCE (Eq. 4-5) for features (n, d) of n positive pairs (row i of `f1` with row i of `f2`).
     Features are L2-normalised here. Returns (L_cl, contrastive accuracy: share of the 2n clips whose most similar
     other clip is their positive). Raises `VimpacError` for mismatched shapes or n < 2."""
     if f1.shape != f2.shape or f1.ndim != 2:
@@ -41,7 +41,7 @@ def info_nce(f1: torch.Tensor, f2: torch.Tensor, temperature: float = 0.2) -> tu
     return ce[:n].mean() + ce[n:].mean(), (sim.argmax(-1) == target).float().mean()
 
 def info_nce_distributed(f1: torch.Tensor, f2: torch.Tensor, temperature: float = 0.2) -> tuple[torch.Tensor, torch.Tensor]:
-    """InfoNCE with negatives from every process (§4.2, appendix C: the paper gathers them across GPUs). Each process
+    """InfoNCE with negatives from every process (§3.2: the negatives are the batch's other videos; §4.2 uses 255 of them, more than one GPU holds). Each process
     passes its own n pairs of features (n, d); they are L2-normalised and gathered with
     `torch.distributed.nn.functional.all_gather`, so gradients flow back to the process that made them. Returns, for
     this process's 2n clips, the *sum* of their InfoNCE terms against all 2N clips of all processes, and the number
@@ -64,5 +64,5 @@ def info_nce_distributed(f1: torch.Tensor, f2: torch.Tensor, temperature: float 
     return F.cross_entropy(sim, target, reduction="sum"), (sim.argmax(-1) == target).sum()
 
 def pretraining_loss(l_mask: torch.Tensor, l_cl: torch.Tensor, alpha: float = 1.0, temperature: float = 0.2) -> torch.Tensor:
-    "The VIMPAC objective L = L_mask + alpha * gamma * L_cl (§3.3, eq. 6), gamma the InfoNCE temperature."
+    "The VIMPAC objective L = L_mask + alpha * gamma * L_cl (§3.3, Eq. 6), gamma the InfoNCE temperature."
     return l_mask + alpha * temperature * l_cl

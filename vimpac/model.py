@@ -18,7 +18,7 @@ from torch.utils.checkpoint import checkpoint
 from einops import rearrange, repeat
 from safetensors.torch import save_file, load_file
 from fastcore.basics import patch
-from .utils import (VimpacError, VimpacDeprecationWarning, atomic_path, load_torch_file, read_json, renamed_kwargs,
+from .utils import (VimpacError, VimpacDeprecationWarning, IGNORE_INDEX, atomic_path, load_torch_file, read_json, renamed_kwargs,
                           write_json)
 
 # %% auto #0
@@ -105,8 +105,8 @@ def parse_layout(layout: str) -> list[list[tuple[str, ...]]]:
 
 # %% ../nbs/04_model.ipynb #4805e2f4
 class AxialAttentionBlock(nn.Module):
-    """Multi-head attention over the token video along the axes of each head group, with [CLS] (eq. 17) and
-    [PAD]-key masking, plus residual and LayerNorm (post-LN eq. 9-10, or pre-LN).
+    """Multi-head attention over the token video along the axes of each head group, with [CLS] (Eq. 15) and
+    [PAD]-key masking, plus residual and LayerNorm (post-LN Eq. 9-11, or pre-LN).
     Input: hidden (B, T, h, w, D), cls (B, D), pad bool (B, T, h, w) or None. Output: the same shapes."""
     def __init__(self, config: VimpacConfig, groups: list[tuple[str, ...]]):
         super().__init__()
@@ -162,7 +162,7 @@ def forward(self: AxialAttentionBlock, x, cls, pad=None):
 
 # %% ../nbs/04_model.ipynb #69333c48
 class Embeddings(nn.Module):
-    "Token + factorized positional embeddings, LayerNorm, dropout (eqs. 6-7). int64 (B, T, h, w) → (B, T, h, w, D)."
+    "Token + factorized positional embeddings, LayerNorm, dropout (Eq. 7-8). int64 (B, T, h, w) → (B, T, h, w, D)."
     def __init__(self, c: VimpacConfig):
         super().__init__()
         self.config = c
@@ -182,7 +182,7 @@ class Embeddings(nn.Module):
         return self.drop(self.norm(self.token(tokens) + pos))
 
 class MLPBlock(nn.Module):
-    "Two fully-connected layers with GELU (eq. 16), residual and LayerNorm (post- or pre-LN)."
+    "Two fully-connected layers with GELU (Eq. 14), residual and LayerNorm (post- or pre-LN)."
     def __init__(self, c: VimpacConfig):
         super().__init__()
         self.post = c.norm == "post"
@@ -193,7 +193,7 @@ class MLPBlock(nn.Module):
         return self.norm(x + y) if self.post else x + y
 
 class VimpacLayer(nn.Module):
-    "One spatio-temporal layer: the layout's attention blocks, then the MLP (eqs. 14-16). Same shapes in and out."
+    "One spatio-temporal layer: the layout's attention blocks, then the MLP (Eq. 12-14). Same shapes in and out."
     def __init__(self, c: VimpacConfig):
         super().__init__()
         self.blocks = nn.ModuleList(AxialAttentionBlock(c, groups) for groups in parse_layout(c.layout))
@@ -201,6 +201,23 @@ class VimpacLayer(nn.Module):
     def forward(self, x, cls, pad=None):
         for b in self.blocks: x, cls = b(x, cls, pad)
         return self.mlp(x), self.mlp(cls)
+
+# %% ../nbs/04_model.ipynb #1651419a
+def _refuse_any(bad: torch.Tensor, message) -> None:
+    """Raise `VimpacError(message())` when any of the bool tensor `bad` is True. On the CPU (or any device but CUDA) that
+    is a plain check. On a GPU it is `torch._assert_async` instead: a device-side assertion that does not make the host
+    wait for the GPU (issue 13: no host-device synchronisation in a training step), so a bad id stops the process
+    with a CUDA assertion error a few kernels later rather than with the one-line message; the same input on the
+    CPU gives the message. Skipped while `torch.compile` traces."""
+    if torch.compiler.is_compiling(): return
+    if bad.is_cuda: torch._assert_async(~bad.any()); return
+    if bool(bad.any()): raise VimpacError(message())
+
+def _some(values: torch.Tensor) -> str:
+    "Up to six distinct values of a tensor, for an error message."
+    vals = torch.unique(values).tolist()
+    return f"{vals[:6]}{' ...' if len(vals) > 6 else ''}"
+
 
 # %% ../nbs/04_model.ipynb #0d4b36be
 def _init_weights(m):
@@ -219,7 +236,7 @@ def check_tokens(tokens, config: VimpacConfig, device=None) -> torch.Tensor:
     integer tensor or numpy array is accepted, e.g. the int16 of `TokenStore.tokens()`, and converted. Raises
     `VimpacError` for a float, bool or complex dtype, a shape other than (B, 1..clip_len, h, w) of the config's token
     map, or ids other than the codes 0..V-1 and [PAD]/[MASK], naming the values and the vocabulary. The id check is
-    one reduction: on a GPU it waits for the tokens (a host sync). It is skipped while `torch.compile` traces."""
+    one reduction, device-side on a GPU (no host sync, see `_refuse_any`). It is skipped while `torch.compile` traces."""
     c = config
     if not isinstance(tokens, torch.Tensor):
         try: tokens = torch.as_tensor(np.ascontiguousarray(tokens) if isinstance(tokens, np.ndarray) else tokens)
@@ -231,11 +248,8 @@ def check_tokens(tokens, config: VimpacConfig, device=None) -> torch.Tensor:
     if len(shape) != 4 or not 1 <= shape[1] <= c.clip_len or shape[2:] != (h, w):
         raise VimpacError(f"tokens: expected shape (B, T, h, w) = (B, 1..{c.clip_len}, {h}, {w}) for this model, got {shape}")
     tokens = tokens.to(device=device if device is not None else tokens.device, dtype=torch.long)
-    if not torch.compiler.is_compiling():
-        bad = ((tokens < 0) | (tokens >= c.vocab_size)) & (tokens != c.pad_id) & (tokens != c.mask_id)
-        if bool(bad.any()):
-            vals = torch.unique(tokens[bad]).tolist()
-            raise VimpacError(f"tokens: ids {vals[:6]}{' ...' if len(vals) > 6 else ''} are outside the vocabulary ({_vocab(c)})")
+    bad = ((tokens < 0) | (tokens >= c.vocab_size)) & (tokens != c.pad_id) & (tokens != c.mask_id)
+    _refuse_any(bad, lambda: f"tokens: ids {_some(tokens[bad])} are outside the vocabulary ({_vocab(c)})")
     return tokens
 
 # %% ../nbs/04_model.ipynb #87b9d149
@@ -273,7 +287,7 @@ def count_parameters(module: nn.Module) -> int:
 # %% ../nbs/04_model.ipynb #7756fb4d
 class TokenHead(nn.Module):
     """Mask-then-predict head: (M, D) hidden states → (M, V) logits over the codes. The decoder weight is passed in:
-    the input token embedding's weight (tied, eq. 19), of which the first V rows are used."""
+    the input token embedding's weight (tied, Eq. 17), of which the first V rows are used."""
     def __init__(self, c: VimpacConfig):
         super().__init__()
         self.dense = nn.Linear(c.hidden_size, c.hidden_size)
@@ -383,7 +397,7 @@ class PreTrainingOutput(ModelOutput):
     """What `VimpacForPreTraining` returns. `hidden` float (B, T, h, w, D); `cls` float (B, D), the [CLS] state;
     `features` float32 (B, 256), the CLS head's output, L2-normalised (the InfoNCE input, §3.3). With labels:
     `logits` (M, V) and `targets` int64 (M,) at the M labelled positions, and `loss`, the mask-then-predict
-    cross-entropy (eq. 1) summed over them and divided by `num_masked` (default M, i.e. the mean; 0 when M = 0).
+    cross-entropy (Eq. 1) summed over them and divided by `num_masked` (default M, i.e. the mean; 0 when M = 0).
     The InfoNCE needs the other clips of the batch, on every process: it is `vimpac.losses.info_nce(_distributed)`."""
     hidden: torch.Tensor
     cls: torch.Tensor
@@ -410,12 +424,9 @@ def _check_labels(labels, shape, c: VimpacConfig, device) -> torch.Tensor:
     if labels.dtype == torch.bool or labels.is_floating_point() or labels.is_complex():
         raise VimpacError(f"labels: expected integer codes 0..{c.vocab_size - 1} or -100 (ignored), got dtype {labels.dtype}")
     labels = labels.to(device=device, dtype=torch.long)
-    if not torch.compiler.is_compiling():
-        bad = (labels != -100) & ((labels < 0) | (labels >= c.vocab_size))
-        if bool(bad.any()):
-            vals = torch.unique(labels[bad]).tolist()
-            raise VimpacError(f"labels: values {vals[:6]}{' ...' if len(vals) > 6 else ''} are neither codes "
-                              f"0..{c.vocab_size - 1} (the token head predicts codes only) nor -100 (ignored)")
+    bad = (labels != IGNORE_INDEX) & ((labels < 0) | (labels >= c.vocab_size))
+    _refuse_any(bad, lambda: f"labels: values {_some(labels[bad])} are neither codes 0..{c.vocab_size - 1} (the token "
+                             f"head predicts codes only) nor -100 (ignored)")
     return labels
 
 def _check_classes(labels, n: int, num_classes: int, device) -> torch.Tensor:
@@ -426,9 +437,8 @@ def _check_classes(labels, n: int, num_classes: int, device) -> torch.Tensor:
     if labels.dtype == torch.bool or labels.is_floating_point() or labels.is_complex():
         raise VimpacError(f"labels: expected integer classes 0..{num_classes - 1}, got dtype {labels.dtype}")
     labels = labels.to(device=device, dtype=torch.long)
-    if not torch.compiler.is_compiling() and bool(((labels < 0) | (labels >= num_classes)).any()):
-        vals = torch.unique(labels[(labels < 0) | (labels >= num_classes)]).tolist()
-        raise VimpacError(f"labels: classes {vals[:6]} are outside 0..{num_classes - 1} ({num_classes} classes)")
+    bad = (labels < 0) | (labels >= num_classes)
+    _refuse_any(bad, lambda: f"labels: classes {_some(labels[bad])} are outside 0..{num_classes - 1} ({num_classes} classes)")
     return labels
 
 def _batchnorm_needs_two(head: nn.Module) -> bool:
@@ -458,7 +468,7 @@ class VimpacForPreTraining(_Pretrained):
 
     def convert_sync_batchnorm(self) -> "VimpacForPreTraining":
         """Replace the CLS head's BatchNorm by `nn.SyncBatchNorm`, so that under DDP its statistics cover the global
-        batch (appendix C). State-dict keys are unchanged. Returns self."""
+        batch (the head's BatchNorm: appendix A.2). State-dict keys are unchanged. Returns self."""
         self.cls_head = nn.SyncBatchNorm.convert_sync_batchnorm(self.cls_head)
         return self
 
@@ -470,7 +480,7 @@ class VimpacForPreTraining(_Pretrained):
         out = PreTrainingOutput(hidden=hidden, cls=cls, features=F.normalize(self.cls_head(cls).float(), dim=-1))
         if labels is not None:
             labels = _check_labels(labels, hidden.shape[:4], self.config, hidden.device)
-            sel = labels != -100
+            sel = labels != IGNORE_INDEX   # boolean indexing: the one host sync left in a step (see the note below)
             out.logits = self.token_head(hidden[sel], self.backbone.embeddings.token.weight)
             out.targets = labels[sel]
             n = len(out.targets) if num_masked is None else num_masked
