@@ -355,7 +355,7 @@ def finetune_parser(raise_errors: bool = False) -> argparse.ArgumentParser:
     p.add_argument("--micro-batch-size", type=_number(integer=True, ge=1), default=None, help="clips per process and forward pass")
     p.add_argument("--lr", type=_number(gt=0), default=None, help="default: 1e-4, 5e-5 for large_half (Table 12)")
     p.add_argument("--clip-len", type=_number(integer=True, ge=1), default=d.clip_len, help="T, frames per clip (paper: 10)")
-    p.add_argument("--views", default=None, choices=list(VIEW_SETS), help="training views: all (default: the store's), noflip (SSV2), center")
+    p.add_argument("--views", default=None, help=f"training views: a set ({', '.join(VIEW_SETS)}; default: the store's) or view names, checked against the store")
     return p
 
 # %% ../nbs/11_cli.ipynb #5e322013

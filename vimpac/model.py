@@ -16,10 +16,8 @@ from torch import nn
 import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 from einops import rearrange, repeat
-from safetensors.torch import save_file, load_file
 from fastcore.basics import patch
-from .utils import (VimpacError, VimpacDeprecationWarning, IGNORE_INDEX, atomic_path, load_torch_file, read_json, renamed_kwargs,
-                          write_json)
+from .utils import (VimpacError, VimpacDeprecationWarning, IGNORE_INDEX, save_weights, load_weights, load_torch_file, renamed_kwargs)
 
 # %% auto #0
 __all__ = ['PRESETS', 'LAYOUTS', 'OFFICIAL_LAYOUTS', 'VimpacConfig', 'parse_layout', 'AxialAttentionBlock', 'Embeddings',
@@ -340,13 +338,9 @@ class _Pretrained(nn.Module):
     "Save / load with safetensors and `config.json`."
     kind = "vimpac"
     def save_pretrained(self, path) -> Path:
-        "Write `model.safetensors` and `config.json` to the folder `path`."
-        path = Path(path); path.mkdir(parents=True, exist_ok=True)
-        sd = {k: v.detach().cpu().contiguous() for k, v in self.state_dict().items()}
-        with atomic_path(path/"model.safetensors") as tmp: save_file(sd, str(tmp), metadata={"kind": self.kind})
+        "Write `model.safetensors` and `config.json` to the folder `path` (`vimpac.utils.save_weights`)."
         extra = {"num_classes": self.num_classes} if hasattr(self, "num_classes") else {}
-        write_json(path/"config.json", dict(kind=self.kind, **extra, **asdict(self.config)))
-        return path
+        return save_weights(path, self, dict(**extra, **asdict(self.config)), self.kind)
 
     def _adapt_state(self, sd: dict, kind: str, source) -> dict:
         return sd
@@ -360,9 +354,7 @@ class _Pretrained(nn.Module):
         Raises `VimpacError` naming missing, unexpected or mis-shaped weights, a folder with no checkpoint, an invalid
         `config.json` or an unreadable `model.safetensors`."""
         path = Path(path)
-        if not (path/"config.json").is_file() or not (path/"model.safetensors").is_file():
-            raise VimpacError(f"{path}: not a saved vimpac model (expected config.json and model.safetensors)")
-        cfg = read_json(path/"config.json", "a saved vimpac model's config.json")
+        cfg, sd = load_weights(path, "a saved vimpac model")   # the files, the JSON and the safetensors, one-line errors
         kind = cfg.pop("kind", None); saved_classes = cfg.pop("num_classes", None)
         for d in (cfg, overrides):   # runs saved before the rename (shipped ones are re-saved): T was `max_frames`
             if "max_frames" in d: d["clip_len"] = d.pop("max_frames")
@@ -373,10 +365,6 @@ class _Pretrained(nn.Module):
         if cls.kind == "vimpac-classification" and "num_classes" not in model_kw and saved_classes is not None:
             model_kw["num_classes"] = saved_classes
         model = cls(VimpacConfig(**{**cfg, **overrides}), **model_kw)
-        try: sd = load_file(str(path/"model.safetensors"))
-        except Exception as e:          # safetensors raises its own error types for truncated or corrupt files
-            raise VimpacError(f"{path/'model.safetensors'}: not a readable safetensors file ({type(e).__name__}: "
-                              f"{str(e).splitlines()[0][:120] if str(e) else ''}); truncated or corrupt?") from None
         return _load_checked(model, model._adapt_state(sd, kind, path), path).to(device)
 
 # %% ../nbs/04_model.ipynb #1dab9b44

@@ -13,11 +13,9 @@ from pathlib import Path
 import torch
 from torch import nn
 import torch.nn.functional as F
-from safetensors import SafetensorError
-from safetensors.torch import save_file, load_file
 from tqdm.auto import tqdm
 from vector_quantize_pytorch import VectorQuantize
-from .utils import VimpacError, make_generator, atomic_path, write_json, warmup_linear, load_torch_file, read_json
+from .utils import VimpacError, make_generator, warmup_linear, load_torch_file, read_json, save_weights, load_weights
 from fastcore.basics import patch
 
 # %% auto #0
@@ -187,12 +185,8 @@ def identity(self: VQVAE) -> dict:
 
 @patch
 def save_pretrained(self: VQVAE, path) -> Path:
-    "Write `model.safetensors` and `config.json` to the folder `path`."
-    path = Path(path); path.mkdir(parents=True, exist_ok=True)
-    sd = {k: v.detach().cpu().contiguous() for k, v in self.state_dict().items()}
-    with atomic_path(path/"model.safetensors") as tmp: save_file(sd, str(tmp))
-    write_json(path/"config.json", dict(kind="vimpac-vqvae", **asdict(self.config)))
-    return path
+    "Write `model.safetensors` and `config.json` to the folder `path` (`vimpac.utils.save_weights`)."
+    return save_weights(path, self, asdict(self.config), "vimpac-vqvae")
 
 # %% ../nbs/01_tokenizer.ipynb #901cec71
 @patch(cls_method=True)
@@ -202,14 +196,9 @@ def from_pretrained(cls: VQVAE, path, device="cpu") -> "VQVAE":
     an unknown key, a missing or wrong-typed field, or `model.safetensors` is corrupt, truncated or does not
     match the config."""
     path = Path(path)
-    if not (path/"config.json").is_file() or not (path/"model.safetensors").is_file():
-        raise VimpacError(f"{path}: not a saved VQ-VAE (expected config.json and model.safetensors)")
-    model = cls(_read_vqvae_config(path/"config.json"))
+    _, sd = load_weights(path, "a saved VQ-VAE")          # the files, the JSON and the safetensors, one-line errors
+    model = cls(_read_vqvae_config(path/"config.json"))   # every field of the config checked
     wf = path/"model.safetensors"
-    try: sd = load_file(str(wf))
-    except (SafetensorError, OSError) as e:
-        first = next((l for l in str(e).splitlines() if l.strip()), "")[:160]
-        raise VimpacError(f"{wf}: not a readable safetensors file ({type(e).__name__}: {first}); truncated or corrupt?") from None
     try: model.load_state_dict(sd)
     except RuntimeError as e:  # torch's first line is a header; the second names the keys or the shapes
         lines = [l.strip() for l in str(e).splitlines() if l.strip()]

@@ -315,6 +315,7 @@ def iter_views(path, fps: float = 2.0, frame_size: int = 128, views=("1x-center"
             out[v] = np.ascontiguousarray(c[:, :, ::-1] if flip else c)
         yield out
 
+# %% ../nbs/00_video.ipynb #b65fc5f7
 @renamed_kwargs(size="frame_size")
 def read_views(path, fps: float = 2.0, frame_size: int = 128, views=("1x-center",), info: dict | None = None) -> dict[str, np.ndarray]:
     """Decode `path` once and return uint8 frames (T, S, S, 3) for each named view (see `VIEW_SETS`): `iter_views`
