@@ -15,7 +15,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from vimpac.model import VimpacForPreTraining, VimpacForVideoClassification, read_official_args
+from vimpac.model import VimpacForPreTraining, VimpacForVideoClassification
+from vimpac.official import read_official_args
 from vimpac.utils import VimpacError
 
 FX = Path(__file__).parent / "fixtures" / "official"

@@ -6,8 +6,7 @@ Docs: https://vimpac.github.io/vimpac/model.html.md"""
 
 # %% ../nbs/04_model.ipynb #70cd752a
 from __future__ import annotations
-import argparse, io, pickle
-from dataclasses import dataclass, asdict, fields, replace
+from dataclasses import dataclass, asdict, fields
 import warnings
 from pathlib import Path
 import numpy as np
@@ -17,14 +16,13 @@ import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 from einops import rearrange, repeat
 from fastcore.basics import patch
-from .utils import (VimpacError, VimpacDeprecationWarning, IGNORE_INDEX, save_weights, load_weights, load_torch_file, renamed_kwargs)
+from .utils import (VimpacError, VimpacDeprecationWarning, IGNORE_INDEX, save_weights, load_weights, renamed_kwargs)
 
 # %% auto #0
-__all__ = ['PRESETS', 'LAYOUTS', 'OFFICIAL_LAYOUTS', 'VimpacConfig', 'parse_layout', 'AxialAttentionBlock', 'Embeddings',
-           'MLPBlock', 'VimpacLayer', 'check_tokens', 'VimpacModel', 'count_parameters', 'TokenHead', 'cls_head',
-           'interpolate_pos_embed', 'ModelOutput', 'PreTrainingOutput', 'ClassificationOutput', 'VimpacForPreTraining',
-           'VimpacForVideoClassification', 'read_official_args', 'official_config', 'convert_official_state',
-           'model_flops']
+__all__ = ['PRESETS', 'LAYOUTS', 'VimpacConfig', 'parse_layout', 'AxialAttentionBlock', 'Embeddings', 'MLPBlock', 'VimpacLayer',
+           'check_tokens', 'VimpacModel', 'count_parameters', 'TokenHead', 'cls_head', 'interpolate_pos_embed',
+           'ModelOutput', 'PreTrainingOutput', 'ClassificationOutput', 'VimpacForPreTraining',
+           'VimpacForVideoClassification', 'model_flops']
 
 # %% ../nbs/04_model.ipynb #900795c5
 PRESETS = {
@@ -503,243 +501,6 @@ class VimpacForVideoClassification(_Pretrained):
             sd.update({k: v for k, v in self.state_dict().items() if k.startswith("fc.")})
         return sd
 
-# %% ../nbs/04_model.ipynb #a6df0905
-def _official_file(path) -> Path:
-    path = Path(path)
-    return path/"classifier.pt" if path.is_dir() else path
-
-def _load_official_state(path) -> dict:
-    path = _official_file(path)
-    sd = load_torch_file(path, "an authors' classifier.pt checkpoint")
-    if isinstance(sd, dict) and "state_dict" in sd and isinstance(sd["state_dict"], dict): sd = sd["state_dict"]
-    if not isinstance(sd, dict) or not all(isinstance(v, torch.Tensor) for v in sd.values()):
-        raise VimpacError(f"{path}: expected a state dict of tensors (the authors' classifier.pt)")
-    return {(k[7:] if k.startswith("module.") else k): v for k, v in sd.items()}
-
-class _Refused(Exception): pass
-
-class _ArgsUnpickler(pickle.Unpickler):
-    "Admits `argparse.Namespace` and plain builtin values; any other global is refused before it is imported."
-    SAFE = {("argparse", "Namespace"), ("builtins", "set"), ("builtins", "frozenset"), ("builtins", "bytearray"),
-            ("builtins", "complex"), ("builtins", "slice")}
-    def find_class(self, module, name):
-        if (module, name) in self.SAFE: return super().find_class(module, name)
-        raise _Refused(f"{module}.{name}")
-    def persistent_load(self, pid): raise _Refused(f"persistent id {str(pid)[:40]!r}")
-
-def read_official_args(path) -> argparse.Namespace:
-    """The run settings the authors' code saves beside `classifier.pt` (`pickle.dump(args, open(".../args.pickle"))`),
-    read by an unpickler that admits only `argparse.Namespace` and plain values, so nothing in the file runs.
-    Raises `VimpacError` naming the file when it is missing, empty, refers to any other global (named), or is not
-    such a pickle."""
-    path, what = Path(path), "the authors' args.pickle (a pickled argparse.Namespace)"
-    if not path.is_file(): raise VimpacError(f"{path}: no such file, expected {what}")
-    data = path.read_bytes()
-    if not data: raise VimpacError(f"{path}: empty file (0 bytes), expected {what}")
-    try: args = _ArgsUnpickler(io.BytesIO(data)).load()
-    except _Refused as e:
-        raise VimpacError(f"{path}: refused to load as {what}: it references {e}, which is not a plain value; "
-                          f"nothing in the file was run") from None
-    except Exception as e:           # truncated, not a pickle, bad opcodes: the unpickler raises many kinds
-        first = next((l for l in str(e).splitlines() if l.strip()), "")[:120]
-        raise VimpacError(f"{path}: not a readable pickle, expected {what} ({type(e).__name__}{': ' + first if first else ''})") from None
-    if not isinstance(args, argparse.Namespace):
-        raise VimpacError(f"{path}: holds a {type(args).__name__}, expected {what}")
-    return args
-
-OFFICIAL_LAYOUTS = ("T,H,W", "T", "T,H", "T,H|W", "T|H|W", "H|W,T")   # their param.py: --model efflayout<layout>
-
-# %% ../nbs/04_model.ipynb #654da93d
-def _structure(layout: str) -> tuple:
-    return tuple(len(groups) for groups in parse_layout(layout))
-
-def _official_layout(sd: dict, layout: str | None, args, source) -> str:
-    "The layout of an authors' state dict: `layout` if given, else `args.model`, else the only layout its tensors fit."
-    pre = "backbone.transformer.resblocks.0.attention_blocks."
-    def groups(j): return sum(1 for k in sd if k.startswith(f"{pre}{j}.attentions.") and k.endswith("query.weight"))
-    shape, j = [], 0
-    while groups(j): shape.append(groups(j)); j += 1
-    shape = tuple(shape)
-    fits = sorted((l for l in LAYOUTS if _structure(l) == shape), key=lambda l: l not in OFFICIAL_LAYOUTS)
-    theirs = None
-    if args is not None and layout is not None:     # layout= wins; args.model only earns a warning when it differs
-        model = getattr(args, "model", None)
-        theirs = model[len("efflayout"):] if isinstance(model, str) and model.startswith("efflayout") else model
-    elif args is not None:
-        model = getattr(args, "model", None)
-        if not isinstance(model, str) or not model.startswith("efflayout"):
-            raise VimpacError(f"{source}: args.pickle has model={model!r}; expected the authors' 'efflayout<layout>', "
-                              f"one of {['efflayout' + l for l in OFFICIAL_LAYOUTS]}")
-        theirs = model[len("efflayout"):]             # as their finetune.py: layout=args.model[len("efflayout"):]
-        if theirs not in OFFICIAL_LAYOUTS:
-            raise VimpacError(f"{source}: args.pickle has model={model!r}; the layouts of the authors' code are "
-                              f"{list(OFFICIAL_LAYOUTS)}")
-    chosen, why = (layout, f"layout={layout!r}") if layout is not None else (theirs, f"args.pickle (model={args.model!r})" if theirs else None)
-    if chosen is not None:
-        if chosen not in LAYOUTS: raise VimpacError(f"layout: expected one of {LAYOUTS}, got {chosen!r}")
-        if _structure(chosen) != shape:
-            raise VimpacError(f"{source}: {why} means attention blocks of {list(_structure(chosen))} head groups, but the "
-                              f"checkpoint's have {list(shape)}" + (f" (they fit {fits})" if fits else ""))
-        if layout is not None and theirs is not None and theirs != layout:
-            warnings.warn(f"{source}: loading as layout={layout!r}, although its args.pickle says {theirs!r}")
-        return chosen
-    if not fits:
-        raise VimpacError(f"{source}: attention blocks of {list(shape)} head groups match none of the layouts {LAYOUTS}")
-    if len(fits) > 1:
-        raise VimpacError(f"{source}: attention blocks of {list(shape)} head groups fit the layouts {' and '.join(map(repr, fits))}, "
-                          f"which attend along different axes, and there is no args.pickle beside it to say which; pass "
-                          f"layout={fits[0]!r} (the authors' 'efflayout{fits[0]}') or layout={fits[1]!r}, or put the run's "
-                          f"args.pickle beside the checkpoint")
-    return fits[0]
-
-# %% ../nbs/04_model.ipynb #49daa87b
-def _check_official_state(sd: dict, source) -> list[str]:
-    """The names of the temporal, height and width positional tables of an authors' state dict, after checking that it
-    is one (post-LN, 'hw_separation' positional embedding); else `VimpacError` naming `source`."""
-    if "backbone.embedding.weight" not in sd:
-        raise VimpacError(f"{source}: not an airsplay/vimpac checkpoint (no 'backbone.embedding.weight')")
-    if any(k.startswith("backbone.ln_post") for k in sd):
-        raise VimpacError(f"{source}: a pre-activation (pre-LN) checkpoint; only the released post-LN models convert")
-    pe = "backbone.positional_embedding."
-    for key, kind in (("positional_embedding", "default"), ("spatial_pos_embedding", "temporal_separation")):
-        if pe + key in sd:
-            raise VimpacError(f"{source}: uses the authors' {kind!r} positional embedding ({pe}{key}, shape "
-                              f"{list(sd[pe + key].shape)}); only 'hw_separation' (separate temporal, height and width "
-                              f"tables, as the released models) converts: the kit's model sums those three tables")
-    tables = [pe + f"{a}_pos_embedding" for a in ("temporal", "height", "width")]
-    if any(t not in sd for t in tables):
-        raise VimpacError(f"{source}: no positional tables {[t for t in tables if t not in sd]}; expected the authors' "
-                          f"'hw_separation' positional embedding")
-    return tables
-
-def _official_cls_head(sd: dict) -> dict:
-    "The CLS-head fields of `VimpacConfig` read from an authors' state dict's `cls_head.mlp.linear_*` tensors."
-    lin = sorted(int(k.split("linear_")[1].split(".")[0]) for k in sd if k.startswith("cls_head.mlp.linear_") and k.endswith("weight"))
-    if not lin: return {}
-    kw = dict(cls_head_layers=len(lin), cls_head_dim=sd[f"cls_head.mlp.linear_{lin[-1]}.weight"].shape[0])
-    if len(lin) > 1: kw["cls_head_hidden"] = sd["cls_head.mlp.linear_0.weight"].shape[0]
-    return kw
-
-
-# %% ../nbs/04_model.ipynb #6667a4f6
-def official_config(sd: dict, num_heads: int | None = None, source="checkpoint", layout: str | None = None,
-                    args: argparse.Namespace | None = None, **overrides) -> VimpacConfig:
-    """The `VimpacConfig` of an authors' state dict (airsplay/vimpac `classifier.pt`), read from its tensors: hidden
-    size, vocabulary (rows - 5; [PAD] = V + 1, [MASK] = V + 4), layers, attention width, MLP size, positional tables,
-    CLS head. `num_heads` defaults to hidden / 64, the authors' rule. The layout is `layout` when given, else the
-    `model` of the run's `args` (`read_official_args`; its `hid_dim` and `layers` must match the tensors), else the
-    only layout the attention blocks' head groups fit; either way it must fit them. Raises `VimpacError` when the
-    file is not such a checkpoint, uses pre-activation or a positional embedding other than `hw_separation`, or its
-    head groups fit several layouts and neither says which."""
-    tables = _check_official_state(sd, source)
-    rows, D = sd["backbone.embedding.weight"].shape
-    pre = "backbone.transformer.resblocks."
-    L = 1 + max(int(k[len(pre):].split(".")[0]) for k in sd if k.startswith(pre))
-    if args is not None and layout is None:
-        for name, n in (("hid_dim", D), ("layers", L)):
-            if getattr(args, name, n) != n:
-                raise VimpacError(f"{source}: its args.pickle says {name}={getattr(args, name)!r}, but the checkpoint "
-                                  f"has {n}: the args.pickle belongs to another run")
-    lay = _official_layout(sd, layout, args, source)
-    ngroups = _structure(lay)[0]
-    inner = sum(sd[f"{pre}0.attention_blocks.0.attentions.{g}.attention.query.weight"].shape[0] for g in range(ngroups))
-    heads = num_heads or max(1, D // 64)
-    V = rows - 5
-    kw = dict(vocab_size=V, pad_id=V + 1, mask_id=V + 4, num_embeddings=rows, num_layers=L, hidden_size=D,
-              num_heads=heads, head_dim=inner // heads, mlp_size=sd[f"{pre}0.mlp.c_fc.weight"].shape[0],
-              clip_len=sd[tables[0]].shape[0], token_map=(sd[tables[1]].shape[0], sd[tables[2]].shape[0]),
-              layout=lay, norm="post", layer_norm_eps=1e-12, cls_pad_rows="include", **_official_cls_head(sd))
-    if inner % heads: raise VimpacError(f"{source}: attention width {inner} is not divisible by num_heads={heads}")
-    return VimpacConfig(**{**kw, **overrides})
-
-# %% ../nbs/04_model.ipynb #6f16d07b
-def _official_args(path):
-    "The run's args.pickle beside the checkpoint `path`, or None when there is none."
-    p = _official_file(path).parent/"args.pickle"
-    return read_official_args(p) if p.exists() else None
-
-# %% ../nbs/04_model.ipynb #3a10cf86
-def convert_official_state(sd: dict, config: VimpacConfig, source="checkpoint") -> dict:
-    """Rename and regroup an authors' state dict into ours (see the table above). Every key must be used, except the
-    tied decoder copies (`mlm_head.decoder.*`). Raises `VimpacError` listing keys that do not fit."""
-    sd, out = dict(sd), {}
-    take = lambda k: sd.pop(k)
-    pre, pe = "backbone.transformer.resblocks.", "backbone.positional_embedding."
-    out["backbone.cls"] = take("backbone.cls_param") + take(pe + "cls_pos_embedding").reshape(-1)
-    out["backbone.embeddings.token.weight"] = take("backbone.embedding.weight")
-    for ours, theirs in [("pos_t", "temporal"), ("pos_h", "height"), ("pos_w", "width")]:
-        out[f"backbone.embeddings.{ours}"] = take(f"{pe}{theirs}_pos_embedding")
-    for x in ("weight", "bias"): out[f"backbone.embeddings.norm.{x}"] = take(f"backbone.ln_pre.{x}")
-    for i in range(config.num_layers):
-        for j, groups in enumerate(parse_layout(config.layout)):
-            a = f"{pre}{i}.attention_blocks.{j}."
-            b = f"backbone.layers.{i}.blocks.{j}."
-            for x in ("weight", "bias"):
-                out[b + f"qkv.{x}"] = torch.cat([take(f"{a}attentions.{g}.attention.{p}.{x}")
-                                                 for p in ("query", "key", "value") for g in range(len(groups))])
-                out[b + f"out.{x}"] = take(f"{a}output.dense.{x}")
-                out[b + f"norm.{x}"] = take(f"{a}output.LayerNorm.{x}")
-        for x in ("weight", "bias"):
-            out[f"backbone.layers.{i}.mlp.fc1.{x}"] = take(f"{pre}{i}.mlp.c_fc.{x}")
-            out[f"backbone.layers.{i}.mlp.fc2.{x}"] = take(f"{pre}{i}.mlp.c_proj.{x}")
-            out[f"backbone.layers.{i}.mlp.norm.{x}"] = take(f"{pre}{i}.ln.{x}")
-    if "mlm_head.bias" in sd:
-        out["token_head.bias"] = take("mlm_head.bias")[:config.vocab_size]
-        for x in ("weight", "bias"):
-            out[f"token_head.dense.{x}"] = take(f"mlm_head.transform.0.{x}")
-            out[f"token_head.norm.{x}"] = take(f"mlm_head.transform.2.{x}")
-        for k in ("mlm_head.decoder.weight", "mlm_head.decoder.bias"): sd.pop(k, None)
-    for k in [k for k in sd if k.startswith("cls_head.mlp.")]:
-        kind, rest = k[len("cls_head.mlp."):].split("_", 1)
-        idx, x = rest.split(".", 1)
-        out[f"cls_head.{3 * int(idx) + (kind == 'bn')}.{x}"] = take(k)
-    for x in ("weight", "bias"):
-        if f"cls_fc.{x}" in sd: out[f"fc.{x}"] = take(f"cls_fc.{x}")
-    if sd: raise VimpacError(f"{source}: keys the conversion does not know: {sorted(sd)[:8]}")
-    return out
-
-# %% ../nbs/04_model.ipynb #922ebaf4
-@patch(cls_method=True)
-def from_official(cls: VimpacForPreTraining, path, num_heads: int | None = None, layout: str | None = None,
-                  device="cpu", **overrides):
-    """A pre-training model from an authors' pre-training `classifier.pt` (a file, or the folder holding it), loaded
-    with `weights_only=True`. The layout is `layout` if given, else read from the run's `args.pickle` beside the file
-    (`read_official_args`), else from the tensors when they fit only one (`official_config`). `overrides` change
-    config fields (e.g. `token_map=(32, 32)`: the positional tables are interpolated). Raises `VimpacError` for a
-    file that needs more than tensors, is empty or not such a checkpoint, has no pre-training heads, or whose layout
-    is unknown or contradicts its tensors."""
-    path = _official_file(path)
-    sd = _load_official_state(path)
-    base = official_config(sd, num_heads, path, layout=layout, args=_official_args(path))
-    if "mlm_head.bias" not in sd or not any(k.startswith("cls_head.") for k in sd):
-        raise VimpacError(f"{path}: no pre-training heads (mlm_head, cls_head) in this checkpoint; "
-                          f"a fine-tuned classifier loads with VimpacForVideoClassification.from_official")
-    model = cls(replace(base, **overrides))
-    return _load_checked(model, convert_official_state(sd, base, path), path).to(device)
-
-@patch(cls_method=True)
-def from_official(cls: VimpacForVideoClassification, path, num_classes: int | None = None, num_heads: int | None = None,  # noqa: F811 (fastcore @patch)
-                  layout: str | None = None, device="cpu", **overrides):
-    """A classification model from an authors' checkpoint: a fine-tuned `classifier.pt` (backbone and `cls_fc`), or a
-    pre-training one (backbone, with a new zero FC of `num_classes` outputs). `num_classes` defaults to the file's;
-    when it differs, the FC starts again from zero. Loaded with `weights_only=True`; `layout` and `overrides` as
-    `VimpacForPreTraining.from_official`. Raises `VimpacError` as it does, or when `num_classes` is unknown."""
-    path = _official_file(path)
-    sd = _load_official_state(path)
-    base = official_config(sd, num_heads, path, layout=layout, args=_official_args(path))
-    sd = {k: v for k, v in sd.items() if k.startswith(("backbone.", "cls_fc."))}
-    n_file = sd["cls_fc.weight"].shape[0] if "cls_fc.weight" in sd else None
-    if num_classes is None and n_file is None:
-        raise VimpacError(f"{path}: a pre-training checkpoint has no classifier; pass num_classes")
-    num_classes = num_classes or n_file
-    if n_file is not None and n_file != num_classes:
-        warnings.warn(f"{path}: the checkpoint's classifier has {n_file} classes, not {num_classes}; the FC layer starts from zero")
-        sd = {k: v for k, v in sd.items() if not k.startswith("cls_fc.")}
-    model = cls(replace(base, **overrides), num_classes)
-    state = convert_official_state(sd, base, path)
-    state.update({k: v for k, v in model.state_dict().items() if k.startswith("fc.") and k not in state})
-    return _load_checked(model, state, path).to(device)
-
 # %% ../nbs/04_model.ipynb #cbb82e14
 def model_flops(config: VimpacConfig, clip_len: int | None = None, mask_ratio: float = 0.15, training: bool = True) -> int:
     """FLOPs of the pre-training model on one clip of `clip_len` frames (default `config.clip_len`) at the config's
@@ -763,3 +524,6 @@ def model_flops(config: VimpacConfig, clip_len: int | None = None, mask_ratio: f
     dims = [D] + [c.cls_head_hidden] * (c.cls_head_layers - 1) + [c.cls_head_dim]
     f += sum(2 * a * b for a, b in zip(dims, dims[1:]))       # CLS head
     return int(3 * f if training else f)
+
+# %% ../nbs/04_model.ipynb #15b87338
+from . import official as _official  # noqa: E402,F401 (the authors' checkpoints, chapter 04a: adds from_official)
