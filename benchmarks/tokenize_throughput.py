@@ -11,7 +11,7 @@ channels_last.
 import argparse, json, os, platform, sys, shutil, tempfile
 from pathlib import Path
 import torch
-from vimpac.video import sample_videos, read_views
+from vimpac.video import CENTER_VIEW, sample_videos, read_views
 from vimpac.tokenizer import load_tokenizer, DalleTokenizer, DalleEncoder, DalleDecoder
 from vimpac.store import build_store, _DecodeVideos
 from bench_utils import device_sync, median_seconds
@@ -39,7 +39,7 @@ def main(argv=None) -> int:
     # decoding alone, by worker count
     for workers in ([0, 1, 2, 4] if "decode" in parts else []):
         if workers > (os.cpu_count() or 1) * 2: continue
-        ds = _DecodeVideos([(str(i), v) for i, v in enumerate(videos)], a.fps, a.size, ["1x-center"])
+        ds = _DecodeVideos([(str(i), v, v.name) for i, v in enumerate(videos)], a.fps, a.size, [CENTER_VIEW], 64)
         n = sum(len(read_views(v, a.fps, a.size)["1x-center"]) for v in sample_videos()) * a.copies
         def run():
             for _ in torch.utils.data.DataLoader(ds, batch_size=None, num_workers=workers, collate_fn=lambda x: x): pass
