@@ -15,8 +15,7 @@ from .utils import VimpacError, check_number, read_json
 from .model import VimpacConfig, VimpacForVideoClassification
 from .data import LabelledClipDataset, take_clip
 from .engine import (TrainConfig, Engine, MetricsLog, StepBatches, start_run, plan_steps, step_loader,
-                           check_resume_settings, latest_checkpoint, config_from_spec)
-from .pretrain import _check_tokenizer, _tokenizer_of   # the store's tokenizer identity, checked as pre-training does
+                           check_resume_settings, latest_checkpoint, config_from_spec, check_store_tokenizer, store_tokenizer)
 
 # %% auto #0
 __all__ = ['CHECKPOINT', 'FinetuneConfig', 'finetune_lr', 'check_labelled', 'finetune_model', 'clip_accuracy', 'finetune']
@@ -77,7 +76,7 @@ def _from_run(store, init, n: int, over: dict) -> VimpacForVideoClassification:
     init = Path(init)
     saved = read_json(init/"config.json", "a saved vimpac model's config.json")
     for name in ("pretrain_config.json", "finetune_config.json"):
-        _check_tokenizer(store, read_json(init/name, f"a run's {name}").get("tokenizer") if (init/name).is_file() else None, init)
+        check_store_tokenizer(store, read_json(init/name, f"a run's {name}").get("tokenizer") if (init/name).is_file() else None, init)
     k = saved.get("num_classes") if saved.get("kind") == "vimpac-classification" else None
     return VimpacForVideoClassification.from_pretrained(init, num_classes=k or n, **over)
 
@@ -120,7 +119,7 @@ def _resume_state(out, store, cfg: FinetuneConfig) -> dict:
     check_resume_settings(state["finetune_config"], cfg, ckpt)
     if state["classes"] != list(store.classes):
         raise VimpacError(f"{store.path}: store has other classes than the checkpoint {ckpt} was trained on")
-    _check_tokenizer(store, state["tokenizer"], f"the checkpoint {ckpt}", strict=True)
+    check_store_tokenizer(store, state["tokenizer"], f"the checkpoint {ckpt}", strict=True)
     return state
 
 def _collate(items, pad_from: int, pad_to: int):
@@ -183,7 +182,7 @@ def finetune(store, model=None, cfg: FinetuneConfig | None = None, device=None, 
     vocabulary or tokenizer, the errors of `start_run` and `plan_steps`, and too many bad steps in a row."""
     cfg = cfg or FinetuneConfig()
     run = start_run(out, resume, device, cfg.precision)
-    classes, tok = check_labelled(store, test_store), _tokenizer_of(store)
+    classes, tok = check_labelled(store, test_store), store_tokenizer(store)
     state = _resume_state(run.out, store, cfg) if resume else None
     if state is None: model = finetune_model(store, model, cfg.clip_len, init, official, new_head, cfg.seed)
     else: model = VimpacForVideoClassification(VimpacConfig(**state["model_config"]), state["num_classes"]); model.load_state_dict(state["model"])

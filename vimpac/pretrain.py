@@ -18,7 +18,8 @@ from .model import PRESETS, VimpacConfig, VimpacForPreTraining, model_flops
 from .losses import info_nce, info_nce_distributed, pretraining_loss
 from .data import ClipPairDataset
 from .engine import (TrainConfig, Engine, MetricsLog, StepBatches, start_run, plan_steps, step_loader, batch_indices,
-                           check_resume_settings, latest_checkpoint, peak_flops, config_from_spec, _norm)
+                           check_resume_settings, latest_checkpoint, peak_flops, config_from_spec, _norm,
+                           check_store_tokenizer, store_tokenizer)
 from .engine import PRECISIONS, list_checkpoints, param_groups  # noqa: F401 (re-exported: the CLI, the chapter's checks)
 
 # %% auto #0
@@ -107,16 +108,6 @@ def _check_same_model(model, saved: dict, where: str, option: str):
     if diff: raise VimpacError(f"{option}: {where} holds another model than asked ({'; '.join(diff)}); leave these "
                                "options out to use the saved model")
 
-def _tokenizer_of(store) -> dict | None:
-    return getattr(store, "meta", {}).get("tokenizer")
-
-def _check_tokenizer(store, trained_on: dict | None, where, strict: bool = False):
-    """Raise `VimpacError` when `store` was built by another tokenizer than `trained_on`, the identity that `where` (a
-    checkpoint, a run folder) records; unless `strict`, an identity missing on either side passes."""
-    have = _tokenizer_of(store)
-    if (strict or (trained_on is not None and have is not None)) and trained_on != have:
-        raise VimpacError(f"{store.path}: store was built by tokenizer {have}, but {where} was trained on tokens of {trained_on}")
-
 # %% ../nbs/07_pretrain.ipynb #34000a68
 def _init_model(store, model, cfg: PretrainConfig, init) -> VimpacForPreTraining:
     "The model saved in the folder `init`, checked against the `model` asked for and the store's tokenizer."
@@ -124,7 +115,7 @@ def _init_model(store, model, cfg: PretrainConfig, init) -> VimpacForPreTraining
     saved_model = read_json(init/"config.json", "a saved vimpac model's config.json")
     if model is not None: _check_same_model(model, saved_model, str(init), "--init")
     pc = init/"pretrain_config.json"
-    _check_tokenizer(store, read_json(pc, "a run's pretrain_config.json").get("tokenizer") if pc.is_file() else None, init)
+    check_store_tokenizer(store, read_json(pc, "a run's pretrain_config.json").get("tokenizer") if pc.is_file() else None, init)
     return VimpacForPreTraining.from_pretrained(init, token_map=store.token_map, clip_len=cfg.clip_len)
 
 def _pretrain_model(store, model, cfg: PretrainConfig, state: dict | None, init) -> VimpacForPreTraining:
@@ -150,7 +141,7 @@ def _resume_state(out, store, model, cfg: PretrainConfig) -> dict:
     ckpt, state = latest_checkpoint(out, **CHECKPOINT)
     if model is not None: _check_same_model(model, state["model_config"], f"the checkpoint {ckpt}", "--resume")
     check_resume_settings(state["pretrain_config"], cfg, ckpt)
-    _check_tokenizer(store, state["tokenizer"], f"the checkpoint {ckpt}", strict=True)
+    check_store_tokenizer(store, state["tokenizer"], f"the checkpoint {ckpt}", strict=True)
     return state
 
 def _check_store(store, cfg: PretrainConfig, rank: int):
@@ -231,9 +222,9 @@ def pretrain(store, model: VimpacForPreTraining | VimpacConfig | dict | str | No
                 if log.due(s, cfg.log_every, finite):
                     log.write(log_record(s, stats, nm, G, cfg, lr, grad_norm, *log.rate(), c, peak, world), finite, show=("loss", "mask_acc", "cl_acc"))
                 eng.check_bad_steps(s, "pre-training")
-        eng.save(step + 1, CHECKPOINT["kind"], model_config=asdict(c), pretrain_config=asdict(cfg), tokenizer=_tokenizer_of(store))
+        eng.save(step + 1, CHECKPOINT["kind"], model_config=asdict(c), pretrain_config=asdict(cfg), tokenizer=store_tokenizer(store))
     log.close()
-    return eng.finish({"pretrain_config.json": dict(asdict(cfg), tokenizer=_tokenizer_of(store), fps=store.fps)}), log.history
+    return eng.finish({"pretrain_config.json": dict(asdict(cfg), tokenizer=store_tokenizer(store), fps=store.fps)}), log.history
 
 # %% ../nbs/07_pretrain.ipynb #72ebd7bb
 @torch.no_grad()
