@@ -29,8 +29,8 @@ def block_max_lengths(T: int, H: int, W: int) -> tuple[int, int, int]:
 def block_mask_from_uniform(u: torch.Tensor, T: int, H: int, W: int) -> torch.Tensor:
     """Block mask, bool (B, T, H, W), from uniforms u in [0, 1) of shape (B, K, 6): for block k, `u[..., :3]` draws
     its side lengths (frames, rows, columns) and `u[..., 3:]` its start, as in `block_mask`. Runs on u's device.
-    Lets a data pipeline key every sample's randomness (a few numbers per sample) while the mask is built on the
-    training device."""
+    Lets a data pipeline key every sample's randomness (a few numbers per sample) and build the mask where it is
+    cheapest: `pretrain` builds it in its loader workers, on the host."""
     B, K = u.shape[:2]
     dev = u.device
     size = torch.tensor((T, H, W), device=dev)

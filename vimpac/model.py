@@ -433,14 +433,27 @@ def _batchnorm_needs_two(head: nn.Module) -> bool:
     multi = dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
     return any(isinstance(m, nn.BatchNorm1d) or (isinstance(m, nn.SyncBatchNorm) and not multi) for m in head.modules())
 
+# %% ../nbs/04_model.ipynb #08c42af7
+def _labelled_rows(hidden: torch.Tensor, labels: torch.Tensor, positions: torch.Tensor | None = None
+                   ) -> tuple[torch.Tensor, torch.Tensor]:
+    """The hidden states (M, D) and labels (M,) at the M labelled positions of `hidden` (B, T, h, w, D) and `labels`
+    (B, T, h, w), in row-major order. `positions`, their flat indices (M,) int64 on the same device when the caller
+    already has them, spares the device a `nonzero`: its count M is a device value the host must wait for."""
+    flat = labels.flatten()
+    if positions is None: positions = (flat != IGNORE_INDEX).nonzero().squeeze(1)
+    return hidden.flatten(0, 3).index_select(0, positions), flat.index_select(0, positions)
+
 # %% ../nbs/04_model.ipynb #b4f0f8b3
 class VimpacForPreTraining(_Pretrained):
-    """Backbone + token head + CLS head (§3.4). `forward(inputs, labels=None)` takes (B, T, h, w) token ids (with
+    """Backbone + token head + CLS head (§3.4). `forward(inputs, labels=None, num_masked=None,
+    label_positions=None)` takes (B, T, h, w) token ids (with
     [MASK]; any integer dtype or array, see `check_tokens`) and labels of the same shape (codes 0..V-1, -100 =
     ignore) and returns a `PreTrainingOutput`: `hidden` (B, T, h, w, D), `cls` (B, D), `features` (B, 256)
     L2-normalised, and when labels are given `logits` (M, V) and `targets` (M,) at the M labelled positions and
     `loss`, their summed cross-entropy divided by `num_masked` (default M: the mean). A micro-batch of a larger batch
-    passes the masked count of the whole batch, so that the micro-batches' losses add up to the batch's mean.
+    passes the masked count of the whole batch, so that the micro-batches' losses add up to the batch's mean, and
+    may pass `label_positions`, the flat indices (M,) int64 of the labelled positions in row-major order (as
+    `(labels.flatten() != -100).nonzero()` gives them), so that no host sync finds them (`_labelled_rows`).
     Raises `VimpacError` for tokens or labels it cannot take, and for a batch of one in training mode (the CLS head's
     BatchNorm needs two clips)."""
     kind = "vimpac-pretraining"
@@ -458,7 +471,7 @@ class VimpacForPreTraining(_Pretrained):
         self.cls_head = nn.SyncBatchNorm.convert_sync_batchnorm(self.cls_head)
         return self
 
-    def forward(self, inputs, labels=None, num_masked=None) -> PreTrainingOutput:
+    def forward(self, inputs, labels=None, num_masked=None, label_positions=None) -> PreTrainingOutput:
         if self.training and len(getattr(inputs, "shape", ())) == 4 and inputs.shape[0] == 1 and _batchnorm_needs_two(self.cls_head):
             raise VimpacError("tokens: a batch of 1 clip in training mode, but the CLS head's BatchNorm needs at least 2 "
                               "clips per batch; use a batch of 2 or more, or call .eval() to run the model on one clip")
@@ -466,9 +479,8 @@ class VimpacForPreTraining(_Pretrained):
         out = PreTrainingOutput(hidden=hidden, cls=cls, features=F.normalize(self.cls_head(cls).float(), dim=-1))
         if labels is not None:
             labels = _check_labels(labels, hidden.shape[:4], self.config, hidden.device)
-            sel = labels != IGNORE_INDEX   # boolean indexing: the one host sync left in a step (see the note below)
-            out.logits = self.token_head(hidden[sel], self.backbone.embeddings.token.weight)
-            out.targets = labels[sel]
+            rows, out.targets = _labelled_rows(hidden, labels, label_positions)
+            out.logits = self.token_head(rows, self.backbone.embeddings.token.weight)
             n = len(out.targets) if num_masked is None else num_masked
             out.loss = F.cross_entropy(out.logits.float(), out.targets, reduction="sum") / (n.clamp_min(1) if
                        isinstance(n, torch.Tensor) else max(n, 1))

@@ -151,32 +151,41 @@ def _check_store(store, cfg: PretrainConfig, rank: int):
         warnings.warn(f"batch size {cfg.batch_size} is larger than the {len(store)} videos of {store.path}; using "
                       f"{len(store)} (a batch holds at most one clip pair per video)", stacklevel=3)
 
-def _pair_batches(store, cfg: PretrainConfig, pad_id: int, plan: tuple, run, start: int, steps: int):
-    "An iterator over this process's micro-batches (clip pairs, mask uniforms) from step `start`; `plan` is (G, micro, accum)."
-    data = ClipPairDataset(store, cfg.clip_len, pad_id=pad_id, seed=cfg.seed, num_blocks=cfg.num_blocks,
+def _pair_batches(store, cfg: PretrainConfig, c: VimpacConfig, plan: tuple, run, start: int, steps: int):
+    """An iterator over this process's micro-batches from step `start`, block-masked by the loader (`_MaskedPairs`);
+    `plan` is (G, micro, accum)."""
+    data = ClipPairDataset(store, cfg.clip_len, pad_id=c.pad_id, seed=cfg.seed, num_blocks=cfg.num_blocks,
                            mask_ratio=cfg.mask_ratio, d_max=cfg.d_max)
     batches = StepBatches(len(store), *plan, run.world, run.rank, start, steps, cfg.seed)
-    return iter(step_loader(data, batches, cfg, run.device, _collate))
+    return iter(step_loader(data, batches, cfg, run.device, _MaskedPairs(c, cfg)))
 
 # %% ../nbs/07_pretrain.ipynb #2367bdbf
-def _masked_step(it, accum: int, c: VimpacConfig, cfg: PretrainConfig, run) -> tuple[list, torch.Tensor]:
-    """The `accum` micro-batches of one step, block-masked from their keyed uniforms: [(inputs, labels, pairs,
-    n_masked)], with n_masked the masked tokens of the global batch (summed over processes), which normalises the
-    token loss; and n_masked."""
+class _MaskedPairs:
+    "The loader's collate: a micro-batch of (clip pair, mask uniforms) → (inputs, labels, label positions, clip pairs)."
+    def __init__(self, c: VimpacConfig, cfg: PretrainConfig): self.c, self.cfg = c, cfg
+    def __call__(self, items):
+        pairs, u = _collate(items)
+        inputs, labels, _ = mask_clip_pairs(pairs, self.c, self.cfg, mask_u=u)
+        return inputs, labels, (labels.flatten() != IGNORE_INDEX).nonzero().squeeze(1), len(pairs)
+
+def _masked_step(it, accum: int, run) -> tuple[list, torch.Tensor]:
+    """The `accum` micro-batches of one step, masked by the loader, moved to the device: [(inputs, labels, positions, clip
+    pairs, n_masked)], with n_masked the masked tokens of the global batch (summed over processes), which normalises
+    the token loss; and n_masked. Nothing is read from the device."""
     mbs, n_masked = [], torch.zeros((), device=run.device)
     for _ in range(accum):
-        pairs, u = next(it)
-        inputs, labels, _ = mask_clip_pairs(pairs.to(run.device, non_blocking=True), c, cfg, mask_u=u.to(run.device, non_blocking=True))
-        n_masked += (labels != IGNORE_INDEX).sum()
-        mbs.append((inputs, labels, len(pairs)))
+        *tensors, m = next(it)
+        inputs, labels, positions = (t.to(run.device, non_blocking=True) for t in tensors)
+        n_masked += len(positions)          # a host number: the loader counted them
+        mbs.append((inputs, labels, positions, m))
     if run.world > 1: dist.all_reduce(n_masked)
     return [(*mb, n_masked) for mb in mbs], n_masked
 
 def _loss_fn(eng: Engine, cfg: PretrainConfig, world: int, accum: int):
-    "The loss of one micro-batch (inputs, labels, m clip pairs, n_masked) and its stats for `log_record`."
+    "The loss of one micro-batch (inputs, labels, label positions, m clip pairs, n_masked) and its stats for `log_record`."
     def loss_fn(mb):        # the token loss over the global batch's masked tokens, InfoNCE over all processes
-        inputs, labels, m, n_masked = mb
-        o = eng.forward(inputs, labels, n_masked)
+        inputs, labels, positions, m, n_masked = mb
+        o = eng.forward(inputs, labels, n_masked, positions)
         nce, cl_correct = info_nce_distributed(o.features[:m], o.features[m:], cfg.temperature)
         # DDP averages over processes: scaled by `world`, these sum to the one-process loss of the global batch
         loss = pretraining_loss(world * o.loss, nce / (accum * m), cfg.alpha, cfg.temperature)
@@ -210,11 +219,11 @@ def pretrain(store, model: VimpacForPreTraining | VimpacConfig | dict | str | No
     G, micro, accum, steps = plan_steps(cfg, len(store), world)
     eng = Engine(model, cfg, steps, run)
     start = eng.restore(state)
-    it = _pair_batches(store, cfg, c.pad_id, (G, micro, accum), run, start, steps)
+    it = _pair_batches(store, cfg, c, (G, micro, accum), run, start, steps)
     log, peak, loss_fn = MetricsLog(run, start, steps, resume, "pre-train", progress), peak_flops(run.device, cfg.peak_tflops), _loss_fn(eng, cfg, world, accum)
     pending = []            # steps not yet read on the host: the loop reads the device at log and checkpoint steps only
     for step in log:
-        micro_batches, n_masked = _masked_step(it, accum, c, cfg, run)
+        micro_batches, n_masked = _masked_step(it, accum, run)
         pending.append((step, *eng.update_async(eng.accumulate(micro_batches, loss_fn)), n_masked))
         log.count(2 * G)
         if eng.read_due(step):
