@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_pretrain_run_notebook(tmp_path):
     out = tmp_path / "run"
     pm.execute_notebook(str(ROOT / "nbs/runs/pretrain.ipynb"), str(tmp_path / "executed.ipynb"),
-                        parameters=dict(out=str(out), size=64, steps=12, batch_size=3),
+                        parameters=dict(out=str(out), frame_size=64, steps=12, batch_size=3),
                         kernel_name="python3", progress_bar=False)
     ev = json.loads((out / "eval.json").read_text())
     assert ev["masked_tokens"] > 0 and 0 <= ev["mask_acc"] <= 1
@@ -46,7 +46,7 @@ def test_pretrain_run_notebook_launches_torchrun(tmp_path):
     "With gpus > 1 the notebook launches torchrun itself (here 2 CPU processes with gloo)."
     out = tmp_path / "run"
     pm.execute_notebook(str(ROOT / "nbs/runs/pretrain.ipynb"), str(tmp_path / "executed.ipynb"),
-                        parameters=dict(out=str(out), size=32, steps=3, batch_size=2, gpus=2, precision="fp32"),
+                        parameters=dict(out=str(out), frame_size=32, steps=3, batch_size=2, gpus=2, precision="fp32"),
                         kernel_name="python3", progress_bar=False)
     nb = json.loads((tmp_path / "executed.ipynb").read_text())
     printed = "".join(o.get("text", "") if isinstance(o.get("text", ""), str) else "".join(o["text"])
