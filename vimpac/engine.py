@@ -24,8 +24,8 @@ __all__ = ['PRECISIONS', 'RUNTIME_FIELDS', 'GPU_PEAK_FLOPS', 'TrainConfig', 'che
            'resolve_precision', 'Run', 'start_run', 'GlobalBatchNorm1d', 'batchnorm_sync', 'sync_batchnorm',
            'peak_flops', 'choose_precision', 'device_capability', 'dist_backend', 'param_groups', 'make_optimizer',
            'make_schedule', 'plan_steps', 'batch_indices', 'StepBatches', 'step_loader', 'config_from_spec',
-           'store_tokenizer', 'check_store_tokenizer', 'list_checkpoints', 'load_checkpoint', 'latest_checkpoint',
-           'save_checkpoint', 'rng_state', 'set_rng_state', 'Engine', 'MetricsLog']
+           'check_store_tokenizer', 'list_checkpoints', 'load_checkpoint', 'latest_checkpoint', 'save_checkpoint',
+           'rng_state', 'set_rng_state', 'Engine', 'MetricsLog']
 
 # %% ../nbs/06b_engine.ipynb #240b8d9b
 @dataclass
@@ -301,15 +301,11 @@ def config_from_spec(model, store, clip_len: int) -> VimpacConfig:
                                     token_map=store.token_map, clip_len=clip_len), **spec})
 
 # %% ../nbs/06b_engine.ipynb #c233a6e8
-def store_tokenizer(store) -> dict | None:
-    "The identity (`{'name', 'hash'}`) of the tokenizer that built `store`, or None for a store that records none."
-    return getattr(store, "meta", {}).get("tokenizer")
-
 def check_store_tokenizer(store, trained_on: dict | None, where, strict: bool = False):
     """Raise `VimpacError` when `store` was built by another tokenizer than `trained_on`, the identity that `where` (a
     checkpoint, a run folder) records; unless `strict`, an identity missing on either side passes (a run folder of
     an older kit, a store built in memory). Checkpoints are checked `strict`: they always record it."""
-    have = store_tokenizer(store)
+    have = getattr(store, "tokenizer_id", None)     # `TokenStore.tokenizer_id`; None for a store that records none
     if (strict or (trained_on is not None and have is not None)) and trained_on != have:
         raise VimpacError(f"{store.path}: store was built by tokenizer {have}, but {where} was trained on tokens of {trained_on}")
 

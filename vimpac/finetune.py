@@ -15,7 +15,7 @@ from .utils import VimpacError, check_number, read_json
 from .model import VimpacConfig, VimpacForVideoClassification
 from .data import LabelledClipDataset, take_clip
 from .engine import (TrainConfig, Engine, MetricsLog, StepBatches, start_run, plan_steps, step_loader,
-                           check_resume_settings, latest_checkpoint, config_from_spec, check_store_tokenizer, store_tokenizer)
+                           check_resume_settings, latest_checkpoint, config_from_spec, check_store_tokenizer)
 
 # %% auto #0
 __all__ = ['CHECKPOINT', 'FinetuneConfig', 'finetune_lr', 'check_labelled', 'finetune_model', 'clip_accuracy', 'finetune']
@@ -182,7 +182,7 @@ def finetune(store, model=None, cfg: FinetuneConfig | None = None, device=None, 
     vocabulary or tokenizer, the errors of `start_run` and `plan_steps`, and too many bad steps in a row."""
     cfg = cfg or FinetuneConfig()
     run = start_run(out, resume, device, cfg.precision)
-    classes, tok = check_labelled(store, test_store), store_tokenizer(store)
+    classes, tok = check_labelled(store, test_store), store.tokenizer_id
     state = _resume_state(run.out, store, cfg) if resume else None
     if state is None: model = finetune_model(store, model, cfg.clip_len, init, official, new_head, cfg.seed)
     else: model = VimpacForVideoClassification(VimpacConfig(**state["model_config"]), state["num_classes"]); model.load_state_dict(state["model"])

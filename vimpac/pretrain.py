@@ -19,7 +19,7 @@ from .losses import info_nce, info_nce_distributed, pretraining_loss
 from .data import ClipPairDataset
 from .engine import (TrainConfig, Engine, MetricsLog, StepBatches, start_run, plan_steps, step_loader, batch_indices,
                            check_resume_settings, latest_checkpoint, peak_flops, config_from_spec, _norm,
-                           check_store_tokenizer, store_tokenizer)
+                           check_store_tokenizer)
 from .engine import PRECISIONS, list_checkpoints, param_groups  # noqa: F401 (re-exported: the CLI, the chapter's checks)
 
 # %% auto #0
@@ -231,9 +231,9 @@ def pretrain(store, model: VimpacForPreTraining | VimpacConfig | dict | str | No
                 if log.due(s, cfg.log_every, finite):
                     log.write(log_record(s, stats, nm, G, cfg, lr, grad_norm, *log.rate(), c, peak, world), finite, show=("loss", "mask_acc", "cl_acc"))
                 eng.check_bad_steps(s, "pre-training")
-        eng.save(step + 1, CHECKPOINT["kind"], model_config=asdict(c), pretrain_config=asdict(cfg), tokenizer=store_tokenizer(store))
+        eng.save(step + 1, CHECKPOINT["kind"], model_config=asdict(c), pretrain_config=asdict(cfg), tokenizer=store.tokenizer_id)
     log.close()
-    return eng.finish({"pretrain_config.json": dict(asdict(cfg), tokenizer=store_tokenizer(store), fps=store.fps)}), log.history
+    return eng.finish({"pretrain_config.json": dict(asdict(cfg), tokenizer=store.tokenizer_id, fps=store.fps)}), log.history
 
 # %% ../nbs/07_pretrain.ipynb #72ebd7bb
 @torch.no_grad()
