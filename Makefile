@@ -38,6 +38,10 @@ lab: $(STAMP)
 # `quarto` is installed (the docs extra: pip install -e ".[docs]"; its package downloads the Quarto binary, which this
 # offline machine cannot), else by nbconvert. A broken page (an error output, a missing image, a dead link) fails it.
 docs: $(STAMP)
+	@# MathJax for the formulas: the static files of jupyter-server-mathjax, without the Jupyter server it would pull in
+	@$(BIN)/python -c "import importlib.util as u, sys; sys.exit(u.find_spec('jupyter_server_mathjax') is None)" 2>/dev/null \
+		|| $(BIN)/python -m pip install -q --no-deps "jupyter-server-mathjax>=0.2.6,<0.3" \
+		|| echo "docs: could not install jupyter-server-mathjax; the formulas will show as TeX"
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python tools/build_docs.py
 
 # README.md is generated from nbs/index.ipynb, the site's home page: edit the notebook, then `make readme`.

@@ -35,3 +35,18 @@ def test_check_site_finds_broken_pages(tmp_path, monkeypatch):
                         "viz.html: link to nowhere.html, which is not a page"], problems
     (docs/"viz.html").write_text('<a href="index.html">home</a>'); (proc/"bad.ipynb").unlink()
     assert bd.check_site(proc) == []
+
+
+def test_pages_typeset_formulas_with_the_sites_own_mathjax(tmp_path, monkeypatch):
+    "The nbconvert pages load MathJax from the site (no outside call); a page whose script is missing is broken."
+    docs, proc = tmp_path/"_docs", tmp_path/"_proc"
+    (docs/"runs").mkdir(parents=True); proc.mkdir()
+    head = bd.mathjax_head("../")
+    assert "http" not in head and 'src="../mathjax/MathJax.js?config=TeX-AMS-MML_HTMLorMML-full"' in head
+    (docs/"runs"/"p.html").write_text(f"<head>{head}</head><p>$x^2$</p>")
+    monkeypatch.setattr(bd, "DOCS", docs)
+    assert bd.check_site(proc) == ["runs/p.html: script ../mathjax/MathJax.js is missing"]
+    (docs/"mathjax").mkdir(); (docs/"mathjax"/"MathJax.js").write_text("")
+    assert bd.check_site(proc) == []
+    mj = bd.mathjax_dir()           # what `make docs` copies, when jupyter-server-mathjax is installed
+    assert mj is None or (mj/"config"/"TeX-AMS-MML_HTMLorMML-full.js").is_file()

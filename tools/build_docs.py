@@ -12,12 +12,15 @@ cells, `show_doc` rendered by running the exported code). Two changes to nbdev's
   Every other cell shows the output saved in the notebook (the figures are saved outputs);
 - the pages are rendered by Quarto (`nbdev-docs`'s renderer) when `quarto` is on the PATH (the `docs` extra,
   `pip install -e '.[docs]'`, brings it where the `quarto-cli` package can download its binary), else by nbconvert
-  into plain HTML pages with a sidebar, so that the site builds offline.
+  into plain HTML pages with a sidebar, so that the site builds offline. Their formulas are typeset by MathJax 2,
+  served from the site itself (`_docs/mathjax/`, copied from the `jupyter-server-mathjax` package's static files, which
+  `make docs` installs without its dependencies): the pages make no outside call. Without that package the formulas
+  show as TeX, and the build says so.
 A page is broken, and the build exits 1 naming it, when processing a notebook raises, a saved output is an error, an
 image it shows is missing, or a link to another page goes nowhere.
 """
 from __future__ import annotations
-import argparse, ast, html, json, os, re, shutil, sys, time
+import argparse, ast, html, importlib.util, json, os, re, shutil, sys, time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -83,6 +86,27 @@ def process() -> Path:
 
 
 # ---- rendering without Quarto ----
+def mathjax_dir() -> Path | None:
+    "The static MathJax 2 of the `jupyter-server-mathjax` package (found without importing it), or None."
+    spec = importlib.util.find_spec("jupyter_server_mathjax")
+    if spec is None or not spec.submodule_search_locations: return None
+    d = Path(list(spec.submodule_search_locations)[0])/"static"
+    return d if (d/"MathJax.js").is_file() else None
+
+
+# MathJax 2 as Jupyter configures it: the combined TeX-AMS-MML_HTMLorMML-full configuration (the package ships the
+# input and output jax inside it only), $...$ and $$...$$ from the notebooks' markdown, the STIX-Web fonts it ships
+MATHJAX_CONFIG = ('MathJax.Hub.Config({tex2jax: {inlineMath: [["$", "$"], ["\\\\(", "\\\\)"]], displayMath: [["$$", "$$"], ["\\\\[", "\\\\]"]], '
+                  'processEscapes: true}, "HTML-CSS": {availableFonts: [], imageFont: null, preferredFont: null, '
+                  'webFont: "STIX-Web"}, showMathMenu: false, messageStyle: "none"});')
+
+
+def mathjax_head(up: str) -> str:
+    "The <head> scripts that typeset a page's formulas with the site's own MathJax (`up`: the path to the site root)."
+    return (f'<script type="text/x-mathjax-config">{MATHJAX_CONFIG}</script>'
+            f'<script src="{up}mathjax/MathJax.js?config=TeX-AMS-MML_HTMLorMML-full"></script>')
+
+
 CSS = """
 body { margin: 0; font: 15px/1.55 system-ui, -apple-system, "Segoe UI", sans-serif; color: #1d232b; }
 nav { position: fixed; top: 0; bottom: 0; left: 0; width: 230px; overflow-y: auto; background: #f4f6f8;
@@ -140,8 +164,8 @@ def _clean(nb: dict, depth: int) -> dict:
     return nb
 
 
-def render_html(cache: Path) -> list[str]:
-    "Render _proc's notebooks into _docs/ with nbconvert; returns the page names."
+def render_html(cache: Path, math: bool = False) -> list[str]:
+    "Render _proc's notebooks into _docs/ with nbconvert, with MathJax scripts when `math`; returns the page names."
     import nbformat
     from nbconvert import HTMLExporter
     from pygments.formatters import HtmlFormatter
@@ -176,7 +200,8 @@ def render_html(cache: Path) -> list[str]:
                 f'<p class="page-description">{code(fm.get("description", ""))}</p>')
         out = DOCS/name; out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{html.escape(str(titles[name]))} – vimpac</title>'
-                       f'<meta name="viewport" content="width=device-width, initial-scale=1"><style>{style}</style></head>'
+                       f'<meta name="viewport" content="width=device-width, initial-scale=1"><style>{style}</style>'
+                       f'{mathjax_head(up) if math else ""}</head>'
                        f'<body><nav><h2><a href="{up}index.html">vimpac</a></h2>{"".join(links)}</nav><main>{head}{body}</main></body></html>')
     return list(pages.values())
 
@@ -197,6 +222,9 @@ def check_site(cache: Path) -> list[str]:
             if src.startswith(("data:", "http://", "https://")): continue
             if not (page.parent/src.split("#")[0]).resolve().is_file():
                 problems.append(f"{page.relative_to(DOCS)}: image {src} is missing")
+        for src in re.findall(r'<script[^>]*\ssrc="([^"?#]+)', text):
+            if not src.startswith(("http://", "https://")) and not (page.parent/src).resolve().is_file():
+                problems.append(f"{page.relative_to(DOCS)}: script {src} is missing")
         for href in re.findall(r'<a[^>]*\shref="([^"#:]+\.html)(?:#[^"]*)?"', text):
             if not (page.parent/href).resolve().is_file():
                 problems.append(f"{page.relative_to(DOCS)}: link to {href}, which is not a page")
@@ -219,8 +247,11 @@ def build(force_html: bool) -> int:
         shutil.move(str(cache/"_docs"), str(DOCS))
         how = "Quarto"
     else:
-        render_html(cache)
-        how = "nbconvert (no quarto on the PATH)"
+        mj = mathjax_dir()
+        render_html(cache, math=mj is not None)
+        if mj is not None: shutil.copytree(mj, DOCS/"mathjax", ignore=shutil.ignore_patterns("localization"))
+        how = "nbconvert (no quarto on the PATH), " + ("formulas by MathJax in _docs/mathjax" if mj else
+                                                       "formulas as TeX (no jupyter-server-mathjax: pip install --no-deps jupyter-server-mathjax)")
     if (ROOT/"images").is_dir(): shutil.copytree(ROOT/"images", DOCS/"images", dirs_exist_ok=True)
     problems = check_site(cache)
     n = len(list(DOCS.rglob("*.html")))
