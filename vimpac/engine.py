@@ -15,7 +15,7 @@ import torch.distributed as dist
 import torch.distributed.nn.functional as dist_nn
 from fastcore.basics import patch
 from tqdm.auto import tqdm
-from .utils import VimpacError, get_device, check_number, make_generator, derive_seed, atomic_path, write_json
+from .utils import VimpacError, get_device, check_number, make_generator, derive_seed, atomic_path, write_json, read_json
 from .utils import warmup_linear, load_torch_file
 from .model import VimpacConfig
 
@@ -24,8 +24,8 @@ __all__ = ['PRECISIONS', 'RUNTIME_FIELDS', 'GPU_PEAK_FLOPS', 'TrainConfig', 'che
            'resolve_precision', 'Run', 'start_run', 'GlobalBatchNorm1d', 'batchnorm_sync', 'sync_batchnorm',
            'peak_flops', 'choose_precision', 'device_capability', 'dist_backend', 'param_groups', 'make_optimizer',
            'make_schedule', 'plan_steps', 'batch_indices', 'StepBatches', 'step_loader', 'config_from_spec',
-           'check_store_tokenizer', 'list_checkpoints', 'load_checkpoint', 'latest_checkpoint', 'save_checkpoint',
-           'rng_state', 'set_rng_state', 'Engine', 'MetricsLog']
+           'check_store_tokenizer', 'check_run_tokenizer', 'list_checkpoints', 'load_checkpoint', 'latest_checkpoint',
+           'save_checkpoint', 'rng_state', 'set_rng_state', 'Engine', 'MetricsLog']
 
 # %% ../nbs/06b_engine.ipynb #240b8d9b
 @dataclass
@@ -308,6 +308,13 @@ def check_store_tokenizer(store, trained_on: dict | None, where, strict: bool = 
     have = getattr(store, "tokenizer_id", None)     # `TokenStore.tokenizer_id`; None for a store that records none
     if (strict or (trained_on is not None and have is not None)) and trained_on != have:
         raise VimpacError(f"{store.path}: store was built by tokenizer {have}, but {where} was trained on tokens of {trained_on}")
+
+def check_run_tokenizer(store, run, files=("pretrain_config.json", "finetune_config.json")):
+    """`check_store_tokenizer` against the identity that each of `files` of the kit run folder `run` records (a file
+    the folder lacks, or one without the field, passes). Raises `VimpacError` for a mismatch or a file that is not JSON."""
+    for name in files:
+        p = Path(run)/name
+        check_store_tokenizer(store, read_json(p, f"a run's {name}").get("tokenizer") if p.is_file() else None, run)
 
 # %% ../nbs/06b_engine.ipynb #4896edfd
 def list_checkpoints(out) -> list[Path]:

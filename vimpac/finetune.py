@@ -15,7 +15,8 @@ from .utils import VimpacError, check_number, read_json
 from .model import VimpacConfig, VimpacForVideoClassification
 from .data import LabelledClipDataset, take_clip
 from .engine import (TrainConfig, Engine, MetricsLog, StepBatches, start_run, plan_steps, step_loader,
-                           check_resume_settings, latest_checkpoint, config_from_spec, check_store_tokenizer)
+                           check_resume_settings, latest_checkpoint, config_from_spec, check_store_tokenizer,
+                           check_run_tokenizer)
 
 # %% auto #0
 __all__ = ['CHECKPOINT', 'FinetuneConfig', 'finetune_lr', 'check_labelled', 'finetune_model', 'clip_accuracy', 'finetune']
@@ -75,8 +76,7 @@ def _from_run(store, init, n: int, over: dict) -> VimpacForVideoClassification:
     "The model of the kit run folder `init` (a fine-tuned one keeps its head), checked against the store's tokenizer."
     init = Path(init)
     saved = read_json(init/"config.json", "a saved vimpac model's config.json")
-    for name in ("pretrain_config.json", "finetune_config.json"):
-        check_store_tokenizer(store, read_json(init/name, f"a run's {name}").get("tokenizer") if (init/name).is_file() else None, init)
+    check_run_tokenizer(store, init)
     k = saved.get("num_classes") if saved.get("kind") == "vimpac-classification" else None
     return VimpacForVideoClassification.from_pretrained(init, num_classes=k or n, **over)
 

@@ -19,7 +19,7 @@ from .losses import info_nce, info_nce_distributed, pretraining_loss
 from .data import ClipPairDataset
 from .engine import (TrainConfig, Engine, MetricsLog, StepBatches, start_run, plan_steps, step_loader, batch_indices,
                            check_resume_settings, latest_checkpoint, peak_flops, config_from_spec, _norm,
-                           check_store_tokenizer)
+                           check_store_tokenizer, check_run_tokenizer)
 from .engine import PRECISIONS, list_checkpoints, param_groups  # noqa: F401 (re-exported: the CLI, the chapter's checks)
 
 # %% auto #0
@@ -114,8 +114,7 @@ def _init_model(store, model, cfg: PretrainConfig, init) -> VimpacForPreTraining
     init = Path(init)
     saved_model = read_json(init/"config.json", "a saved vimpac model's config.json")
     if model is not None: _check_same_model(model, saved_model, str(init), "--init")
-    pc = init/"pretrain_config.json"
-    check_store_tokenizer(store, read_json(pc, "a run's pretrain_config.json").get("tokenizer") if pc.is_file() else None, init)
+    check_run_tokenizer(store, init, files=("pretrain_config.json",))
     return VimpacForPreTraining.from_pretrained(init, token_map=store.token_map, clip_len=cfg.clip_len)
 
 def _pretrain_model(store, model, cfg: PretrainConfig, state: dict | None, init) -> VimpacForPreTraining:
@@ -172,12 +171,11 @@ def _masked_step(it, accum: int, run) -> tuple[list, torch.Tensor]:
     """The `accum` micro-batches of one step, masked by the loader, moved to the device: [(inputs, labels, positions, clip
     pairs, n_masked)], with n_masked the masked tokens of the global batch (summed over processes), which normalises
     the token loss; and n_masked. Nothing is read from the device."""
-    mbs, n_masked = [], torch.zeros((), device=run.device)
+    mbs = []
     for _ in range(accum):
         *tensors, m = next(it)
-        inputs, labels, positions = (t.to(run.device, non_blocking=True) for t in tensors)
-        n_masked += len(positions)          # a host number: the loader counted them
-        mbs.append((inputs, labels, positions, m))
+        mbs.append((*(t.to(run.device, non_blocking=True) for t in tensors), m))
+    n_masked = torch.full((), float(sum(len(mb[2]) for mb in mbs)), device=run.device)   # counted by the loader, on the host
     if run.world > 1: dist.all_reduce(n_masked)
     return [(*mb, n_masked) for mb in mbs], n_masked
 
