@@ -21,7 +21,7 @@ from .utils import (VimpacError, VimpacDeprecationWarning, IGNORE_INDEX, save_we
 # %% auto #0
 __all__ = ['PRESETS', 'LAYOUTS', 'VimpacConfig', 'parse_layout', 'AxialAttentionBlock', 'Embeddings', 'MLPBlock', 'VimpacLayer',
            'check_tokens', 'VimpacModel', 'count_parameters', 'TokenHead', 'cls_head', 'interpolate_pos_embed',
-           'ModelOutput', 'PreTrainingOutput', 'ClassificationOutput', 'VimpacForPreTraining',
+           'ModelOutput', 'PreTrainingOutput', 'ClassificationOutput', 'label_positions', 'VimpacForPreTraining',
            'VimpacForVideoClassification', 'model_flops']
 
 # %% ../nbs/04_model.ipynb #900795c5
@@ -434,13 +434,18 @@ def _batchnorm_needs_two(head: nn.Module) -> bool:
     return any(isinstance(m, nn.BatchNorm1d) or (isinstance(m, nn.SyncBatchNorm) and not multi) for m in head.modules())
 
 # %% ../nbs/04_model.ipynb #08c42af7
+def label_positions(labels: torch.Tensor) -> torch.Tensor:
+    """The flat indices (M,) int64 of the labelled positions (not -100) of `labels` (B, T, h, w), in row-major order:
+    what `VimpacForPreTraining.forward` takes as `label_positions`."""
+    return (labels.flatten() != IGNORE_INDEX).nonzero().squeeze(1)
+
 def _labelled_rows(hidden: torch.Tensor, labels: torch.Tensor, positions: torch.Tensor | None = None
                    ) -> tuple[torch.Tensor, torch.Tensor]:
     """The hidden states (M, D) and labels (M,) at the M labelled positions of `hidden` (B, T, h, w, D) and `labels`
     (B, T, h, w), in row-major order. `positions`, their flat indices (M,) int64 on the same device when the caller
     already has them, spares the device a `nonzero`: its count M is a device value the host must wait for."""
     flat = labels.flatten()
-    if positions is None: positions = (flat != IGNORE_INDEX).nonzero().squeeze(1)
+    if positions is None: positions = label_positions(labels)
     return hidden.flatten(0, 3).index_select(0, positions), flat.index_select(0, positions)
 
 # %% ../nbs/04_model.ipynb #b4f0f8b3

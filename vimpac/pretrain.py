@@ -12,9 +12,9 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 from einops import rearrange
-from .utils import IGNORE_INDEX, VimpacError, check_number, make_generator, derive_seed, read_json
+from .utils import VimpacError, check_number, make_generator, derive_seed, read_json
 from .masking import block_mask, block_mask_from_uniform, blocks_for_ratio, apply_mask
-from .model import PRESETS, VimpacConfig, VimpacForPreTraining, model_flops
+from .model import PRESETS, VimpacConfig, VimpacForPreTraining, model_flops, label_positions
 from .losses import info_nce, info_nce_distributed, pretraining_loss
 from .data import ClipPairDataset
 from .engine import (TrainConfig, Engine, MetricsLog, StepBatches, start_run, plan_steps, step_loader, batch_indices,
@@ -165,7 +165,7 @@ class _MaskedPairs:
     def __call__(self, items):
         pairs, u = _collate(items)
         inputs, labels, _ = mask_clip_pairs(pairs, self.c, self.cfg, mask_u=u)
-        return inputs, labels, (labels.flatten() != IGNORE_INDEX).nonzero().squeeze(1), len(pairs)
+        return inputs, labels, label_positions(labels), len(pairs)
 
 def _masked_step(it, accum: int, run) -> tuple[list, torch.Tensor]:
     """The `accum` micro-batches of one step, masked by the loader, moved to the device: [(inputs, labels, positions, clip
