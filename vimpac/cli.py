@@ -15,6 +15,7 @@ from .store import build_store, TokenStore
 from .data import read_split, SPLIT_DATASETS
 from .masking import block_mask, blocks_for_ratio
 from .pretrain import PRECISIONS, PretrainConfig, pretrain, evaluate_masking
+from .engine import check_store_tokenizer
 from .model import LAYOUTS, PRESETS
 from .viz import plot_curves, plot_reconstruction
 
@@ -445,8 +446,7 @@ def features_of(inputs, checkpoint, out, views="1x10", fps=None, tokenizer=None,
     model, info = load_run(checkpoint, dev)
     if stores:
         store, want = TokenStore(stores[0]), info["tokenizer"]
-        if want is not None and store.tokenizer_id not in (None, want):
-            raise VimpacError(f"{store.path}: store was built by tokenizer {store.tokenizer_id}, but {checkpoint} was trained on tokens of {want}")
+        check_store_tokenizer(store, want, checkpoint)
         feats = extract_features(store, model, views=views, batch_size=batch_size, device=dev, progress=progress)
     else:
         tok = run_tokenizer(info, tokenizer, dev)

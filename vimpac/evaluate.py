@@ -21,6 +21,7 @@ from .video import CENTER_VIEW, iter_views
 from .tokenizer import load_tokenizer
 from .store import TokenStore, expand_inputs, video_key
 from .model import VimpacForPreTraining, VimpacForVideoClassification
+from .engine import check_store_tokenizer
 
 # %% auto #0
 __all__ = ['SPATIAL_CROPS', 'FEATURES_FORMAT', 'RUN_RECORDS', 'parse_views', 'temporal_starts', 'view_clips', 'output_field',
@@ -531,10 +532,9 @@ def evaluate(model, store, views="3x10", batch_size: int = 32, device=None, info
     return Evaluation(store.keys(), labels, scores, classes, str(views), "classifier")
 
 # %% ../nbs/08a_evaluate.ipynb #b8cd7505
-def _check_store_tokenizer(store, info):
-    want, have = (info or {}).get("tokenizer"), store.meta.get("tokenizer")
-    if want is not None and have is not None and want != have:
-        raise VimpacError(f"{store.path}: store was built by tokenizer {have}, but {info['path']} was trained on tokens of {want}")
+def _check_store_tokenizer(store, info: dict | None):
+    "The store against the tokenizer that the run `info` (`read_run`) records, when there is one (`check_store_tokenizer`)."
+    if info is not None: check_store_tokenizer(store, info.get("tokenizer"), info.get("path"))
 
 def match_classes(train_classes, test_classes, test_labels, where="test store") -> list[int]:
     """Test labels re-indexed into the training class list by class name. Raises `VimpacError` naming the classes
