@@ -11,6 +11,7 @@ import torch.nn.functional as F
 import torch.distributed as dist
 import torch.distributed.nn.functional as dist_nn
 from .utils import VimpacError
+from .model import fp32
 
 # %% auto #0
 __all__ = ['mask_loss', 'info_nce', 'info_nce_distributed', 'pretraining_loss']
@@ -28,16 +29,17 @@ def mask_loss(logits: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor
 # %% ../nbs/05_losses.ipynb #0ef6f7cd
 def info_nce(f1: torch.Tensor, f2: torch.Tensor, temperature: float = 0.2) -> tuple[torch.Tensor, torch.Tensor]:
     """Symmetric InfoNCE (Eq. 4-5) for features (n, d) of n positive pairs (row i of `f1` with row i of `f2`).
-    Features are L2-normalised here. Returns (L_cl, contrastive accuracy: share of the 2n clips whose most similar
+    Features are L2-normalised here, in fp32 even under autocast. Returns (L_cl, contrastive accuracy: share of the 2n clips whose most similar
     other clip is their positive). Raises `VimpacError` for mismatched shapes or n < 2."""
     if f1.shape != f2.shape or f1.ndim != 2:
         raise VimpacError(f"info_nce: expected two (n, d) feature tensors of one shape, got {tuple(f1.shape)} and {tuple(f2.shape)}")
     n = len(f1)
     if n < 2: raise VimpacError(f"info_nce: needs at least 2 pairs (one positive, some negatives), got {n}")
-    z = F.normalize(torch.cat([f1, f2]).float(), dim=-1)
-    sim = (z @ z.T / temperature).fill_diagonal_(float("-inf"))
-    target = torch.cat([torch.arange(n, 2 * n), torch.arange(n)]).to(z.device)
-    ce = F.cross_entropy(sim, target, reduction="none")
+    with fp32(f1.device.type):     # fp32 under autocast too: bf16 similarities / 0.2 would round the loss
+        z = F.normalize(torch.cat([f1, f2]).float(), dim=-1)
+        sim = (z @ z.T / temperature).fill_diagonal_(float("-inf"))
+        target = torch.cat([torch.arange(n, 2 * n), torch.arange(n)]).to(z.device)
+        ce = F.cross_entropy(sim, target, reduction="none")
     return ce[:n].mean() + ce[n:].mean(), (sim.argmax(-1) == target).float().mean()
 
 def info_nce_distributed(f1: torch.Tensor, f2: torch.Tensor, temperature: float = 0.2) -> tuple[torch.Tensor, torch.Tensor]:
@@ -56,7 +58,8 @@ def info_nce_distributed(f1: torch.Tensor, f2: torch.Tensor, temperature: float 
     a2 = torch.cat(dist_nn.all_gather(z2)) if world > 1 else z2
     N, off = len(a1), rank * n
     if N < 2: raise VimpacError(f"info_nce: needs at least 2 pairs over all processes, got {N}")
-    sim = torch.cat([z1, z2]) @ torch.cat([a1, a2]).T / temperature          # (2n, 2N)
+    with fp32(z1.device.type):                                                # fp32 under autocast too
+        sim = torch.cat([z1, z2]) @ torch.cat([a1, a2]).T / temperature      # (2n, 2N)
     r = torch.arange(n, device=sim.device)
     own = torch.cat([r + off, r + N + off])                                   # each clip's own column
     sim = sim.masked_fill(F.one_hot(own, 2 * N).bool(), float("-inf"))

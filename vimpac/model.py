@@ -7,21 +7,22 @@ Docs: https://vimpac.github.io/vimpac/model.html.md"""
 # %% ../nbs/04_model.ipynb #70cd752a
 from __future__ import annotations
 from dataclasses import dataclass, asdict, fields
-import warnings
+import contextlib, warnings
 from pathlib import Path
 import numpy as np
 import torch
 from torch import nn
 import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
-from einops import rearrange, repeat
+from einops import rearrange
 from fastcore.basics import patch
 from .utils import (VimpacError, VimpacDeprecationWarning, IGNORE_INDEX, save_weights, load_weights, renamed_kwargs)
 
 # %% auto #0
-__all__ = ['PRESETS', 'LAYOUTS', 'VimpacConfig', 'parse_layout', 'AxialAttentionBlock', 'Embeddings', 'MLPBlock', 'VimpacLayer',
-           'check_tokens', 'VimpacModel', 'count_parameters', 'TokenHead', 'cls_head', 'interpolate_pos_embed',
-           'ModelOutput', 'PreTrainingOutput', 'ClassificationOutput', 'label_positions', 'VimpacForPreTraining',
+__all__ = ['PRESETS', 'LAYOUTS', 'SDPA_MAX_BATCH', 'VimpacConfig', 'parse_layout', 'sdpa_batch_limit', 'row_attention',
+           'AxialAttentionBlock', 'Embeddings', 'MLPBlock', 'VimpacLayer', 'check_tokens', 'pad_mask', 'fp32',
+           'VimpacModel', 'count_parameters', 'TokenHead', 'cls_head', 'interpolate_pos_embed', 'ModelOutput',
+           'PreTrainingOutput', 'ClassificationOutput', 'label_positions', 'VimpacForPreTraining',
            'VimpacForVideoClassification', 'model_flops']
 
 # %% ../nbs/04_model.ipynb #900795c5
@@ -99,6 +100,30 @@ def parse_layout(layout: str) -> list[list[tuple[str, ...]]]:
     "`'T,H|W'` → `[[('t',)], [('h',), ('w',)]]`: blocks, each a list of head groups, each a tuple of attended axes."
     return [[tuple(a.lower() for a in g.split("x")) for g in b.split("|")] for b in layout.split(",")]
 
+# %% ../nbs/04_model.ipynb #9792b404
+SDPA_MAX_BATCH = 65_535         # CUDA's grid limit on the batch of the fused attention kernels (PyTorch #146704)
+
+def sdpa_batch_limit(heads: int, length: int, head_dim: int) -> int:
+    """The most rows one `scaled_dot_product_attention` call takes for rows of `length` positions with `heads` heads
+    of `head_dim`: `SDPA_MAX_BATCH` (the grid), and rows x heads x round_up(length, 128) x max(head_dim, 32) < 2^31
+    (the 32-bit indexing of flash attention's backward). At least 1."""
+    per_row = heads * (-(-length // 128) * 128) * max(head_dim, 32)
+    return max(1, min(SDPA_MAX_BATCH, 2**31 // per_row))
+
+def row_attention(q, k, v, mask=None, dropout_p: float = 0.0, max_batch: int | None = None) -> torch.Tensor:
+    """`scaled_dot_product_attention` over R independent rows: q, k, v float (R, n, L, d), `mask` bool (R, 1, 1, L)
+    (True = attend) or None. Calls the kernel on chunks of at most `max_batch` rows (default `sdpa_batch_limit`) and
+    concatenates them: the same result as one call, within the fused kernels' limits. Returns (R, n, L, d)."""
+    R, n, L, d = q.shape
+    limit = max_batch or sdpa_batch_limit(n, L, d)
+    if R <= limit: return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
+    chunks = []
+    for i in range(0, R, limit):
+        m = None if mask is None else mask[i:i + limit]
+        chunks.append(F.scaled_dot_product_attention(q[i:i + limit], k[i:i + limit], v[i:i + limit], attn_mask=m,
+                                                     dropout_p=dropout_p))
+    return torch.cat(chunks)
+
 # %% ../nbs/04_model.ipynb #4805e2f4
 class AxialAttentionBlock(nn.Module):
     """Multi-head attention over the token video along the axes of each head group, with [CLS] (Eq. 15) and
@@ -115,45 +140,47 @@ class AxialAttentionBlock(nn.Module):
         self.drop, self.attn_drop = nn.Dropout(c.dropout), c.dropout
         self.include_pad_rows = c.cls_pad_rows == "include"
 
-    def _group(self, q, k, v, cq, ck, cv, pad, axes):
-        rest = [a for a in "thw" if a not in axes]
-        src = "b t h w n d"
-        dst = f"(b {' '.join(rest)}) n ({' '.join(axes)}) d"
-        B, T, H, W = q.shape[:4]
-        sizes = dict(t=T, h=H, w=W)
-        q, k, v = (rearrange(x, f"{src} -> {dst}") for x in (q, k, v))
-        R = q.shape[0] // B
-        cq, ck, cv = (repeat(x, "b n d -> (b r) n 1 d", r=R) for x in (cq, ck, cv))
-        q, k, v = torch.cat([cq, q], 2), torch.cat([ck, k], 2), torch.cat([cv, v], 2)
+    def _group(self, qkv, cqkv, pad, axes):
+        """One head group: `qkv` (B, T, h, w, 3, n, d) and `cqkv` (B, 3, n, d), views of its heads → token outputs
+        (B, T, h, w, n, d) as a view, and the [CLS] output (B, n, d) averaged over the rows."""
+        B, sizes = qkv.shape[0], dict(zip("thw", qkv.shape[1:4]))
+        rest, seq_axes = " ".join(a for a in "thw" if a not in axes), " ".join(axes)
+        # permuted and grouped as a view (the axes of a row are adjacent in memory); the cat that prepends [CLS] is
+        # the one copy: (3, B, *rest, n, L + 1, d), then one batch of R rows
+        seq = rearrange(qkv, f"b t h w three n d -> three b {rest} n ({seq_axes}) d")
+        n, d = seq.shape[-3], seq.shape[-1]
+        c = cqkv.transpose(0, 1).reshape(3, B, *[1] * len(rest.split()), n, 1, d).expand(*seq.shape[:-2], 1, d)
+        q, k, v = torch.cat([c, seq], -2).flatten(1, len(rest.split()) + 1).unbind(0)
         mask, weight = None, None
         if pad is not None:
-            keep = ~rearrange(pad, f"b t h w -> (b {' '.join(rest)}) ({' '.join(axes)})")
+            keep = ~rearrange(pad, f"b t h w -> (b {rest}) ({seq_axes})")
             mask = torch.cat([keep.new_ones(keep.shape[0], 1), keep], 1)[:, None, None, :]
             weight = rearrange(keep.any(1).to(q.dtype), "(b r) -> b r", b=B)
-        o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=self.attn_drop if self.training else 0.0)
-        tok = rearrange(o[:, :, 1:], f"{dst} -> {src}", **{a: sizes[a] for a in rest + list(axes)})
-        c = rearrange(o[:, :, 0], "(b r) n d -> b r n d", b=B)
+        o = row_attention(q, k, v, mask, self.attn_drop if self.training else 0.0)
+        tok = rearrange(o[:, :, 1:], f"(b {rest}) n ({seq_axes}) d -> b t h w n d", b=B, **sizes)   # a view
+        c = o[:, :, 0].reshape(B, -1, n, d)
         if weight is None or self.include_pad_rows: c = c.mean(1)
         else: c = (c * weight[..., None, None]).sum(1) / weight.sum(1).clamp_min(1)[:, None, None]
         return tok, c
-
 
 # %% ../nbs/04_model.ipynb #98e0b957
 @patch
 def forward(self: AxialAttentionBlock, x, cls, pad=None):
     res_x, res_c = x, cls
     if not self.post: x, cls = self.norm(x), self.norm(cls)
-    n = self.heads
-    q, k, v = rearrange(self.qkv(x), "b t h w (three n d) -> three b t h w n d", three=3, n=n)
-    cq, ck, cv = rearrange(self.qkv(cls), "b (three n d) -> three b n d", three=3, n=n)
+    n, d = self.heads, self.head_dim
+    qkv, cqkv = self.qkv(x).unflatten(-1, (3, n, d)), self.qkv(cls).unflatten(-1, (3, n, d))
+    split = len(self.groups) > 1      # `split` (not slicing): its backward is one cat, not a zero-fill per group
     per = n // len(self.groups)
+    parts = zip(qkv.split(per, -2), cqkv.split(per, -2)) if split else [(qkv, cqkv)]
     toks, clss = [], []
-    for i, axes in enumerate(self.groups):
-        s = slice(i * per, (i + 1) * per)
-        t, c = self._group(q[..., s, :], k[..., s, :], v[..., s, :], cq[:, s], ck[:, s], cv[:, s], pad, axes)
-        toks.append(t); clss.append(c)
-    x = res_x + self.drop(self.out(rearrange(torch.cat(toks, -2), "b t h w n d -> b t h w (n d)")))
-    cls = res_c + self.drop(self.out(rearrange(torch.cat(clss, -2), "b n d -> b (n d)")))
+    for (g_qkv, g_cqkv), axes in zip(parts, self.groups):
+        t, c = self._group(g_qkv, g_cqkv, pad, axes)
+        toks.append(t)
+        clss.append(c)
+    tok = torch.cat(toks, -2) if len(toks) > 1 else toks[0].contiguous()    # the token outputs written once
+    x = res_x + self.drop(self.out(tok.flatten(-2)))
+    cls = res_c + self.drop(self.out(torch.cat(clss, -2).flatten(-2)))
     return (self.norm(x), self.norm(cls)) if self.post else (x, cls)
 
 # %% ../nbs/04_model.ipynb #69333c48
@@ -204,8 +231,8 @@ def _refuse_any(bad: torch.Tensor, message) -> None:
     is a plain check. On a GPU it is `torch._assert_async` instead: a device-side assertion that does not make the host
     wait for the GPU (issue 13: no host-device synchronisation in a training step), so a bad id stops the process
     with a CUDA assertion error a few kernels later rather than with the one-line message; the same input on the
-    CPU gives the message. Skipped while `torch.compile` traces."""
-    if torch.compiler.is_compiling(): return
+    CPU gives the message. Skipped while `torch.compile` traces, and on the `meta` device (shapes only, no values)."""
+    if torch.compiler.is_compiling() or bad.device.type == "meta": return     # tracing, or no values to check
     if bad.is_cuda: torch._assert_async(~bad.any()); return
     if bool(bad.any()): raise VimpacError(message())
 
@@ -213,7 +240,6 @@ def _some(values: torch.Tensor) -> str:
     "Up to six distinct values of a tensor, for an error message."
     vals = torch.unique(values).tolist()
     return f"{vals[:6]}{' ...' if len(vals) > 6 else ''}"
-
 
 # %% ../nbs/04_model.ipynb #0d4b36be
 def _init_weights(m):
@@ -248,11 +274,30 @@ def check_tokens(tokens, config: VimpacConfig, device=None) -> torch.Tensor:
     _refuse_any(bad, lambda: f"tokens: ids {_some(tokens[bad])} are outside the vocabulary ({_vocab(c)})")
     return tokens
 
+# %% ../nbs/04_model.ipynb #fd36e894
+def pad_mask(tokens: torch.Tensor, pad_id: int, has_pad: bool | None = None) -> torch.Tensor | None:
+    """The [PAD] positions of `tokens` int64 (B, T, h, w) as a bool tensor of that shape, the attention's key mask, or
+    None when the batch has no [PAD] (the fused kernels then run unmasked). `has_pad` is what the caller knows on the
+    host: False promises no [PAD] (then the tokens are not looked at), True that there is some. None: found out here
+    on the CPU; on any other device, and while `torch.compile` traces, the mask is applied without asking (the
+    answer would make the host wait for the device, and a compiled graph would split on it)."""
+    if has_pad is False: return None
+    pad = tokens == pad_id
+    if has_pad is None and tokens.device.type == "cpu" and not torch.compiler.is_compiling() and not bool(pad.any()):
+        return None
+    return pad
+
+def fp32(device_type: str):
+    """A context in which autocast is off on `device_type` (a no-op where autocast does not exist, e.g. `meta`): the
+    parts that need fp32 under a bf16/fp16 run, the CLS head and InfoNCE (§3.2)."""
+    if not torch.amp.is_autocast_available(device_type): return contextlib.nullcontext()
+    return torch.autocast(device_type, enabled=False)
+
 # %% ../nbs/04_model.ipynb #87b9d149
 class VimpacModel(nn.Module):
     """The VIMPAC backbone: tokens (B, T, h, w), integer ids (codes in [0, V) and [PAD]/[MASK]; any integer dtype or
     a numpy array, converted to int64 by `check_tokens`) → hidden states (B, T, h, w, D) and the [CLS] state (B, D).
-    [PAD] positions are excluded as keys. Raises `VimpacError` for tokens `check_tokens` refuses. §3.4, appendix A."""
+    [PAD] positions are excluded as keys; `has_pad` says whether the batch holds any (see `pad_mask`). Raises `VimpacError` for tokens `check_tokens` refuses. §3.4, appendix A."""
     def __init__(self, config: VimpacConfig):
         super().__init__()
         self.config = config
@@ -263,10 +308,9 @@ class VimpacModel(nn.Module):
         self.apply(_init_weights)
         for p in (self.embeddings.pos_t, self.embeddings.pos_h, self.embeddings.pos_w, self.cls): nn.init.normal_(p, std=0.02)
 
-    def forward(self, tokens: torch.Tensor):
+    def forward(self, tokens: torch.Tensor, has_pad: bool | None = None):
         tokens = check_tokens(tokens, self.config, self.cls.device)
-        pad = tokens == self.config.pad_id
-        pad = pad if bool(pad.any()) else None
+        pad = pad_mask(tokens, self.config.pad_id, has_pad)
         x = self.embeddings(tokens)
         cls = self.embeddings.drop(self.embeddings.norm(self.cls)).expand(x.shape[0], -1).to(x.dtype)
         for layer in self.layers:
@@ -450,17 +494,16 @@ def _labelled_rows(hidden: torch.Tensor, labels: torch.Tensor, positions: torch.
 
 # %% ../nbs/04_model.ipynb #b4f0f8b3
 class VimpacForPreTraining(_Pretrained):
-    """Backbone + token head + CLS head (§3.4). `forward(inputs, labels=None, num_masked=None,
-    label_positions=None)` takes (B, T, h, w) token ids (with
-    [MASK]; any integer dtype or array, see `check_tokens`) and labels of the same shape (codes 0..V-1, -100 =
-    ignore) and returns a `PreTrainingOutput`: `hidden` (B, T, h, w, D), `cls` (B, D), `features` (B, 256)
-    L2-normalised, and when labels are given `logits` (M, V) and `targets` (M,) at the M labelled positions and
-    `loss`, their summed cross-entropy divided by `num_masked` (default M: the mean). A micro-batch of a larger batch
-    passes the masked count of the whole batch, so that the micro-batches' losses add up to the batch's mean, and
-    may pass `label_positions`, the flat indices (M,) int64 of the labelled positions in row-major order (as
-    `(labels.flatten() != -100).nonzero()` gives them), so that no host sync finds them (`_labelled_rows`).
-    Raises `VimpacError` for tokens or labels it cannot take, and for a batch of one in training mode (the CLS head's
-    BatchNorm needs two clips)."""
+    """Backbone + token head + CLS head (§3.4). `forward(inputs, labels=None, num_masked=None, label_positions=None,
+    has_pad=None)` takes (B, T, h, w) token ids (with [MASK]; any integer dtype or array, see `check_tokens`) and
+    labels of the same shape (codes 0..V-1, -100 = ignore) and returns a `PreTrainingOutput`: `hidden` (B, T, h, w,
+    D), `cls` (B, D), `features` (B, 256) L2-normalised, and when labels are given `logits` (M, V) and `targets` (M,)
+    at the M labelled positions and `loss`, their summed cross-entropy divided by `num_masked` (default M: the mean).
+    A micro-batch of a larger batch passes the masked count of the whole batch, so that the micro-batches' losses add
+    up to the batch's mean, and may pass `label_positions`, the flat indices (M,) int64 of the labelled positions in
+    row-major order (`label_positions`), so that no host sync finds them (`_labelled_rows`), and `has_pad` (see
+    `pad_mask`). The CLS head runs in fp32 even under autocast (`fp32`). Raises `VimpacError` for tokens or labels
+    it cannot take, and for a batch of one in training mode (the CLS head's BatchNorm needs two clips)."""
     kind = "vimpac-pretraining"
     def __init__(self, config: VimpacConfig):
         super().__init__()
@@ -476,12 +519,14 @@ class VimpacForPreTraining(_Pretrained):
         self.cls_head = nn.SyncBatchNorm.convert_sync_batchnorm(self.cls_head)
         return self
 
-    def forward(self, inputs, labels=None, num_masked=None, label_positions=None) -> PreTrainingOutput:
+    def forward(self, inputs, labels=None, num_masked=None, label_positions=None, has_pad=None) -> PreTrainingOutput:
         if self.training and len(getattr(inputs, "shape", ())) == 4 and inputs.shape[0] == 1 and _batchnorm_needs_two(self.cls_head):
             raise VimpacError("tokens: a batch of 1 clip in training mode, but the CLS head's BatchNorm needs at least 2 "
                               "clips per batch; use a batch of 2 or more, or call .eval() to run the model on one clip")
-        hidden, cls = self.backbone(inputs)
-        out = PreTrainingOutput(hidden=hidden, cls=cls, features=F.normalize(self.cls_head(cls).float(), dim=-1))
+        hidden, cls = self.backbone(inputs, has_pad)
+        with fp32(cls.device.type):      # the CLS head in fp32 under autocast: its BatchNorm amplifies bf16 rounding
+            z = self.cls_head(cls.to(torch.promote_types(cls.dtype, torch.float32)))
+        out = PreTrainingOutput(hidden=hidden, cls=cls, features=F.normalize(z, dim=-1))
         if labels is not None:
             labels = _check_labels(labels, hidden.shape[:4], self.config, hidden.device)
             rows, out.targets = _labelled_rows(hidden, labels, label_positions)
@@ -505,8 +550,8 @@ class VimpacForVideoClassification(_Pretrained):
         self.backbone = VimpacModel(config)
         self.fc = nn.Linear(config.hidden_size, num_classes)
         nn.init.zeros_(self.fc.weight); nn.init.zeros_(self.fc.bias)
-    def forward(self, tokens, labels=None) -> ClassificationOutput:
-        cls = self.backbone(tokens)[1]
+    def forward(self, tokens, labels=None, has_pad=None) -> ClassificationOutput:
+        cls = self.backbone(tokens, has_pad)[1]
         out = ClassificationOutput(logits=self.fc(cls), cls=cls)
         if labels is not None:
             out.loss = F.cross_entropy(out.logits.float(), _check_classes(labels, len(cls), self.num_classes, cls.device))

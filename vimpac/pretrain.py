@@ -160,34 +160,39 @@ def _pair_batches(store, cfg: PretrainConfig, c: VimpacConfig, plan: tuple, run,
 
 # %% ../nbs/07_pretrain.ipynb #2367bdbf
 class _MaskedPairs:
-    "The loader's collate: a micro-batch of (clip pair, mask uniforms) → (inputs, labels, label positions, clip pairs)."
+    """The loader's collate: a micro-batch of (clip pair, mask uniforms) → (inputs, labels, label positions, has [PAD],
+    clip pairs), all found on the host."""
     def __init__(self, c: VimpacConfig, cfg: PretrainConfig): self.c, self.cfg = c, cfg
     def __call__(self, items):
         pairs, u = _collate(items)
         inputs, labels, _ = mask_clip_pairs(pairs, self.c, self.cfg, mask_u=u)
-        return inputs, labels, label_positions(labels), len(pairs)
+        return inputs, labels, label_positions(labels), bool((pairs == self.c.pad_id).any()), len(pairs)
 
 def _masked_step(it, accum: int, run) -> tuple[list, torch.Tensor]:
-    """The `accum` micro-batches of one step, masked by the loader, moved to the device: [(inputs, labels, positions, clip
-    pairs, n_masked)], with n_masked the masked tokens of the global batch (summed over processes), which normalises
-    the token loss; and n_masked. Nothing is read from the device."""
+    """The `accum` micro-batches of one step, masked by the loader, moved to the device: [(inputs, labels, positions,
+    has [PAD], clip pairs, n_masked)], with n_masked the masked tokens of the global batch (summed over processes),
+    which normalises the token loss; and n_masked. Nothing is read from the device."""
     mbs = []
     for _ in range(accum):
-        *tensors, m = next(it)
-        mbs.append((*(t.to(run.device, non_blocking=True) for t in tensors), m))
+        inputs, labels, positions, has_pad, m = next(it)
+        mbs.append((*(t.to(run.device, non_blocking=True) for t in (inputs, labels, positions)), has_pad, m))
     n_masked = torch.full((), float(sum(len(mb[2]) for mb in mbs)), device=run.device)   # counted by the loader, on the host
     if run.world > 1: dist.all_reduce(n_masked)
     return [(*mb, n_masked) for mb in mbs], n_masked
 
 def _loss_fn(eng: Engine, cfg: PretrainConfig, world: int, accum: int):
-    "The loss of one micro-batch (inputs, labels, label positions, m clip pairs, n_masked) and its stats for `log_record`."
+    """The loss of one micro-batch (inputs, labels, label positions, has [PAD], m clip pairs, n_masked) and its stats for
+    `log_record`. Compiled (`cfg.compile`), the model gets no [PAD] flag (it then masks every batch) and the masked
+    count M is marked dynamic: one graph serves every batch (chapter 04, "Rows for the fused kernels")."""
     def loss_fn(mb):        # the token loss over the global batch's masked tokens, InfoNCE over all processes
-        inputs, labels, positions, m, n_masked = mb
-        o = eng.forward(inputs, labels, n_masked, positions)
+        inputs, labels, positions, has_pad, m, n_masked = mb
+        if cfg.compile: torch._dynamo.mark_dynamic(positions, 0)
+        o = eng.forward(inputs, labels, n_masked, positions, has_pad=None if cfg.compile else has_pad)
         nce, cl_correct = info_nce_distributed(o.features[:m], o.features[m:], cfg.temperature)
         # DDP averages over processes: scaled by `world`, these sum to the one-process loss of the global batch
         loss = pretraining_loss(world * o.loss, nce / (accum * m), cfg.alpha, cfg.temperature)
-        return loss, torch.stack([o.loss.detach() * n_masked.clamp_min(1), (o.logits.argmax(-1) == o.targets).sum(), nce.detach(), cl_correct])
+        correct = (o.logits.argmax(-1) == o.targets).sum()
+        return loss, torch.stack([o.loss.detach() * n_masked.clamp_min(1), correct, nce.detach(), cl_correct])
     return loss_fn
 
 # %% ../nbs/07_pretrain.ipynb #a1b2c3d5
