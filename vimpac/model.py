@@ -157,8 +157,9 @@ class AxialAttentionBlock(nn.Module):
             mask = torch.cat([keep.new_ones(keep.shape[0], 1), keep], 1)[:, None, None, :]
             weight = rearrange(keep.any(1).to(q.dtype), "(b r) -> b r", b=B)
         o = row_attention(q, k, v, mask, self.attn_drop if self.training else 0.0)
-        tok = rearrange(o[:, :, 1:], f"(b {rest}) n ({seq_axes}) d -> b t h w n d", b=B, **sizes)   # a view
-        c = o[:, :, 0].reshape(B, -1, n, d)
+        c, tok = o.split([1, o.shape[2] - 1], 2)     # `split`: its backward is one cat, not two zero-filled copies
+        tok = rearrange(tok, f"(b {rest}) n ({seq_axes}) d -> b t h w n d", b=B, **sizes)   # a view
+        c = c.reshape(B, -1, n, d)
         if weight is None or self.include_pad_rows: c = c.mean(1)
         else: c = (c * weight[..., None, None]).sum(1) / weight.sum(1).clamp_min(1)[:, None, None]
         return tok, c
