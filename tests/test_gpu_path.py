@@ -128,18 +128,31 @@ def test_default_tokenizer_on_gpu_matches_cpu():
 
 @pytest.mark.gpu
 def test_sync_batchnorm_under_nccl(monkeypatch):
-    "A one-process NCCL group: `sync_batchnorm` gives `nn.SyncBatchNorm` on CUDA, which then normalises like BatchNorm1d."
+    """A one-process NCCL group: `sync_batchnorm` gives `GlobalBatchNorm1d` on CUDA too (torch's `nn.SyncBatchNorm`
+    reads the device on the host every step), whose all-reduce path (taken here by a world size reported as 2) then
+    normalises like BatchNorm1d, also from bf16 input."""
     import socket
     import torch.distributed as dist
+    import vimpac.engine as E
+    from vimpac.engine import GlobalBatchNorm1d
     with socket.socket() as s: s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]
     monkeypatch.setenv("MASTER_ADDR", "127.0.0.1"); monkeypatch.setenv("MASTER_PORT", str(port))
     dist.init_process_group("nccl", rank=0, world_size=1, device_id=torch.device("cuda", 0))
+    class WorldOfTwo:
+        def __getattr__(self, k): return getattr(dist, k)
+        @staticmethod
+        def get_world_size(group=None): return 2
     try:
         bn = torch.nn.BatchNorm1d(16).cuda()
         x = torch.randn(32, 16, device="cuda")
         ref = bn(x)
         m = sync_batchnorm(torch.nn.Sequential(torch.nn.BatchNorm1d(16)).cuda(), torch.device("cuda"))
-        assert isinstance(m[0], torch.nn.SyncBatchNorm)
+        assert isinstance(m[0], GlobalBatchNorm1d)
         torch.testing.assert_close(m(x), ref)
+        monkeypatch.setattr(E, "dist", WorldOfTwo())
+        torch.testing.assert_close(m(x), ref)
+        y = m(x.bfloat16())
+        assert y.dtype == torch.bfloat16
+        torch.testing.assert_close(y.float(), bn(x.bfloat16().float()), rtol=0, atol=3e-2)
     finally:
         dist.destroy_process_group()

@@ -6,7 +6,7 @@ Docs: https://vimpac.github.io/vimpac/engine.html.md"""
 
 # %% ../nbs/06b_engine.ipynb #05f9147c
 from __future__ import annotations
-import contextlib, json, math, os, time, warnings
+import contextlib, json, math, os, re, time, warnings
 from dataclasses import dataclass, asdict, fields
 from pathlib import Path
 import torch
@@ -20,12 +20,13 @@ from .utils import warmup_linear, load_torch_file
 from .model import VimpacConfig
 
 # %% auto #0
-__all__ = ['PRECISIONS', 'RUNTIME_FIELDS', 'GPU_PEAK_FLOPS', 'TrainConfig', 'check_resume_settings', 'init_distributed',
-           'resolve_precision', 'Run', 'start_run', 'GlobalBatchNorm1d', 'batchnorm_sync', 'sync_batchnorm',
-           'peak_flops', 'choose_precision', 'device_capability', 'dist_backend', 'param_groups', 'make_optimizer',
-           'make_schedule', 'plan_steps', 'batch_indices', 'StepBatches', 'step_loader', 'config_from_spec',
-           'check_store_tokenizer', 'check_run_tokenizer', 'list_checkpoints', 'load_checkpoint', 'latest_checkpoint',
-           'save_checkpoint', 'rng_state', 'set_rng_state', 'Engine', 'MetricsLog']
+__all__ = ['PRECISIONS', 'RUNTIME_FIELDS', 'GPU_PEAK_FLOPS', 'OPTIMIZER_IMPL_KEYS', 'TrainConfig', 'check_resume_settings',
+           'init_distributed', 'resolve_precision', 'Run', 'start_run', 'GlobalBatchNorm1d', 'batchnorm_sync',
+           'sync_batchnorm', 'peak_flops_for', 'peak_flops', 'choose_precision', 'device_capability', 'dist_backend',
+           'param_groups', 'make_optimizer', 'load_optimizer_state', 'make_schedule', 'plan_steps', 'batch_indices',
+           'StepBatches', 'step_loader', 'config_from_spec', 'check_store_tokenizer', 'check_run_tokenizer',
+           'list_checkpoints', 'load_checkpoint', 'latest_checkpoint', 'save_checkpoint', 'rng_state', 'set_rng_state',
+           'Engine', 'MetricsLog']
 
 # %% ../nbs/06b_engine.ipynb #240b8d9b
 @dataclass
@@ -136,53 +137,64 @@ def start_run(out, resume: bool, device, precision: str) -> Run:
 # %% ../nbs/06b_engine.ipynb #5ff63680
 class GlobalBatchNorm1d(nn.BatchNorm1d):
     """`BatchNorm1d` whose training statistics cover the batch of every process (appendix A.2), through an autograd
-    `all_reduce` of the sums. It works on CPU with gloo, where `nn.SyncBatchNorm` does not; without a process group
-    it is a plain `BatchNorm1d`. Input (B, C) float."""
+    `all_reduce` of the sums: NCCL on GPUs, gloo on CPU, nothing read on the host (unlike `nn.SyncBatchNorm`, whose
+    forward syncs). The statistics are computed in float32 (input of any float dtype, e.g. bf16 under autocast); the
+    output has the input's dtype. Without a process group of more than one process it is a plain `BatchNorm1d`.
+    Input (B, C) float."""
     def forward(self, x):
         if not (self.training and dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1):
             return super().forward(x)
-        s = dist_nn.all_reduce(torch.cat([x.sum(0), x.new_full((1,), x.shape[0])]))   # two passes, as BatchNorm:
-        n = s[-1]; mean = s[:-1] / n                                                     # the mean, then the variance
-        var = dist_nn.all_reduce(((x - mean) ** 2).sum(0)) / n
+        xf = x.float()
+        s = dist_nn.all_reduce(torch.cat([xf.sum(0), xf.new_full((1,), x.shape[0])]))   # two passes, as BatchNorm:
+        n = s[-1]; mean = s[:-1] / n                                                       # the mean, then the variance
+        var = dist_nn.all_reduce(((xf - mean) ** 2).sum(0)) / n
         if self.track_running_stats:
             with torch.no_grad():
                 m = self.momentum
                 self.running_mean.mul_(1 - m).add_(m * mean.detach())
                 self.running_var.mul_(1 - m).add_(m * var.detach() * n / (n - 1).clamp_min(1))
                 self.num_batches_tracked += 1
-        y = (x - mean) / torch.sqrt(var + self.eps)
-        return y * self.weight + self.bias if self.affine else y
+        y = (xf - mean) / torch.sqrt(var + self.eps)
+        return (y * self.weight + self.bias if self.affine else y).to(x.dtype)
 
 # %% ../nbs/06b_engine.ipynb #ff5f18f7
 def batchnorm_sync(device_type: str) -> type:
-    """The synchronised BatchNorm `sync_batchnorm` uses on `device_type`: `nn.SyncBatchNorm` on CUDA (its kernels
-    need NCCL and CUDA tensors), `GlobalBatchNorm1d` elsewhere (gloo, CPU)."""
-    return nn.SyncBatchNorm if device_type == "cuda" else GlobalBatchNorm1d
+    """The synchronised BatchNorm `sync_batchnorm` uses on `device_type`: `GlobalBatchNorm1d` on every device (CUDA
+    with NCCL, CPU with gloo). `nn.SyncBatchNorm` is not used: its forward reads the device on the host every step."""
+    return GlobalBatchNorm1d
 
 # %% ../nbs/06b_engine.ipynb #fdb1101a
 def sync_batchnorm(model: nn.Module, device: torch.device) -> nn.Module:
-    """Synchronise every `BatchNorm1d` of `model` across processes (the pre-training CLS head's, appendix A.2):
-    `nn.SyncBatchNorm` on CUDA, `GlobalBatchNorm1d` elsewhere. State-dict keys are unchanged. Returns `model`."""
-    if batchnorm_sync(device.type) is nn.SyncBatchNorm: return nn.SyncBatchNorm.convert_sync_batchnorm(model)
+    """Synchronise every `BatchNorm1d` of `model` across processes (the pre-training CLS head's, appendix A.2): each
+    becomes a `GlobalBatchNorm1d` (`batchnorm_sync`) on `device`. State-dict keys are unchanged. Returns `model`."""
+    cls = batchnorm_sync(torch.device(device).type)
     for parent in list(model.modules()):
         for name, bn in list(parent.named_children()):
             if type(bn) is nn.BatchNorm1d:
-                g = GlobalBatchNorm1d(bn.num_features, bn.eps, bn.momentum, bn.affine, bn.track_running_stats).to(bn.weight.device)
+                g = cls(bn.num_features, bn.eps, bn.momentum, bn.affine, bn.track_running_stats).to(bn.weight.device)
                 g.load_state_dict(bn.state_dict()); setattr(parent, name, g)
     return model
 
 # %% ../nbs/06b_engine.ipynb #f1af0416
-# Dense bf16/fp16 tensor-core peaks in FLOP/s (vendor data sheets, SXM parts), for MFU.
-GPU_PEAK_FLOPS = {"H200": 989e12, "H100": 989e12, "A100": 312e12, "L40S": 362e12, "L4": 121e12, "A10": 125e12, "V100": 125e12}
+# Dense bf16/fp16 tensor-core peaks in FLOP/s for MFU (NVIDIA data sheets): an H100 is 989 TFLOP/s as SXM, 756 as
+# PCIe, 835 as NVL; A100 SXM and PCIe 312. Looked up by `peak_flops_for`, the most specific key first.
+GPU_PEAK_FLOPS = {"H100 PCIe": 756e12, "H100 NVL": 835e12, "H100": 989e12, "H200": 989e12, "GH200": 989e12,
+                  "A100": 312e12, "L40S": 362e12, "L4": 121e12, "A10": 125e12, "V100": 125e12}
+
+def peak_flops_for(name: str) -> float | None:
+    """The dense bf16 peak in FLOP/s of the GPU called `name` (as `torch.cuda.get_device_name` gives it: "NVIDIA H100
+    80GB HBM3", "NVIDIA H100 PCIe", "NVIDIA A100-SXM4-80GB"), from `GPU_PEAK_FLOPS`: of the keys found in `name` as
+    whole words (case-insensitive), the longest wins ("H100 PCIe" before "H100"); None when none is found."""
+    hits = [k for k in GPU_PEAK_FLOPS if re.search(rf"(?<![a-z0-9]){re.escape(k)}(?![a-z0-9])", name, re.IGNORECASE)]
+    return GPU_PEAK_FLOPS[max(hits, key=len)] if hits else None
 
 def peak_flops(device, peak_tflops: float | None = None) -> float | None:
     """The peak of `device` in FLOP/s for MFU: `peak_tflops` x 1e12 when given (any device, a CPU included), else the
-    dense bf16 peak of a known GPU (`GPU_PEAK_FLOPS`), else None (a CPU or an unknown GPU: no MFU)."""
+    dense bf16 peak of a known GPU (`peak_flops_for` its name), else None (a CPU or an unknown GPU: no MFU)."""
     if peak_tflops is not None: return float(peak_tflops) * 1e12
     device = torch.device(device)
     if device.type != "cuda": return None
-    name = torch.cuda.get_device_name(device)
-    return next((v for k, v in GPU_PEAK_FLOPS.items() if k in name), None)
+    return peak_flops_for(torch.cuda.get_device_name(device))
 
 # %% ../nbs/06b_engine.ipynb #4491fddd
 def choose_precision(precision: str, device_type: str, capability: tuple[int, int] | None = None,
@@ -231,12 +243,30 @@ def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
     return [dict(params=decay, weight_decay=weight_decay), dict(params=no_decay, weight_decay=0.0)]
 
 # %% ../nbs/06b_engine.ipynb #3e4f4da5
-def make_optimizer(model: nn.Module, cfg: TrainConfig, device) -> torch.optim.AdamW:
-    """AdamW (Table 12) over `param_groups` with `cfg.lr`, `betas`, `eps` and `weight_decay`; the fused CUDA kernel
-    on a GPU (one launch for all parameters), the default implementation elsewhere."""
-    fused = torch.device(device).type == "cuda"
+def make_optimizer(model: nn.Module, cfg: TrainConfig, device, fused: bool | None = None) -> torch.optim.AdamW:
+    """AdamW (Table 12) over `param_groups` with `cfg.lr`, `betas`, `eps` and `weight_decay`. `fused`: None for the
+    fused kernel on a GPU (one launch for all parameters) and the default implementation elsewhere; True or False
+    forces it (torch >= 2.4 runs fused AdamW on a CPU too: the tests' stand-in for the GPU path)."""
+    if fused is None: fused = torch.device(device).type == "cuda"
     return torch.optim.AdamW(param_groups(model, cfg.weight_decay), lr=cfg.lr, betas=tuple(cfg.betas), eps=cfg.eps,
                              **(dict(fused=True) if fused else {}))
+
+# %% ../nbs/06b_engine.ipynb #a7c0e001
+# The param-group keys that name an optimizer's implementation, not its hyper-parameters: `load_optimizer_state`
+# keeps the optimizer's own.
+OPTIMIZER_IMPL_KEYS = ("fused", "foreach", "capturable", "differentiable")
+
+def load_optimizer_state(opt: torch.optim.Optimizer, saved: dict) -> torch.optim.Optimizer:
+    """Load the state dict `saved` (`opt.state_dict()` of the same parameters, possibly another implementation,
+    device or process count) into `opt`, each param group keeping `opt`'s own `OPTIMIZER_IMPL_KEYS`; torch's
+    `load_state_dict` then places the step counts as that implementation needs (float32 on the parameter's device
+    when fused or capturable). Tensors of `saved` already of the right dtype and device are taken, not copied: `opt`'s
+    steps then change them, so load a state dict once. Raises torch's `ValueError` for other parameter groups or
+    sizes. Returns `opt`."""
+    own = [{k: g[k] for k in OPTIMIZER_IMPL_KEYS if k in g} for g in opt.param_groups]
+    groups = [{**g, **o} for g, o in zip(saved["param_groups"], own)] + saved["param_groups"][len(own):]
+    opt.load_state_dict({**saved, "param_groups": groups})
+    return opt
 
 # %% ../nbs/06b_engine.ipynb #c13afdba
 def make_schedule(opt: torch.optim.Optimizer, steps: int, warmup_ratio: float) -> torch.optim.lr_scheduler.LambdaLR:
@@ -379,10 +409,11 @@ class Engine:
     - the precision: autocast dtype and gradient scaler (`run`, from `start_run`);
     - the non-finite-step policy: a step whose loss statistics or gradient are not finite is skipped, and
       `cfg.max_bad_steps` of them in a row stop the run (`check_bad_steps`);
-    - checkpoints with every process's random state (`save`, `restore`), for an exact resume.
+    - checkpoints with every process's random state (`save`, `restore`), for an exact resume, also across devices,
+      process counts and AdamW kernels (`load_optimizer_state`). `fused` forces the kernel (`make_optimizer`).
     A step is `accumulate` (forward and backward of each micro-batch, gradients summed, DDP's all-reduce only on the
     last) then `update` (clip, step, schedule)."""
-    def __init__(self, model: nn.Module, cfg: TrainConfig, steps: int, run: Run):
+    def __init__(self, model: nn.Module, cfg: TrainConfig, steps: int, run: Run, fused: bool | None = None):
         self.model, self.cfg, self.steps, self.run = model, cfg, steps, run
         if hasattr(model, "config"): model.config.gradient_checkpointing = cfg.gradient_checkpointing
         model.to(run.device).train()
@@ -392,9 +423,9 @@ class Engine:
         self._fwd = self.ddp or model
         if cfg.compile: self._fwd = torch.compile(self._fwd)
         self.scaler = torch.amp.GradScaler(run.device.type, enabled=run.use_scaler)
-        self.opt = make_optimizer(model, cfg, run.device)
+        self.opt = make_optimizer(model, cfg, run.device, fused)
         self.sched = make_schedule(self.opt, steps, cfg.warmup_ratio)
-        self.bad, self.lr = 0, cfg.lr
+        self.bad, self.lr, self.fused = 0, cfg.lr, bool(self.opt.defaults.get("fused"))  # fused: whatever a checkpoint says
 
     def restore(self, state: dict | None = None) -> int:
         """Load the optimizer, schedule, scaler and this process's random state of a checkpoint `state` (the model is
@@ -402,7 +433,7 @@ class Engine:
         from (`cfg.seed`, "dropout", rank) and return 0."""
         if state is None:
             torch.manual_seed(derive_seed(self.cfg.seed, "dropout", self.run.rank)); return 0
-        self.opt.load_state_dict(state["optimizer"]); self.sched.load_state_dict(state["scheduler"])
+        load_optimizer_state(self.opt, state["optimizer"]); self.sched.load_state_dict(state["scheduler"])
         if state.get("scaler"): self.scaler.load_state_dict(state["scaler"])
         rngs = state["rng"]
         set_rng_state(rngs[self.run.rank] if len(rngs) == self.run.world else rngs[0], self.run.device)
@@ -485,7 +516,7 @@ def finish(self: Engine, files: dict[str, dict]) -> nn.Module:
 # %% ../nbs/06b_engine.ipynb #4b3eb3b2
 @patch
 def update_async(self: Engine, stats: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, float]:
-    """`update` with nothing read on the host when the optimizer is fused (`make_optimizer` on CUDA): returns (global
+    """`update` with nothing read on the host when the engine's optimizer is fused (`Engine.fused`): returns (global
     stats, `bad` a 0-d bool tensor, the gradient norm a 0-d tensor, the learning rate the step used). The step is
     skipped when the statistics or the gradient are not finite, on the device, through the fused kernel's
     `found_inf`; a non-fused optimizer reads that flag instead. `bad` is `update`'s bad step (a non-finite statistic,
@@ -497,7 +528,7 @@ def update_async(self: Engine, stats: torch.Tensor) -> tuple[torch.Tensor, torch
     stats_ok, grads_ok = torch.isfinite(stats).all(), torch.isfinite(grad_norm)
     skip = ~(stats_ok & grads_ok)
     bad = ~stats_ok if self.run.use_scaler else skip
-    if self.opt.defaults.get("fused"):
+    if self.fused:
         self.opt.found_inf = skip.float()             # the fused kernel leaves everything as it was where found_inf is 1
         try: self.opt.step()
         finally: del self.opt.found_inf

@@ -142,6 +142,11 @@ def _loss_fn(eng: Engine, run, G: int):
         return o.loss * (len(labels) * run.world / G), torch.stack([o.loss.detach() * len(labels), (o.logits.argmax(-1) == labels).sum()])
     return loss_fn
 
+def _record(log: MetricsLog, step: int, stats: torch.Tensor, G: int, lr: float, grad_norm: float) -> dict:
+    "The record of a logged step: mean loss and accuracy over the global batch of G clips, lr, gradient norm, clips/s."
+    n, seconds = log.rate()
+    return dict(step=step, loss=(stats[0] / G).item(), acc=(stats[1] / G).item(), lr=lr, grad_norm=grad_norm, clips_per_s=n / seconds)
+
 # %% ../nbs/08_finetune.ipynb #f4d9a15b
 @torch.no_grad()
 def clip_accuracy(model: VimpacForVideoClassification, store, clip_len: int, classes: list[str] | None = None,
@@ -149,19 +154,20 @@ def clip_accuracy(model: VimpacForVideoClassification, store, clip_len: int, cla
     """Top-1 accuracy of `model` on the labelled `store` from one view per video, the centre view and the middle
     temporal crop of `clip_len` frames: the quick check `finetune` logs (`vimpac.evaluate` does §4.2's multi-view
     inference). `classes`: the model's class names, onto which the store's labels are mapped (a test store may hold
-    a subset of them; default: the store's own). Runs in eval mode and restores the mode after."""
+    a subset of them; default: the store's own). Runs in eval mode and restores the mode after; the hits are
+    counted on the model's device and read once."""
     classes = classes or list(store.classes)
     to_model = torch.tensor([classes.index(c) for c in store.classes])
     c, dev, was = model.config, next(model.parameters()).device, model.training
-    model.eval(); hits = 0
+    model.eval(); hits = torch.zeros((), dtype=torch.long, device=dev)      # read once, at the end
     keys, lengths, view = store.keys(), list(store.lengths), store.train_view
     for lo in range(0, len(keys), batch_size):
         clips = [take_clip(torch.from_numpy(store.clip(k, max(n - clip_len, 0) // 2, clip_len, view).astype("int64")),
                            0, clip_len, store.vocab_size) for k, n in zip(keys[lo:lo + batch_size], lengths[lo:lo + batch_size])]
         x, y = _collate([(t, 0) for t in clips], store.vocab_size, c.pad_id)[0], to_model[store.labels[lo:lo + batch_size]]
-        hits += (model(x.to(dev)).logits.argmax(-1).cpu() == y).sum().item()
+        hits += (model(x.to(dev)).logits.argmax(-1) == y.to(dev)).sum()
     model.train(was)
-    return hits / max(len(keys), 1)
+    return hits.item() / max(len(keys), 1)
 
 # %% ../nbs/08_finetune.ipynb #04602e99
 def finetune(store, model=None, cfg: FinetuneConfig | None = None, device=None, out=None, progress: bool = True,
@@ -172,6 +178,7 @@ def finetune(store, model=None, cfg: FinetuneConfig | None = None, device=None, 
     `classifier.pt`) or `model` from scratch; `new_head` allows a head of another class count. Each step draws,
     per video, one random spatial view of `cfg.views` and one random temporal crop of `cfg.clip_len` frames, keyed
     by (seed, epoch, video) (`LabelledClipDataset`); the loss is the model's (`ClassificationOutput.loss`).
+    The host reads the device at log and checkpoint steps only (`Engine.update_async`, `Engine.settle`).
     - `out`: the run folder: `metrics.jsonl`, `checkpoints/`, TensorBoard, and at the end `model.safetensors`,
       `config.json` (with `num_classes`), `finetune_config.json` (the settings, the tokenizer identity and the
       store's `fps`, which `vimpac-predict` decodes at) and `classes.json` (the class names, in order).
@@ -190,15 +197,14 @@ def finetune(store, model=None, cfg: FinetuneConfig | None = None, device=None, 
     eng = Engine(model, replace(cfg, lr=cfg.lr or finetune_lr(c)), steps, run)
     start = eng.restore(state)
     it, loss_fn = _clip_batches(store, cfg, c.pad_id, (G, micro, accum), run, start, steps), _loss_fn(eng, run, G)
-    log = MetricsLog(run, start, steps, resume, "fine-tune", progress)
+    log, pending = MetricsLog(run, start, steps, resume, "fine-tune", progress), []   # pending: steps not read yet
     for step in log:
-        stats, finite, grad_norm, lr = eng.update(eng.accumulate([next(it) for _ in range(accum)], loss_fn))
+        pending.append((step, *eng.update_async(eng.accumulate([next(it) for _ in range(accum)], loss_fn))))
         log.count(G)
-        if log.due(step, cfg.log_every, finite):
-            n, seconds = log.rate()
-            log.write(dict(step=step, loss=(stats[0] / G).item(), acc=(stats[1] / G).item(), lr=lr, grad_norm=grad_norm,
-                           clips_per_s=n / seconds), finite, show=("loss", "acc"))
-        eng.check_bad_steps(step, "fine-tuning")
+        if eng.read_due(step):                       # the host reads the device at log and checkpoint steps only
+            for s, stats, finite, grad_norm, lr in eng.settle(pending):
+                if log.due(s, cfg.log_every, finite): log.write(_record(log, s, stats, G, lr, grad_norm), finite, show=("loss", "acc"))
+                eng.check_bad_steps(s, "fine-tuning")
         eng.save(step + 1, CHECKPOINT["kind"], model_config=asdict(c), num_classes=model.num_classes, classes=classes,
                  finetune_config=asdict(cfg), tokenizer=tok)
     if test_store is not None and run.rank == 0: log.write(dict(step=steps, test_acc=clip_accuracy(model, test_store, cfg.clip_len, classes)))
