@@ -141,6 +141,7 @@ class GlobalBatchNorm1d(nn.BatchNorm1d):
     forward syncs). The statistics are computed in float32 (input of any float dtype, e.g. bf16 under autocast); the
     output has the input's dtype. Without a process group of more than one process it is a plain `BatchNorm1d`.
     Input (B, C) float."""
+    syncs_processes = True          # what `vimpac.model` looks for: a batch of one per process can train it
     def forward(self, x):
         if not (self.training and dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1):
             return super().forward(x)
@@ -421,7 +422,7 @@ class Engine:
         self.ddp = torch.nn.parallel.DistributedDataParallel(
             model, device_ids=[run.device.index] if run.device.type == "cuda" else None) if run.world > 1 else None
         self._fwd = self.ddp or model
-        if cfg.compile: self._fwd = torch.compile(self._fwd)
+        if cfg.compile: self._fwd = torch.compile(self._fwd, fullgraph=run.world == 1)   # one graph: a break is an error
         self.scaler = torch.amp.GradScaler(run.device.type, enabled=run.use_scaler)
         self.opt = make_optimizer(model, cfg, run.device, fused)
         self.sched = make_schedule(self.opt, steps, cfg.warmup_ratio)

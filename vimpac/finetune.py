@@ -123,10 +123,12 @@ def _resume_state(out, store, cfg: FinetuneConfig) -> dict:
     return state
 
 def _collate(items, pad_from: int, pad_to: int):
-    "(tokens int64 (B, T, h, w), labels int64 (B,)); the store's [PAD] (= V) becomes the model's (V + 1 for the authors' models)."
+    """(tokens int64 (B, T, h, w), labels int64 (B,), has [PAD]: a bool found on the host, which the model takes as
+    `has_pad`); the store's [PAD] (= V) becomes the model's (V + 1 for the authors' models)."""
     tokens, labels = torch.stack([t for t, _ in items]), torch.tensor([y for _, y in items])
-    if pad_from != pad_to: tokens[tokens == pad_from] = pad_to
-    return tokens, labels
+    pad = tokens == pad_from
+    if pad_from != pad_to: tokens[pad] = pad_to
+    return tokens, labels, bool(pad.any())
 
 def _clip_batches(store, cfg: FinetuneConfig, pad_id: int, plan: tuple, run, start: int, steps: int):
     "An iterator over this process's micro-batches (tokens, labels) from step `start`; `plan` is (G, micro, accum)."
@@ -135,10 +137,11 @@ def _clip_batches(store, cfg: FinetuneConfig, pad_id: int, plan: tuple, run, sta
     return iter(step_loader(data, batches, cfg, run.device, functools.partial(_collate, pad_from=store.vocab_size, pad_to=pad_id)))
 
 def _loss_fn(eng: Engine, run, G: int):
-    "One micro-batch's share of the global batch's mean loss, times the processes against DDP's average; and its stats."
+    """One micro-batch's share of the global batch's mean loss, times the processes against DDP's average; and its
+    stats. The model gets the loader's [PAD] flag, or none when compiled (one graph for every batch, chapter 04)."""
     def loss_fn(mb):
-        tokens, labels = (t.to(run.device, non_blocking=True) for t in mb)
-        o = eng.forward(tokens, labels)
+        tokens, labels = (t.to(run.device, non_blocking=True) for t in mb[:2])
+        o = eng.forward(tokens, labels, has_pad=None if eng.cfg.compile else mb[2])
         return o.loss * (len(labels) * run.world / G), torch.stack([o.loss.detach() * len(labels), (o.logits.argmax(-1) == labels).sum()])
     return loss_fn
 
@@ -164,8 +167,9 @@ def clip_accuracy(model: VimpacForVideoClassification, store, clip_len: int, cla
     for lo in range(0, len(keys), batch_size):
         clips = [take_clip(torch.from_numpy(store.clip(k, max(n - clip_len, 0) // 2, clip_len, view).astype("int64")),
                            0, clip_len, store.vocab_size) for k, n in zip(keys[lo:lo + batch_size], lengths[lo:lo + batch_size])]
-        x, y = _collate([(t, 0) for t in clips], store.vocab_size, c.pad_id)[0], to_model[store.labels[lo:lo + batch_size]]
-        hits += (model(x.to(dev)).logits.argmax(-1) == y.to(dev)).sum()
+        x, _, has_pad = _collate([(t, 0) for t in clips], store.vocab_size, c.pad_id)
+        y = to_model[store.labels[lo:lo + batch_size]]
+        hits += (model(x.to(dev), has_pad=has_pad).logits.argmax(-1) == y.to(dev)).sum()
     model.train(was)
     return hits.item() / max(len(keys), 1)
 

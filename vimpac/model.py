@@ -473,10 +473,12 @@ def _check_classes(labels, n: int, num_classes: int, device) -> torch.Tensor:
     return labels
 
 def _batchnorm_needs_two(head: nn.Module) -> bool:
-    "True when a batch of one cannot train `head`: it has BatchNorm and no process group to gather statistics over."
+    """True when a batch of one cannot train `head`: it has a BatchNorm that gathers no statistics over other processes
+    (a plain one, or a synchronised one, `nn.SyncBatchNorm` or the engine's `GlobalBatchNorm1d`, without a group)."""
     dist = torch.distributed
     multi = dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
-    return any(isinstance(m, nn.BatchNorm1d) or (isinstance(m, nn.SyncBatchNorm) and not multi) for m in head.modules())
+    bns = [m for m in head.modules() if isinstance(m, (nn.BatchNorm1d, nn.SyncBatchNorm))]
+    return any(not (multi and (isinstance(m, nn.SyncBatchNorm) or getattr(m, "syncs_processes", False))) for m in bns)
 
 # %% ../nbs/04_model.ipynb #08c42af7
 def label_positions(labels: torch.Tensor) -> torch.Tensor:
@@ -515,8 +517,8 @@ class VimpacForPreTraining(_Pretrained):
         self.token_head.apply(_init_weights); self.cls_head.apply(_init_weights)
 
     def convert_sync_batchnorm(self) -> "VimpacForPreTraining":
-        """Replace the CLS head's BatchNorm by `nn.SyncBatchNorm`, so that under DDP its statistics cover the global
-        batch (the head's BatchNorm: appendix A.2). State-dict keys are unchanged. Returns self."""
+        """The CLS head's BatchNorm as `nn.SyncBatchNorm` (appendix A.2), same state-dict keys; returns self. The kit's
+        loops use `vimpac.engine.sync_batchnorm` instead, whose BatchNorm reads nothing back on the host."""
         self.cls_head = nn.SyncBatchNorm.convert_sync_batchnorm(self.cls_head)
         return self
 
