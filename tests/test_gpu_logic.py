@@ -116,7 +116,8 @@ def _pairs(c, seed, pad):
 def test_compiled_step_is_one_graph_for_every_batch(monkeypatch):
     """The pre-training step (forward and backward of both losses) compiled on the CPU with inductor, `fullgraph=True`
     (no graph break): three micro-batches with different masked counts M, with and without [PAD], run on the graph
-    compiled for the first (a recompile is an error), and each loss equals eager's within 1e-5."""
+    compiled for the first (a recompile is an error), and each loss equals eager's within 1e-5 relative (fp32 sums in
+    another order: 4e-6 measured on this CPU)."""
     torch._dynamo.reset()
     monkeypatch.setattr(torch._dynamo.config, "error_on_recompile", False)
     c = VimpacConfig.from_preset("tiny", vocab_size=32, token_map=(4, 4), clip_len=3, dropout=0.0)
@@ -138,7 +139,7 @@ def test_compiled_step_is_one_graph_for_every_batch(monkeypatch):
             loss, _ = _loss_fn(eng, cfg, 1, 1)(mbs[0])
             loss.backward()
             ref, _ = _loss_fn(eager, eager.cfg, 1, 1)(mbs[0])
-            assert abs(loss.item() - ref.item()) < 1e-5, (i, loss.item(), ref.item())
+            assert abs(loss.item() - ref.item()) <= 1e-5 * abs(ref.item()), (i, loss.item(), ref.item())
             assert mbs[0][3] == pad
     finally:
         torch._dynamo.config.error_on_recompile = False

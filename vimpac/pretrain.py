@@ -186,7 +186,7 @@ def _loss_fn(eng: Engine, cfg: PretrainConfig, world: int, accum: int):
     count M is marked dynamic: one graph serves every batch (chapter 04, "Rows for the fused kernels")."""
     def loss_fn(mb):        # the token loss over the global batch's masked tokens, InfoNCE over all processes
         inputs, labels, positions, has_pad, m, n_masked = mb
-        if cfg.compile: torch._dynamo.mark_dynamic(positions, 0)
+        if cfg.compile: torch._dynamo.maybe_mark_dynamic(positions, 0)    # M: one graph for every count
         o = eng.forward(inputs, labels, n_masked, positions, has_pad=None if cfg.compile else has_pad)
         nce, cl_correct = info_nce_distributed(o.features[:m], o.features[m:], cfg.temperature)
         # DDP averages over processes: scaled by `world`, these sum to the one-process loss of the global batch
