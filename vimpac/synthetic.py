@@ -236,7 +236,8 @@ def pan_zoom(image: np.ndarray, num_frames: int, frame_size=128, start=(0.5, 0.5
 # %% ../nbs/06a_synthetic.ipynb #7b6f4fbb
 def write_video(frames: np.ndarray, path, fps: float = 8.0, codec: str = "libx264", crf: int = 18) -> Path:
     """Write uint8 RGB frames (T, H, W, 3) to a video file at `path` with PyAV (`codec`, yuv420p, quality `crf` for
-    libx264; H and W must be even for yuv420p). The file is written atomically. Returns the path. Raises
+    libx264, whose output is then the same bytes for the same frames; H and W must be even for yuv420p). The file is
+    written atomically. Returns the path. Raises
     `VimpacError` for frames of another shape or dtype, odd sizes, or an unknown codec."""
     frames = np.asarray(frames)
     if frames.ndim != 4 or frames.shape[-1] != 3 or frames.dtype != np.uint8 or len(frames) == 0:
@@ -250,8 +251,11 @@ def write_video(frames: np.ndarray, path, fps: float = 8.0, codec: str = "libx26
         with av.open(str(tmp), "w", format=path.suffix.lstrip(".") if path.suffix != ".mkv" else "matroska") as c:
             s = c.add_stream(codec, rate=Fraction(fps).limit_denominator(1000))
             s.width, s.height, s.pix_fmt = W, H, "yuv420p"
-            if codec == "libx264": s.options = {"crf": str(crf)}
-            for f in frames: c.mux(s.encode(av.VideoFrame.from_ndarray(f, format="rgb24")))
+            # one x264 thread and the conversion to yuv420p done before the encoder: otherwise the same frames gave
+            # 2-3 different files in 30 writes on the 2-core CI machine (and a flaky seeded-dataset check)
+            if codec == "libx264": s.options = {"crf": str(crf), "threads": "1"}
+            for f in frames:
+                c.mux(s.encode(av.VideoFrame.from_ndarray(np.ascontiguousarray(f), format="rgb24").reformat(format="yuv420p")))
             c.mux(s.encode())
     return path
 
