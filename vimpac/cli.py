@@ -63,6 +63,9 @@ def _checked(check):
 
 def _number(**bounds): return _checked(lambda s: check_number(None, s, **bounds))
 def _device(s: str) -> str: return _checked(lambda s: (check_device(s), s)[1])(s)
+def _micro_batch(s: str) -> int | None:
+    "An argparse `type=` for `--micro-batch-size`: `auto` (None: the most that fit a GPU, `plan_run`) or an integer >= 1."
+    return None if s.strip().lower() == "auto" else _number(integer=True, ge=1)(s)
 
 def _folder(s: str) -> str:
     "An argparse `type=`: a folder to write, new or existing, but not a file."
@@ -249,7 +252,8 @@ def pretrain_parser(raise_errors: bool = False) -> argparse.ArgumentParser:
     _loop_options(p, d, "passes over the store, instead of --steps")
     p.add_argument("--batch-size", type=_number(integer=True, ge=2), default=d.batch_size,
                    help="global clip pairs per update, at most the store's videos (paper: 1024)")
-    p.add_argument("--micro-batch-size", type=_number(integer=True, ge=1), default=None, help="clip pairs per process and forward pass")
+    p.add_argument("--micro-batch-size", type=_micro_batch, default=None,
+                   help="clip pairs per process and forward pass, or auto (default): the most that fit the GPU")
     p.add_argument("--lr", type=_number(gt=0), default=d.lr)
     p.add_argument("--clip-len", type=_number(integer=True, ge=1), default=d.clip_len, help="T, frames per clip")
     p.add_argument("--d-max", type=_number(ge=0), default=None, help="largest distance in seconds between the two clips (§5.2.2, Table 7)")
@@ -353,7 +357,8 @@ def finetune_parser(raise_errors: bool = False) -> argparse.ArgumentParser:
     _model_options(p, "from scratch only")
     _loop_options(p, d, "passes over the store, instead of --steps (paper: 22-50)")
     p.add_argument("--batch-size", type=_number(integer=True, ge=1), default=d.batch_size, help="global clips per update (paper: 128)")
-    p.add_argument("--micro-batch-size", type=_number(integer=True, ge=1), default=None, help="clips per process and forward pass")
+    p.add_argument("--micro-batch-size", type=_micro_batch, default=None,
+                   help="clips per process and forward pass, or auto (default): the most that fit the GPU")
     p.add_argument("--lr", type=_number(gt=0), default=None, help="default: 1e-4, 5e-5 for large_half (Table 12)")
     p.add_argument("--clip-len", type=_number(integer=True, ge=1), default=d.clip_len, help="T, frames per clip (paper: 10)")
     p.add_argument("--views", default=None, help=f"training views: a set ({', '.join(VIEW_SETS)}; default: the store's) or view names, checked against the store")
@@ -401,17 +406,18 @@ def _common(p, views_default, views_help):
                    "default, checked against the identity the run records)")
     p.add_argument("--batch-size", type=_number(integer=True, ge=1), default=32, help="clips per forward pass")
     p.add_argument("--device", type=_device, default=None, help="cpu, cuda or cuda:N (default: cuda when available)")
+    p.add_argument("--precision", default="auto", choices=PRECISIONS, help="autocast of the forward passes; auto: bf16 or fp16 on a GPU, fp32 on a CPU")
 
 # %% ../nbs/11_cli.ipynb #1f37c4b8
 def predict_videos(videos, checkpoint, views="3x10", fps=None, tokenizer=None, top: int = 5, batch_size: int = 32,
-                   device=None, progress: bool = True) -> tuple[list[dict], dict]:
+                   device=None, progress: bool = True, precision: str = "auto") -> tuple[list[dict], dict]:
     """`vimpac-predict` as a function: load the checkpoint folder (`load_run`) and its tokenizer (`run_tokenizer`),
     then `predict` the videos at `fps` (default: the run's record, else 2 with a warning). Returns (predictions, run
     info)."""
     dev = get_device(device)
     model, info = load_run(checkpoint, dev)
     tok = run_tokenizer(info, tokenizer, dev)
-    preds = predict(videos, model, tok, views, fps or info["fps"] or 2.0, info["classes"], top, batch_size, dev, progress)
+    preds = predict(videos, model, tok, views, fps or info["fps"] or 2.0, info["classes"], top, batch_size, dev, progress, precision)
     if fps is None and info["fps"] is None:
         warnings.warn(f"{checkpoint}: records no frame rate; sampled at 2 FPS (pass --fps, e.g. 4 for HMDB51, SSV2, Diving48)")
     return preds, info
@@ -425,7 +431,8 @@ def predict_main(argv=None):
     p.add_argument("--top", type=_number(integer=True, ge=1), default=5, help="classes to print per video")
     p.add_argument("--csv", default=None, help="also write the predictions to this CSV file")
     a = p.parse_args(argv)
-    preds, info = _run(p.prog, predict_videos, a.videos, a.checkpoint, a.views, a.fps, a.tokenizer, a.top, a.batch_size, a.device)
+    preds, info = _run(p.prog, predict_videos, a.videos, a.checkpoint, a.views, a.fps, a.tokenizer, a.top, a.batch_size, a.device,
+                       True, a.precision)
     for r in preds:
         print(r["path"])
         for i, (name, s) in enumerate(r["top"]): print(f"  {i + 1}. {s:.4f}  {name}")
@@ -435,7 +442,7 @@ def predict_main(argv=None):
 
 # %% ../nbs/11_cli.ipynb #4f86007e
 def features_of(inputs, checkpoint, out, views="1x10", fps=None, tokenizer=None, batch_size: int = 32, device=None,
-                progress: bool = True) -> Features:
+                progress: bool = True, precision: str = "auto") -> Features:
     """`vimpac-features` as a function: [CLS] features of one token store (a folder with `meta.json`) or of videos
     (`extract_features`, tokenized by the run's tokenizer), saved to `out` (safetensors). Raises `VimpacError` for a
     store given with other inputs, or a store built by another tokenizer than the run's."""
@@ -447,10 +454,10 @@ def features_of(inputs, checkpoint, out, views="1x10", fps=None, tokenizer=None,
     if stores:
         store, want = TokenStore(stores[0]), info["tokenizer"]
         check_store_tokenizer(store, want, checkpoint)
-        feats = extract_features(store, model, views=views, batch_size=batch_size, device=dev, progress=progress)
+        feats = extract_features(store, model, views=views, batch_size=batch_size, device=dev, progress=progress, precision=precision)
     else:
         tok = run_tokenizer(info, tokenizer, dev)
-        feats = extract_features(inputs, model, tok, views, fps or info["fps"] or 2.0, batch_size, dev, progress)
+        feats = extract_features(inputs, model, tok, views, fps or info["fps"] or 2.0, batch_size, dev, progress, precision)
     feats.save(out)
     return feats
 
@@ -463,12 +470,12 @@ def features_main(argv=None):
     p.add_argument("--fps", type=_number(gt=0), default=None, help="frames per second for videos (default: the run's, else 2)")
     a = p.parse_args(argv)
     if Path(a.out).is_dir(): p.error(f"argument --out: {a.out} is a folder; expected a file to write")
-    f = _run(p.prog, features_of, a.inputs, a.checkpoint, a.out, a.views, a.fps, a.tokenizer, a.batch_size, a.device)
+    f = _run(p.prog, features_of, a.inputs, a.checkpoint, a.out, a.views, a.fps, a.tokenizer, a.batch_size, a.device, True, a.precision)
     print(f"wrote {a.out}: {tuple(f.features.shape)[0]} videos x {tuple(f.features.shape)[1]} features ({f.views} views)")
 
 # %% ../nbs/11_cli.ipynb #5820a29e
 def _evaluation_figures(ev, out: Path, checkpoint, test_store, train, model, info, views, tokenizer, retrieval, batch_size,
-                        dev, progress, ftr=None, fte=None):
+                        dev, progress, ftr=None, fte=None, precision: str = "auto"):
     "`confusion.png` and, with a `train` store and `retrieval` > 0, `retrieval.png` in `out` (a failure of the latter warns)."
     m = ev.metrics
     plot_confusion(m["confusion"], ev.classes, out/"confusion.png",
@@ -478,8 +485,8 @@ def _evaluation_figures(ev, out: Path, checkpoint, test_store, train, model, inf
     if train is None or not retrieval: return
     train_store = TokenStore(train)
     if ftr is None:
-        ftr, fte = (extract_features(s, model, views=views or "1x10", batch_size=batch_size, device=dev, progress=progress)
-                    for s in (train_store, test_store))
+        ftr, fte = (extract_features(s, model, views=views or "1x10", batch_size=batch_size, device=dev, progress=progress,
+                                     precision=precision) for s in (train_store, test_store))
     try:
         tok = run_tokenizer(info, tokenizer, dev)
         plot_store_retrieval(fte, ftr, test_store, train_store, tok, retrieval, 5, 3, out/"retrieval.png",
@@ -490,7 +497,7 @@ def _evaluation_figures(ev, out: Path, checkpoint, test_store, train, model, inf
 # %% ../nbs/11_cli.ipynb #8b03b300
 def evaluate_run(checkpoint, test, train=None, probe=None, views=None, k: int = 20, temperature: float = 0.07,
                  weight_decay: float = 1e-4, out=None, retrieval: int = 4, tokenizer=None, batch_size: int = 32,
-                 device=None, progress: bool = True):
+                 device=None, progress: bool = True, precision: str = "auto"):
     """`vimpac-evaluate` as a function. Without `probe`: multi-view evaluation of the fine-tuned classifier of
     `checkpoint` on the labelled store `test` (`evaluate`, default views 3x10). With `probe` (one of `PROBES`):
     the frozen [CLS] features of `train` and `test` (`evaluate_probe`, default views 1x10, the centre crop of
@@ -502,14 +509,14 @@ def evaluate_run(checkpoint, test, train=None, probe=None, views=None, k: int = 
     test_store = TokenStore(test)
     ftr = fte = None
     if probe is None:
-        ev = evaluate(model, test_store, views or "3x10", batch_size, dev, info, progress)
+        ev = evaluate(model, test_store, views or "3x10", batch_size, dev, info, progress, precision)
     else:
         ev, ftr, fte = evaluate_probe(model, train, test_store, probe, views or "1x10", k, temperature, weight_decay,
-                                      batch_size, dev, info, progress)
+                                      batch_size, dev, info, progress, precision)
     if out is not None:
         ev.write(Path(out))
         _evaluation_figures(ev, Path(out), checkpoint, test_store, train, model, info, views, tokenizer, retrieval,
-                            batch_size, dev, progress, ftr, fte)
+                            batch_size, dev, progress, ftr, fte, precision)
     return ev
 
 # %% ../nbs/11_cli.ipynb #274dc8bb
@@ -529,6 +536,6 @@ def evaluate_main(argv=None):
     a = p.parse_args(argv)
     if a.probe and not a.train: p.error(f"argument --probe: {a.probe} needs --train STORE (the store it is fitted on)")
     ev = _run(p.prog, evaluate_run, a.checkpoint, a.test, a.train, a.probe, a.views, a.k, a.temperature, a.weight_decay,
-              a.out, a.retrieval, a.tokenizer, a.batch_size, a.device)
+              a.out, a.retrieval, a.tokenizer, a.batch_size, a.device, True, a.precision)
     print(ev.headline())
     if a.out: print(f"wrote {a.out}/metrics.json, predictions.csv, confusion.png" + (", retrieval.png" if (Path(a.out)/"retrieval.png").is_file() else ""))

@@ -13,6 +13,8 @@ import torch
 from torch import nn
 import torch.distributed as dist
 import torch.distributed.nn.functional as dist_nn
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.autograd.graph import saved_tensors_hooks
 from fastcore.basics import patch
 from tqdm.auto import tqdm
 from .utils import VimpacError, get_device, check_number, make_generator, derive_seed, atomic_path, write_json, read_json
@@ -20,13 +22,15 @@ from .utils import warmup_linear, load_torch_file
 from .model import VimpacConfig
 
 # %% auto #0
-__all__ = ['PRECISIONS', 'RUNTIME_FIELDS', 'GPU_PEAK_FLOPS', 'OPTIMIZER_IMPL_KEYS', 'TrainConfig', 'check_resume_settings',
-           'init_distributed', 'resolve_precision', 'Run', 'start_run', 'GlobalBatchNorm1d', 'batchnorm_sync',
-           'sync_batchnorm', 'peak_flops_for', 'peak_flops', 'choose_precision', 'device_capability', 'dist_backend',
-           'param_groups', 'make_optimizer', 'load_optimizer_state', 'make_schedule', 'plan_steps', 'batch_indices',
-           'StepBatches', 'step_loader', 'config_from_spec', 'check_store_tokenizer', 'check_run_tokenizer',
-           'list_checkpoints', 'load_checkpoint', 'latest_checkpoint', 'save_checkpoint', 'rng_state', 'set_rng_state',
-           'Engine', 'MetricsLog']
+__all__ = ['PRECISIONS', 'RUNTIME_FIELDS', 'GPU_PEAK_FLOPS', 'OPTIMIZER_IMPL_KEYS', 'MEMORY_MARGIN', 'RESERVED_BYTES',
+           'OPTIMIZER_BYTES_PER_PARAM', 'TrainConfig', 'check_resume_settings', 'init_distributed', 'resolve_precision',
+           'inference_precision', 'Run', 'start_run', 'GlobalBatchNorm1d', 'batchnorm_sync', 'sync_batchnorm',
+           'peak_flops_for', 'peak_flops', 'choose_precision', 'device_capability', 'dist_backend', 'param_groups',
+           'make_optimizer', 'load_optimizer_state', 'make_schedule', 'MemoryModel', 'device_memory', 'gib',
+           'saved_activation_bytes', 'memory_model', 'plan_steps', 'batch_indices', 'StepBatches', 'step_loader',
+           'plan_run', 'config_from_spec', 'check_store_tokenizer', 'check_run_tokenizer', 'list_checkpoints',
+           'load_checkpoint', 'latest_checkpoint', 'save_checkpoint', 'rng_state', 'set_rng_state', 'Engine',
+           'MetricsLog']
 
 # %% ../nbs/06b_engine.ipynb #240b8d9b
 @dataclass
@@ -40,7 +44,7 @@ class TrainConfig:
     steps: int = 300               # 0: no update (the initial model is returned)
     epochs: float | None = None    # instead of steps: passes over the store
     batch_size: int = 8            # global samples per update, at most one per video
-    micro_batch_size: int | None = None  # samples per process and forward; None: batch_size / processes
+    micro_batch_size: int | None = None  # samples per process and forward; None: auto (the most that fit a GPU, `plan_steps`)
     clip_len: int = 5              # T
     lr: float = 1e-3
     warmup_ratio: float = 0.05
@@ -110,6 +114,13 @@ def resolve_precision(precision: str, device: torch.device):
     bf16 runs several times slower than fp32, so neither is what a user asking for speed wants."""
     return choose_precision(precision, device.type, device_capability(device),
                             torch.cuda.get_device_name(device) if device.type == "cuda" else str(device))
+
+# %% ../nbs/06b_engine.ipynb #79deffa7
+def inference_precision(precision: str, device) -> torch.dtype | None:
+    """The autocast dtype in which evaluation and prediction run a model on `device` at `precision` (`PRECISIONS`), or
+    None for fp32: `auto` is bf16 on a GPU that has it, else fp16 (inference needs no scaler), and fp32 on a CPU. The
+    choice of `resolve_precision`, whose `VimpacError` it raises (fp16 or bf16 off a GPU)."""
+    return resolve_precision(precision, torch.device(device))[0]
 
 # %% ../nbs/06b_engine.ipynb #c6a00fa2
 @dataclass
@@ -274,13 +285,91 @@ def make_schedule(opt: torch.optim.Optimizer, steps: int, warmup_ratio: float) -
     "Linear warm-up over `warmup_ratio` of the `steps`, then linear decay to 0 (`warmup_linear`, Table 12)."
     return torch.optim.lr_scheduler.LambdaLR(opt, lambda s: warmup_linear(s, steps, warmup_ratio))
 
+# %% ../nbs/06b_engine.ipynb #ba9a8c08
+# The memory model's constants (predictions, see the prose above).
+MEMORY_MARGIN = 1.25               # x the saved activations: the backward's transient gradients, CUDA's fp32 LayerNorm
+RESERVED_BYTES = 2 * 2**30         # CUDA context, cuBLAS / cuDNN workspaces, the caching allocator's slack
+OPTIMIZER_BYTES_PER_PARAM = 16     # an fp32 weight, its gradient and AdamW's two moments
+
+@dataclass(frozen=True)
+class MemoryModel:
+    """Predicted peak device memory, in bytes, of one training step (forward, backward, AdamW) at a micro-batch of
+    `micro` samples: `fixed` + `micro` x `per_sample` (`memory_model`). A prediction from fake tensors."""
+    fixed: int
+    per_sample: int
+    def peak(self, micro: int) -> int: return self.fixed + micro * self.per_sample
+    def largest_micro(self, batch: int, device_bytes: int, least: int = 1) -> int:
+        "The largest divisor >= `least` of `batch` (a process's samples per step) whose `peak` fits `device_bytes`, else 0."
+        return max((d for d in range(least, batch + 1) if batch % d == 0 and self.peak(d) <= device_bytes), default=0)
+
+def device_memory(device) -> int | None:
+    "The free memory of a CUDA `device` in bytes (`torch.cuda.mem_get_info`); None elsewhere (host memory is not planned)."
+    device = torch.device(device)
+    return torch.cuda.mem_get_info(device)[0] if device.type == "cuda" else None
+
+def gib(n: float) -> str:
+    "Bytes as GiB, for messages: `gib(3 * 2**30)` is '3.0 GiB'."
+    return f"{n / 2**30:.1f} GiB"
+
+# %% ../nbs/06b_engine.ipynb #bb161478
+def saved_activation_bytes(model: nn.Module, make_inputs, n: int, amp_dtype: torch.dtype | None = None) -> int:
+    """Bytes of the tensors that `model`'s forward saves for backward on a micro-batch of `n` samples, counted on fake
+    tensors (`FakeTensorMode`: nothing is allocated, no value computed; seconds at the paper's sizes). `make_inputs(n)`
+    returns the forward's (args, kwargs), CPU tensors made inside the fake mode. The model runs in training mode as it
+    is (its `config.gradient_checkpointing` included), on fake CPU copies of its weights wherever it lives (the same
+    count, and the same tested path, for a model on a GPU), under the CPU's autocast to `amp_dtype` when given. Tensors
+    sharing storage count once; the parameters themselves do not (`memory_model` counts them)."""
+    with FakeTensorMode() as mode:
+        state = {k: torch.empty_strided(v.shape, v.stride(), dtype=v.dtype).requires_grad_(v.requires_grad)
+                 for k, v in [*model.named_parameters(), *model.named_buffers()]}
+    own = {v.untyped_storage()._cdata for v in state.values()}
+    kept = {}                                            # storage → (a tensor that keeps it alive, its bytes)
+    def pack(t):
+        s = t.untyped_storage()
+        if s._cdata not in own: kept[s._cdata] = (t, s.nbytes())
+        return t
+    was = model.training; model.train()
+    try:
+        with mode, saved_tensors_hooks(pack, lambda t: t), torch.autocast("cpu", amp_dtype or torch.bfloat16, enabled=amp_dtype is not None):
+            args, kwargs = make_inputs(n)
+            torch.func.functional_call(model, state, tuple(args), kwargs)
+    finally: model.train(was)
+    return sum(b for _, b in kept.values())
+
+def memory_model(model: nn.Module, make_inputs, amp_dtype: torch.dtype | None = None) -> MemoryModel:
+    """The `MemoryModel` of training `model` with AdamW: `per_sample` = the slope of `saved_activation_bytes` from 1 to
+    2 samples x `MEMORY_MARGIN`; `fixed` = its intercept + `OPTIMIZER_BYTES_PER_PARAM` per trainable parameter + the
+    buffers + `RESERVED_BYTES`."""
+    one, two = (saved_activation_bytes(model, make_inputs, n, amp_dtype) for n in (1, 2))
+    params = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    buffers = sum(b.numel() * b.element_size() for b in model.buffers())
+    return MemoryModel(RESERVED_BYTES + OPTIMIZER_BYTES_PER_PARAM * params + buffers + max(2 * one - two, 0),
+                       math.ceil(MEMORY_MARGIN * (two - one)))
+
 # %% ../nbs/06b_engine.ipynb #7b93ce1d
-def plan_steps(cfg: TrainConfig, num_videos: int, world: int) -> tuple[int, int, int, int]:
+def plan_steps(cfg: TrainConfig, num_videos: int, world: int, memory: MemoryModel | None = None,
+               device_bytes: int | None = None, sample: str = "sample", least: int = 1) -> tuple[int, int, int, int]:
     """(global batch G, micro-batch, accumulation steps, total steps) of a run over `num_videos` videos on `world`
     processes: G = min(`cfg.batch_size`, videos) = micro-batch x processes x accumulation steps, and `cfg.steps`, or
-    `cfg.epochs` passes of `num_videos // G` steps. Raises `VimpacError` when G is not divisible."""
+    `cfg.epochs` passes of `num_videos // G` steps. With a `memory` model and `device_bytes` (a GPU's free memory,
+    `device_memory`), `cfg.micro_batch_size=None` takes the largest micro-batch predicted to fit
+    (`MemoryModel.largest_micro`, at least `least` samples), and one given that is predicted not to fit warns; without
+    them it is G / processes. Raises `VimpacError` when G is not divisible, or when `least` samples are predicted not
+    to fit (auto only)."""
     G = min(cfg.batch_size, num_videos)
-    micro = cfg.micro_batch_size or max(1, G // world)
+    share, micro = max(1, G // world), cfg.micro_batch_size
+    if memory is not None and device_bytes is not None:
+        fit = memory.largest_micro(share, device_bytes, least)
+        if micro is None and fit == 0:
+            what = f"one {sample} is" if least == 1 else f"{least} {sample}s (the least a micro-batch takes) are"
+            raise VimpacError(f"micro-batch: {what} predicted to need {gib(least * memory.per_sample)} of activations, "
+                              f"and the step {gib(memory.fixed)} besides (weights, gradients, AdamW, reserve): more than "
+                              f"the {gib(device_bytes)} free on the GPU; use --gradient-checkpointing, shorter clips or a smaller preset")
+        if micro is not None and memory.peak(micro) > device_bytes:
+            warnings.warn(f"micro-batch {micro}: predicted to need {gib(memory.peak(micro))}, more than the {gib(device_bytes)} "
+                          f"free on the GPU (--micro-batch-size auto would take {fit or 'none: one does not fit'})")
+        micro = micro or fit
+    micro = micro or share
     if G % (world * micro):
         raise VimpacError(f"batch size {G} is not divisible by processes x micro-batch = {world} x {micro}")
     steps = cfg.steps if cfg.epochs is None else math.ceil(cfg.epochs * (num_videos // G))
@@ -318,6 +407,25 @@ def step_loader(dataset, sampler: StepBatches, cfg: TrainConfig, device, collate
     processes, pinned memory on a GPU. Its own generator keeps the global random stream (dropout) untouched."""
     return torch.utils.data.DataLoader(dataset, batch_sampler=sampler, num_workers=cfg.num_workers, collate_fn=collate_fn,
                                        pin_memory=torch.device(device).type == "cuda", generator=make_generator(cfg.seed))
+
+# %% ../nbs/06b_engine.ipynb #abc5f0f0
+def plan_run(cfg: TrainConfig, num_videos: int, run: Run, model: nn.Module, make_inputs,
+             sample: str = "sample", least: int = 1) -> tuple[int, int, int, int]:
+    """`plan_steps` for `run`. On a GPU (`device_memory` is not None) it is given the `memory_model` of `model` (its
+    forward on `make_inputs(n)`, see `saved_activation_bytes`, with `cfg.gradient_checkpointing` and the run's autocast
+    dtype) and the smallest free memory over the run's processes, so that every process takes the same micro-batch.
+    Elsewhere it is plain `plan_steps`. `least`: the smallest micro-batch the loss can take. Raises what `plan_steps` raises."""
+    free = device_memory(run.device)
+    if free is None: return plan_steps(cfg, num_videos, run.world, sample=sample, least=least)
+    if run.world > 1:
+        t = torch.tensor(free, device=run.device); dist.all_reduce(t, op=dist.ReduceOp.MIN); free = int(t)
+    c = getattr(model, "config", None)
+    was = getattr(c, "gradient_checkpointing", False)
+    if c is not None: c.gradient_checkpointing = cfg.gradient_checkpointing
+    try: memory = memory_model(model, make_inputs, run.amp_dtype)
+    finally:
+        if c is not None: c.gradient_checkpointing = was
+    return plan_steps(cfg, num_videos, run.world, memory, free, sample, least)
 
 # %% ../nbs/06b_engine.ipynb #96a49c6d
 def config_from_spec(model, store, clip_len: int) -> VimpacConfig:

@@ -21,7 +21,7 @@ from .video import CENTER_VIEW, iter_views
 from .tokenizer import load_tokenizer
 from .store import TokenStore, expand_inputs, video_key
 from .model import VimpacForPreTraining, VimpacForVideoClassification
-from .engine import check_store_tokenizer
+from .engine import check_store_tokenizer, inference_precision
 
 # %% auto #0
 __all__ = ['SPATIAL_CROPS', 'FEATURES_FORMAT', 'RUN_RECORDS', 'parse_views', 'temporal_starts', 'view_clips', 'output_field',
@@ -84,7 +84,8 @@ def pooled_views(fn, videos, batch_size: int = 32, progress: bool = False, total
     """Run `fn` on the clips of many videos, `batch_size` clips per call, and average its per-clip rows over each
     video's clips. `videos` is an iterable (a generator is fine: it is read once) of int64 clip tensors (n_i, T, h, w),
     one per video; `fn` maps clips (B, T, h, w) to float rows (B, F). Returns float32 (N, F) on the CPU, row i the
-    mean over video i's n_i clips. Clips of several videos share a call; memory holds one batch and the (N, F) sums.
+    mean over video i's n_i clips. Clips of several videos share a call; memory holds one batch and the (N, F) sums,
+    which stay where `fn` returns its rows (a GPU) and are read once, at the end: no host-device wait per batch.
     Raises `VimpacError` for `batch_size` < 1 or when `videos` is empty."""
     batch_size = check_number("batch_size", batch_size, integer=True, ge=1)
     sums = counts = None
@@ -92,12 +93,12 @@ def pooled_views(fn, videos, batch_size: int = 32, progress: bool = False, total
 
     def run(x, o):
         nonlocal sums, counts
-        y = fn(x).detach().float().cpu()
+        y = fn(x).detach().float()                         # on fn's device: the sums stay there
         if sums is None: sums, counts = y.new_zeros(max(n, 64), y.shape[1]), torch.zeros(max(n, 64))
         if n > len(sums):                                  # more videos than rows: double the buffers
             grow = max(n, 2 * len(sums)) - len(sums)
             sums, counts = torch.cat([sums, sums.new_zeros(grow, sums.shape[1])]), torch.cat([counts, counts.new_zeros(grow)])
-        sums.index_add_(0, o, y); counts.index_add_(0, o, torch.ones(len(o)))
+        sums.index_add_(0, o.to(y.device, non_blocking=True), y); counts.index_add_(0, o, torch.ones(len(o)))
 
     def flush(final: bool):
         nonlocal pend, owners, n_pend
@@ -112,23 +113,27 @@ def pooled_views(fn, videos, batch_size: int = 32, progress: bool = False, total
         if n_pend >= batch_size: flush(False)
     if n == 0: raise VimpacError("no video to run: the input is empty")
     if n_pend: flush(True)
-    return sums[:n] / counts[:n, None]
+    return sums[:n].cpu() / counts[:n, None]
 
 # %% ../nbs/08a_evaluate.ipynb #ffc8bd1c
 @torch.no_grad()
 def multiview_scores(model, videos, views="3x10", batch_size: int = 32, device=None, progress: bool = False,
-                     total: int | None = None) -> torch.Tensor:
+                     total: int | None = None, precision: str = "auto") -> torch.Tensor:
     """Class scores of each video by multi-view inference (§4.2): its spatial x temporal crops (`parse_views`) of
     T = `model.config.clip_len` frames each, through `model` in batches of `batch_size` clips (`pooled_views`), the
     softmax scores averaged over the views. `videos`: an iterable of dicts view name → integer tokens (L, h, w), one
     per video, holding at least the crops of `views`. `model` maps int64 tokens (B, T, h, w) to logits (B, C) (or an
-    output with `.logits`); it runs in eval mode on `device` (default: the model's). Returns float32 (N, C), rows
-    summing to 1. Raises `VimpacError` for bad `views` or `batch_size`, a video lacking a crop, no video."""
+    output with `.logits`); it runs in eval mode on `device` (default: the model's), under the autocast of `precision`
+    (`inference_precision`: bf16 on a recent GPU, fp32 on a CPU). Returns float32 (N, C), rows summing to 1. Raises
+    `VimpacError` for bad `views`, `batch_size` or `precision`, a video lacking a crop, no video."""
     crops, k = parse_views(views)
     c = model.config
     dev = get_device(device) if device is not None else next(model.parameters()).device
+    amp = inference_precision(precision, dev)
     was, model = model.training, model.to(dev).eval()
-    def fn(x): return F.softmax(output_field(model(x.to(dev)), "logits").float(), -1)
+    def fn(x):
+        with torch.autocast(dev.type, amp, enabled=amp is not None): logits = output_field(model(x.to(dev)), "logits")
+        return F.softmax(logits.float(), -1)
     try:
         return pooled_views(fn, (view_clips(v, c.clip_len, k, c.pad_id, crops) for v in videos), batch_size,
                             progress, total, "multi-view inference")
@@ -331,11 +336,11 @@ class Features:
                    opt("classes"), opt("paths"), meta.get("views", ""))
 
 # %% ../nbs/08a_evaluate.ipynb #87b84097
-def _cls_fn(model, dev):
-    "clips → [CLS] states (B, D) of `model`'s backbone (a classification or pre-training model, or a backbone)."
+def _cls_fn(model, dev, amp=None):
+    "clips → [CLS] states (B, D) of `model`'s backbone (a classification or pre-training model, or a backbone), under autocast to `amp`."
     backbone = getattr(model, "backbone", model)
     def fn(x):
-        out = backbone(x.to(dev))
+        with torch.autocast(dev.type, amp, enabled=amp is not None): out = backbone(x.to(dev))
         return out[1] if isinstance(out, tuple) else output_field(out, "cls")
     return fn
 
@@ -349,30 +354,32 @@ def _open_store(source):
 # %% ../nbs/08a_evaluate.ipynb #d2d08c79
 @torch.no_grad()
 def extract_features(source, model, tokenizer=None, views="1x10", fps: float = 2.0, batch_size: int = 32,
-                     device=None, progress: bool = True) -> Features:
+                     device=None, progress: bool = True, precision: str = "auto") -> Features:
     """[CLS] features of each video of `source` (§3.4's [CLS] state after the last layer) averaged over its `views`
     (`parse_views`), batched over views and videos (`pooled_views`). `source`: a `TokenStore` or store folder (keys,
     labels and classes come from it), or videos: files, folders or list files as `vimpac-tokenize` takes them, decoded
     at `fps` and tokenized by `tokenizer` at the model's frame size. `model`: a `VimpacForPreTraining`,
-    `VimpacForVideoClassification` or backbone. Returns `Features`. Raises `VimpacError` for a store whose tokens do not
-    fit the model or lacks a view, videos without a `tokenizer`, or a video that cannot be read."""
+    `VimpacForVideoClassification` or backbone, run under the autocast of `precision` (`inference_precision`). Returns
+    `Features` (float32). Raises `VimpacError` for a store whose tokens do not fit the model or lacks a view, videos
+    without a `tokenizer`, a video that cannot be read, or a `precision` the device lacks."""
     crops, k = parse_views(views)
     c = model.config
     dev = get_device(device) if device is not None else next(model.parameters()).device
+    amp = inference_precision(precision, dev)
     was, model = model.training, model.to(dev).eval()
     store = _open_store(source)
     try:
         if store is not None:
             check_store_for_model(store, model)
             clips = (view_clips(v, c.clip_len, k, c.pad_id, crops) for v in store_videos(store, crops))
-            feats = pooled_views(_cls_fn(model, dev), clips, batch_size, progress, len(store), "features")
+            feats = pooled_views(_cls_fn(model, dev, amp), clips, batch_size, progress, len(store), "features")
             labels, classes = (store_labels(store) if getattr(store, "labels", None) else (None, None))
             return Features(store.keys(), feats, labels, classes, None, str(views))
         if tokenizer is None: raise VimpacError("tokenizer: needed to tokenize videos (the one the checkpoint was trained with)")
         items = expand_inputs(source)
         size = _frame_size(model, tokenizer)
         clips = (view_clips(video_tokens(p, tokenizer, size, fps, crops), c.clip_len, k, c.pad_id, crops) for p, _ in items)
-        feats = pooled_views(_cls_fn(model, dev), clips, batch_size, progress, len(items), "features")
+        feats = pooled_views(_cls_fn(model, dev, amp), clips, batch_size, progress, len(items), "features")
         return Features([video_key(n) for _, n in items], feats, None, None, [str(p) for p, _ in items], str(views))
     finally: model.train(was)
 
@@ -470,11 +477,11 @@ def check_classes(model, info: dict | None, classes: list, where) -> None:
 # %% ../nbs/08a_evaluate.ipynb #d2f9a508
 @torch.no_grad()
 def predict(paths, model, tokenizer, views="3x10", fps: float = 2.0, classes=None, top: int = 5,
-            batch_size: int = 32, device=None, progress: bool = False) -> list[dict]:
+            batch_size: int = 32, device=None, progress: bool = False, precision: str = "auto") -> list[dict]:
     """Classify videos with multi-view inference (§4.2). `paths`: video files, folders or list files (as
     `vimpac-tokenize` takes them); each is decoded at `fps` and tokenized by `tokenizer` (the one the model was trained
     with) at the model's frame size, in the crops of `views`; the views of all videos go through `model` (a
-    `VimpacForVideoClassification`) `batch_size` clips at a time. Returns one dict per video: `path`, `key`, `top`
+    `VimpacForVideoClassification`) `batch_size` clips at a time, under the autocast of `precision`. Returns one dict per video: `path`, `key`, `top`
     (the `top` best (class name, score) pairs, names from `classes` or indices) and `scores` float (C,). Raises
     `VimpacError` for a model without a classifier, a tokenizer of another vocabulary, or a video that cannot be read."""
     if getattr(model, "num_classes", None) is None:
@@ -484,7 +491,7 @@ def predict(paths, model, tokenizer, views="3x10", fps: float = 2.0, classes=Non
     crops, _ = parse_views(views)
     size, items = _frame_size(model, tokenizer), expand_inputs(paths)
     vids = (video_tokens(p, tokenizer, size, fps, crops) for p, _ in items)
-    scores = multiview_scores(model, vids, views, batch_size, device, progress, len(items))
+    scores = multiview_scores(model, vids, views, batch_size, device, progress, len(items), precision)
     return [dict(path=str(p), key=video_key(n), top=t, scores=s)
             for (p, n), t, s in zip(items, top_classes(scores, classes, top), scores)]
 
@@ -518,17 +525,18 @@ class Evaluation:
 # %% ../nbs/08a_evaluate.ipynb #20598202
 @torch.no_grad()
 def evaluate(model, store, views="3x10", batch_size: int = 32, device=None, info: dict | None = None,
-             progress: bool = True) -> Evaluation:
+             progress: bool = True, precision: str = "auto") -> Evaluation:
     """Multi-view evaluation (§4.2) of the classifier `model` on the labelled token `store` (a `TokenStore` or its
     folder). `info` (`read_run`) adds the checks of the recorded class names and tokenizer. Raises `VimpacError`, in
-    one line, for a store without labels or lacking a view, tokens that do not fit the model, another tokenizer, or
-    a class count (or class names) other than the checkpoint's."""
+    one line, for a store without labels or lacking a view, tokens that do not fit the model, another tokenizer, a
+    class count (or class names) other than the checkpoint's, or a `precision` the device lacks (`multiview_scores`)."""
     store = _open_store(store) or TokenStore(store)
     labels, classes = store_labels(store)
     check_classes(model, info, classes, store.path)
     check_store_for_model(store, model)
     _check_store_tokenizer(store, info)
-    scores = multiview_scores(model, store_videos(store, parse_views(views)[0]), views, batch_size, device, progress, len(store))
+    scores = multiview_scores(model, store_videos(store, parse_views(views)[0]), views, batch_size, device, progress,
+                              len(store), precision)
     return Evaluation(store.keys(), labels, scores, classes, str(views), "classifier")
 
 # %% ../nbs/08a_evaluate.ipynb #b8cd7505
@@ -549,7 +557,7 @@ def match_classes(train_classes, test_classes, test_labels, where="test store") 
 @torch.no_grad()
 def evaluate_probe(model, train, test, probe: str = "knn", views="1x10", k: int = 20, temperature: float = 0.07,
                    weight_decay: float = 1e-4, batch_size: int = 32, device=None, info: dict | None = None,
-                   progress: bool = True) -> tuple[Evaluation, Features, Features]:
+                   progress: bool = True, precision: str = "auto") -> tuple[Evaluation, Features, Features]:
     """Frozen-feature check of a pre-trained (or fine-tuned) backbone: [CLS] features of the labelled stores `train`
     and `test` (`extract_features` over `views`), then `probe_scores` (`"linear"` or `"knn"`, k and temperature for
     the kNN, weight decay for the probe). Returns (`Evaluation`, train `Features`, test `Features`). Raises
@@ -560,7 +568,8 @@ def evaluate_probe(model, train, test, probe: str = "knn", views="1x10", k: int 
     (ytr, ctr), (yte, cte) = (store_labels(s) for s in stores)
     yte = match_classes(ctr, cte, yte, stores[1].path)
     for s in stores: check_store_for_model(s, model); _check_store_tokenizer(s, info)
-    ftr, fte = (extract_features(s, model, views=views, batch_size=batch_size, device=device, progress=progress) for s in stores)
+    ftr, fte = (extract_features(s, model, views=views, batch_size=batch_size, device=device, progress=progress,
+                                 precision=precision) for s in stores)
     scores = probe_scores(probe, ftr.features, ytr, fte.features, len(ctr), k, temperature, weight_decay)
     name = "linear probe" if probe == "linear" else f"kNN (k={k}, T={temperature:g})"
     return Evaluation(fte.keys, yte, scores, list(ctr), str(views), name), ftr, fte

@@ -14,7 +14,7 @@ from torch import nn
 from .utils import VimpacError, check_number, read_json
 from .model import VimpacConfig, VimpacForVideoClassification
 from .data import LabelledClipDataset, take_clip
-from .engine import (TrainConfig, Engine, MetricsLog, StepBatches, start_run, plan_steps, step_loader,
+from .engine import (TrainConfig, Engine, MetricsLog, StepBatches, start_run, plan_run, step_loader,
                            check_resume_settings, latest_checkpoint, config_from_spec, check_store_tokenizer,
                            check_run_tokenizer)
 
@@ -173,6 +173,12 @@ def clip_accuracy(model: VimpacForVideoClassification, store, clip_len: int, cla
     model.train(was)
     return hits.item() / max(len(keys), 1)
 
+# %% ../nbs/08_finetune.ipynb #11fe76f9
+def _memory_inputs(c: VimpacConfig, cfg: FinetuneConfig):
+    "`n` labelled clips as `plan_run` counts them (fake tensors): T x h x w tokens and a class each."
+    def make(n): return (torch.zeros(n, cfg.clip_len, *c.token_map, dtype=torch.long), torch.zeros(n, dtype=torch.long)), dict(has_pad=False)
+    return make
+
 # %% ../nbs/08_finetune.ipynb #04602e99
 def finetune(store, model=None, cfg: FinetuneConfig | None = None, device=None, out=None, progress: bool = True,
              resume: bool = False, init=None, official=None, new_head: bool = False, test_store=None
@@ -190,14 +196,14 @@ def finetune(store, model=None, cfg: FinetuneConfig | None = None, device=None, 
       videos, whose `clip_accuracy` is logged at the end as `test_acc`. Returns the model (eval mode) and the records.
     Raises `VimpacError`, before anything is written, for a store (or test store) without labels, a test store with
     classes the train store lacks, a head of another class count without `new_head`, a store of another
-    vocabulary or tokenizer, the errors of `start_run` and `plan_steps`, and too many bad steps in a row."""
+    vocabulary or tokenizer, the errors of `start_run` and `plan_run`, and too many bad steps in a row."""
     cfg = cfg or FinetuneConfig()
     run = start_run(out, resume, device, cfg.precision)
     classes, tok = check_labelled(store, test_store), store.tokenizer_id
     state = _resume_state(run.out, store, cfg) if resume else None
     if state is None: model = finetune_model(store, model, cfg.clip_len, init, official, new_head, cfg.seed)
     else: model = VimpacForVideoClassification(VimpacConfig(**state["model_config"]), state["num_classes"]); model.load_state_dict(state["model"])
-    c, (G, micro, accum, steps) = model.config, plan_steps(cfg, len(store), run.world)
+    G, micro, accum, steps = plan_run(cfg, len(store), run, model, _memory_inputs(c := model.config, cfg), "clip")
     eng = Engine(model, replace(cfg, lr=cfg.lr or finetune_lr(c)), steps, run)
     start = eng.restore(state)
     it, loss_fn = _clip_batches(store, cfg, c.pad_id, (G, micro, accum), run, start, steps), _loss_fn(eng, run, G)

@@ -14,6 +14,7 @@ import torch
 from torch import nn
 import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
+from torch._subclasses.fake_tensor import is_fake
 from einops import rearrange
 from fastcore.basics import patch
 from .utils import (VimpacError, VimpacDeprecationWarning, IGNORE_INDEX, save_weights, load_weights, renamed_kwargs)
@@ -232,8 +233,9 @@ def _refuse_any(bad: torch.Tensor, message) -> None:
     is a plain check. On a GPU it is `torch._assert_async` instead: a device-side assertion that does not make the host
     wait for the GPU (issue 13: no host-device synchronisation in a training step), so a bad id stops the process
     with a CUDA assertion error a few kernels later rather than with the one-line message; the same input on the
-    CPU gives the message. Skipped while `torch.compile` traces, and on the `meta` device (shapes only, no values)."""
-    if torch.compiler.is_compiling() or bad.device.type == "meta": return     # tracing, or no values to check
+    CPU gives the message. Skipped while `torch.compile` traces, on the `meta` device and on fake tensors (shapes only,
+    no values: e.g. `vimpac.engine.memory_model`)."""
+    if torch.compiler.is_compiling() or bad.device.type == "meta" or is_fake(bad): return     # no values to check
     if bad.is_cuda: torch._assert_async(~bad.any()); return
     if bool(bad.any()): raise VimpacError(message())
 

@@ -6,7 +6,7 @@ Docs: https://vimpac.github.io/vimpac/pretrain.html.md"""
 
 # %% ../nbs/07_pretrain.ipynb #688c95fb
 from __future__ import annotations
-import warnings
+import math, warnings
 from dataclasses import dataclass, asdict
 from pathlib import Path
 import torch
@@ -17,13 +17,14 @@ from .masking import block_mask, block_mask_from_uniform, blocks_for_ratio, appl
 from .model import PRESETS, VimpacConfig, VimpacForPreTraining, model_flops, label_positions
 from .losses import info_nce, info_nce_distributed, pretraining_loss
 from .data import ClipPairDataset
-from .engine import (TrainConfig, Engine, MetricsLog, StepBatches, start_run, plan_steps, step_loader, batch_indices,
+from .engine import (TrainConfig, Engine, MetricsLog, StepBatches, start_run, plan_run, step_loader, batch_indices,
                            check_resume_settings, latest_checkpoint, peak_flops, config_from_spec, _norm,
-                           check_store_tokenizer, check_run_tokenizer)
+                           check_store_tokenizer, check_run_tokenizer, inference_precision)
 from .engine import PRECISIONS, list_checkpoints, param_groups  # noqa: F401 (re-exported: the CLI, the chapter's checks)
 
 # %% auto #0
-__all__ = ['CHECKPOINT_FIELDS', 'CHECKPOINT', 'PretrainConfig', 'mask_clip_pairs', 'log_record', 'pretrain', 'evaluate_masking']
+__all__ = ['CHECKPOINT_FIELDS', 'CHECKPOINT', 'EVAL_MICRO_BATCH', 'PretrainConfig', 'mask_clip_pairs', 'log_record', 'pretrain',
+           'evaluate_masking']
 
 # %% ../nbs/07_pretrain.ipynb #b9637bec
 @dataclass
@@ -195,6 +196,15 @@ def _loss_fn(eng: Engine, cfg: PretrainConfig, world: int, accum: int):
         return loss, torch.stack([o.loss.detach() * n_masked.clamp_min(1), correct, nce.detach(), cl_correct])
     return loss_fn
 
+# %% ../nbs/07_pretrain.ipynb #bb4cc5e8
+def _memory_inputs(c: VimpacConfig, cfg: PretrainConfig):
+    """`n` clip pairs as `plan_run` counts them (fake tensors): 2n clips of T x h x w tokens, their labels, and
+    `cfg.mask_ratio` of the tokens as labelled positions."""
+    def make(n):
+        x = torch.zeros(2 * n, cfg.clip_len, *c.token_map, dtype=torch.long)
+        return (x, torch.zeros_like(x)), dict(label_positions=torch.arange(math.ceil(cfg.mask_ratio * x.numel())), has_pad=False)
+    return make
+
 # %% ../nbs/07_pretrain.ipynb #a1b2c3d5
 def pretrain(store, model: VimpacForPreTraining | VimpacConfig | dict | str | None = None, cfg: PretrainConfig | None = None,
              device=None, out=None, progress: bool = True, resume: bool = False, init=None) -> tuple[VimpacForPreTraining, list[dict]]:
@@ -219,7 +229,7 @@ def pretrain(store, model: VimpacForPreTraining | VimpacConfig | dict | str | No
     state = _resume_state(run.out, store, model, cfg) if resume else None
     model = _pretrain_model(store, model, cfg, state, init)
     c, world = model.config, run.world
-    G, micro, accum, steps = plan_steps(cfg, len(store), world)
+    G, micro, accum, steps = plan_run(cfg, len(store), run, model, _memory_inputs(c, cfg), "clip pair", -(-2 // world))
     eng = Engine(model, cfg, steps, run)
     start = eng.restore(state)
     it = _pair_batches(store, cfg, c, (G, micro, accum), run, start, steps)
@@ -239,26 +249,42 @@ def pretrain(store, model: VimpacForPreTraining | VimpacConfig | dict | str | No
     return eng.finish({"pretrain_config.json": dict(asdict(cfg), tokenizer=store.tokenizer_id, fps=store.fps)}), log.history
 
 # %% ../nbs/07_pretrain.ipynb #72ebd7bb
+EVAL_MICRO_BATCH = 64      # clip pairs per forward in `evaluate_masking` when the config sets no micro-batch
+
 @torch.no_grad()
 def evaluate_masking(model: VimpacForPreTraining, store, cfg: PretrainConfig | None = None, batches: int = 10,
-                     seed: int = 1234) -> dict:
+                     seed: int = 1234, micro_batch_size: int | None = None) -> dict:
     """Mask accuracy of `model` on `batches` batches of block-masked clip pairs from `store` (eval mode, masks and
     clips drawn from `seed`), and the accuracy of always predicting the store's most frequent code on the same
-    masked tokens. Returns `mask_acc`, `majority_acc`, `cl_acc`, `masked_tokens`."""
+    masked tokens. Each batch of `cfg.batch_size` pairs is masked at once, then goes through the model
+    `micro_batch_size` pairs at a time (default: `cfg.micro_batch_size`, else `EVAL_MICRO_BATCH`) under the autocast
+    of `cfg.precision` (`inference_precision`: bf16 on a recent GPU, fp32 on a CPU); the InfoNCE accuracy is the whole
+    batch's. The counts are summed on the device and read once. Returns `mask_acc`, `majority_acc`, `cl_acc`,
+    `masked_tokens`. Raises `VimpacError` for a `micro_batch_size` below 1 or a precision the device lacks."""
     cfg = cfg or PretrainConfig()
     device = next(model.parameters()).device
+    amp = inference_precision(cfg.precision, device)
+    micro = micro_batch_size if micro_batch_size is not None else cfg.micro_batch_size or EVAL_MICRO_BATCH
+    micro = check_number("micro_batch_size", micro, integer=True, ge=1)
     was = model.training; model.eval()
     majority = int(store.code_counts().argmax())
     data = ClipPairDataset(store, cfg.clip_len, pad_id=model.config.pad_id, seed=seed)
     gen = make_generator(derive_seed(seed, "eval-masks"), device)
-    hits = maj = total = 0; cl = []
-    for b in range(batches):
-        data.set_epoch(b)
-        pairs = data.batch(batch_indices(len(store), cfg.batch_size, b, seed)).to(device)
-        n = len(pairs)
-        o = model(*mask_clip_pairs(pairs, model.config, cfg, gen)[:2])
-        hits += (o.logits.argmax(-1) == o.targets).sum().item()
-        maj += (o.targets == majority).sum().item(); total += len(o.targets)
-        cl.append(info_nce(o.features[:n], o.features[n:], cfg.temperature)[1].item())
-    model.train(was)
-    return dict(mask_acc=hits / max(total, 1), majority_acc=maj / max(total, 1), cl_acc=sum(cl) / len(cl), masked_tokens=total)
+    sums = torch.zeros(4, dtype=torch.float64, device=device)   # token hits, majority hits, masked tokens, InfoNCE accuracy
+    try:
+        for b in range(batches):
+            data.set_epoch(b)
+            pairs = data.batch(batch_indices(len(store), cfg.batch_size, b, seed)).to(device)
+            inputs, labels, _ = mask_clip_pairs(pairs, model.config, cfg, gen)   # [c_1..c_n, c'_1..c'_n]
+            feats = []
+            for lo in range(0, len(pairs), micro):                              # pairs lo.. of both halves
+                x, y = (t.unflatten(0, (2, -1))[:, lo:lo + micro].flatten(0, 1) for t in (inputs, labels))
+                with torch.autocast(device.type, amp, enabled=amp is not None): o = model(x, y)
+                sums[:3] += torch.stack([(o.logits.argmax(-1) == o.targets).sum(), (o.targets == majority).sum(),
+                                         torch.tensor(len(o.targets), device=device)])
+                feats.append(o.features.unflatten(0, (2, -1)))
+            f = torch.cat(feats, 1)
+            sums[3] += info_nce(f[0], f[1], cfg.temperature)[1]
+    finally: model.train(was)
+    hits, maj, total, cl = sums.tolist()
+    return dict(mask_acc=hits / max(total, 1), majority_acc=maj / max(total, 1), cl_acc=cl / batches, masked_tokens=int(total))
