@@ -9,12 +9,14 @@ positions and the [PAD] flag from the host, forward and backward of the token lo
 
 Run it on two commits (a worktree of the older one on PYTHONPATH) to see what a change to the model saved.
 """
-import argparse, inspect, json, logging, os, sys, time
+import argparse, json, logging, os, sys, time
 from pathlib import Path
 os.environ.setdefault("TORCHINDUCTOR_FORCE_DISABLE_CACHES", "1")   # a cached graph skips the codegen that counts
 import torch
 import torch.utils._pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_utils import pretrain_batch, pretrain_loss_fn, to_device  # noqa: E402
 
 VIEWS = {"view", "_unsafe_view", "permute", "expand", "slice", "select", "unbind", "t", "transpose", "split",
          "split_with_sizes", "detach", "alias", "unsqueeze", "squeeze", "as_strided", "unflatten", "_reshape_alias",
@@ -49,22 +51,17 @@ class EagerBytes(TorchDispatchMode):
 
 
 def make_step(preset: str, token_map: int, clip_len: int, videos: int, seed: int = 0):
-    "(model, step function) of the pre-training objective on random clip pairs masked as the loader masks them."
-    from vimpac.model import VimpacConfig, VimpacForPreTraining, label_positions
-    from vimpac.losses import info_nce, pretraining_loss
-    from vimpac.masking import block_mask, blocks_for_ratio, apply_mask
+    """(model, step function) of the pre-training objective on random clip pairs masked on the host as the loader
+    masks them: `step(m)` runs forward and backward of `bench_utils.pretrain_loss_fn` (the loop's loss) with `m`, the
+    model or its compiled wrapper."""
+    from vimpac.model import VimpacConfig, VimpacForPreTraining
     torch.manual_seed(seed)
     c = VimpacConfig.from_preset(preset, vocab_size=8192, token_map=(token_map, token_map), clip_len=clip_len)
     model = VimpacForPreTraining(c).train()
-    clips = torch.randint(0, 8192, (2 * videos, clip_len, token_map, token_map))
-    mask = block_mask(clips.shape, blocks_for_ratio(clip_len, token_map, token_map, 0.15), generator=torch.Generator().manual_seed(seed))
-    inputs, labels = apply_mask(clips, mask, c.mask_id, c.pad_id)
-    positions = label_positions(labels)
-    extra = dict(has_pad=False) if "has_pad" in inspect.signature(model.forward).parameters else {}
+    mb = to_device(pretrain_batch(c, videos, seed), "cpu")
+    loss = pretrain_loss_fn(model)
     def step(m):
-        o = m(inputs, labels, None, positions, **extra)
-        nce, _ = info_nce(o.features[:videos], o.features[videos:])
-        pretraining_loss(o.loss, nce).backward()
+        loss(m, mb).backward()
     return model, step
 
 
