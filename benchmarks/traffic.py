@@ -31,7 +31,7 @@ def is_matmul(name: str) -> bool:
 
 
 class EagerBytes(TorchDispatchMode):
-    "Sums, per aten op, the bytes of its tensor inputs and outputs (views and allocations cost nothing)."
+    "Sums, per aten op, the bytes of its tensor inputs and outputs (views, allocations and metadata queries cost nothing)."
     def __init__(self):
         super().__init__()
         self.ops = {}
@@ -39,7 +39,8 @@ class EagerBytes(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
         name = func.overloadpacket.__name__
-        if name not in VIEWS:
+        outs = [t for t in pytree.tree_leaves(out) if isinstance(t, torch.Tensor)]
+        if name not in VIEWS and outs:           # no tensor out: metadata (a fake tensor's `device`, sizes), no traffic
             leaves = pytree.tree_leaves((args, kwargs, out))
             n = sum(t.numel() * t.element_size() for t in leaves if isinstance(t, torch.Tensor))
             self.ops[name] = self.ops.get(name, 0) + n
