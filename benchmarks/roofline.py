@@ -141,6 +141,17 @@ def count(preset: str, workload: str = "pretrain", precision: str = "bf16", samp
                 flops_by_op={str(k): v / samples for k, v in flops.get_flop_counts()["Global"].items()})
 
 
+def kit_flops(preset: str, workload: str) -> float | None:
+    """The kit's own formula for the FLOPs of a pre-training video (2 x `vimpac.model.model_flops` of a clip at the
+    workload's size), the count's cross-check; None for fine-tuning (its formula has the pre-training heads) or a kit
+    without it."""
+    try: from vimpac.model import VimpacConfig, model_flops
+    except ImportError: return None
+    if workload != "pretrain": return None
+    w = WORKLOADS[workload]
+    return 2 * model_flops(VimpacConfig.from_preset(preset, clip_len=w["clip_len"], token_map=(w["token_map"],) * 2), w["clip_len"])
+
+
 def compiled_ratios(folder=HERE / "results") -> dict:
     """{preset: (compiled / eager memory-bound bytes, file name, token map, T)} from the `traffic_*.json` files in
     `folder` that have a compiled count."""
@@ -192,6 +203,7 @@ def roofline(presets=PRESET_ORDER, workloads=tuple(WORKLOADS), precision: str = 
         for p in presets:
             c = count(p, wl, precision)
             ratio, source = pick_ratio(p, ratios)
+            c["kit_flops"] = kit_flops(p, wl)
             row = dict(preset=p, workload=wl, sample=WORKLOADS[wl]["sample"], precision=precision, **c,
                        compiled_memory_bytes=c["memory_bytes"] * ratio, compiled_ratio=ratio, compiled_ratio_source=source,
                        micro_batch=micro, memory_at_micro_batch=None if micro is None else training_memory(c["params"], c["saved_bytes"], micro))
@@ -234,6 +246,10 @@ def main(argv=None) -> int:
           f"{a.precision}; matmul efficiency {MATMUL_EFFICIENCY}, memory efficiency {MEMORY_EFFICIENCY}")
     print(table(rows))
     for src in sorted({r["compiled_ratio_source"] for r in rows}): print("compiled memory-bound bytes = eager x", src)
+    for r in rows:
+        if r.get("kit_flops"):
+            print(f"{r['preset']} {r['workload']}: counted {r['flops'] / 1e9:.1f} GFLOP, vimpac.model.model_flops "
+                  f"{r['kit_flops'] / 1e9:.1f} ({100 * (r['flops'] / r['kit_flops'] - 1):+.1f}%)")
     if a.out:
         a.out.parent.mkdir(parents=True, exist_ok=True)
         a.out.write_text(json.dumps(dict(torch=torch.__version__, precision=a.precision, gpus=GPUS,
