@@ -72,12 +72,15 @@ def compiled_bytes(model, step) -> dict:
     torch._dynamo.reset()
     metrics.reset()
     torch._logging.set_logs(inductor_metrics=True)      # makes inductor count bytes as it generates code
-    quiet = logging.getLogger("torch._inductor.compile_fx.__inductor_metrics")
-    quiet.handlers, quiet.propagate = [logging.NullHandler()], False   # counted, not printed
+    # counted, not printed: a logger's filter drops its records before any handler or parent sees them (torch resets
+    # the artifact logger's handlers and propagation when inductor is imported and when logs are set)
+    quiet, drop = logging.getLogger("torch._inductor.compile_fx.__inductor_metrics"), (lambda record: False)
+    quiet.addFilter(drop)
     try:
         step(torch.compile(model, fullgraph=True))
     finally:
         torch._logging.set_logs()
+        quiet.removeFilter(drop)
     out = dict(matmul=0, memory=0)
     for node, n4 in metrics.nodes_num_elem:             # (scheduler node, bytes // 4)
         name = getattr(node.node, "python_kernel_name", None) or "" if type(node).__name__.startswith("Extern") else ""
