@@ -15,16 +15,20 @@ dtypes, no values, no memory, seconds per preset):
   `vimpac.model.model_flops`.
 - bytes: every aten op's tensor inputs and outputs (`traffic.EagerBytes`; views, allocations and metadata are free),
   split by `traffic.is_matmul` into matmul-like kernels and the memory-bound rest: what eager mode moves.
-- precision: bf16 autocast, the GPU default. Autocast runs on fake CPU tensors with the CPU's autocast policy, a
-  stand-in for CUDA's: an op that autocast runs in bf16 counts 2 bytes per element, its fp32 inputs' casts count
-  too, and what stays fp32 (the CLS head, the InfoNCE, the losses) counts 4. CUDA's policy also keeps LayerNorm and
-  softmax in fp32 where the CPU's runs them in bf16, so CUDA moves somewhat more than counted here (`--precision fp32`
-  gives the fp32 count, the upper bound). Attention is counted as the math path the CPU takes with dropout (scores,
-  softmax and dropout materialised); a fused flash kernel on the GPU moves less.
+- precision: bf16 autocast, the GPU default. Autocast runs on fake CPU tensors with the CPU's autocast policy, and
+  `GpuStandIns` adds CUDA's fp32 list (LayerNorm, softmax, the losses run in fp32 under CUDA's autocast; `CUDA_FP32`):
+  a tensor autocast makes bf16 counts 2 bytes per element, its casts are counted, and what stays fp32 (the residual
+  stream after LayerNorm, the CLS head, the InfoNCE, the losses) counts 4. `--precision fp32` gives the fp32 count.
+- attention: each `scaled_dot_product_attention` is counted as one fused kernel (`_FusedAttention`: flash or
+  memory-efficient attention on a GPU reads q, k, v and writes the output and its log-sum-exp, and the reverse in
+  backward), not as the math path the CPU runs with dropout (scores, softmax and dropout masks materialised).
+  `--path cpu` counts what the CPU runs instead (then the count is `traffic.py`'s eager count on real tensors).
 - compiled: inductor's byte count after fusion cannot run per preset in a test's time, so the memory-bound bytes of
   the compiled step are eager's times a measured ratio, compiled / eager memory-bound bytes, read from a
   `benchmarks/results/traffic_<preset>_cpu.json` written by `traffic.py` (fp32, the preset's own file, else Small's,
-  else any); the output names the file and the ratio used. Matmul-like bytes are taken as unchanged.
+  else any); the output names the file and the ratio used. Matmul-like bytes are taken as unchanged. The ratio was
+  measured on the CPU's path (math attention, fp32), whose attention internals inductor fuses too; applied to the
+  GPU path's count it assumes the rest fuses in the same proportion.
 
 The time model of one sample on a GPU (`predict`): matmul-like kernels at max(FLOPs / (peak x MATMUL_EFFICIENCY),
 bytes / (bandwidth x MEMORY_EFFICIENCY)), plus memory-bound bytes / (bandwidth x MEMORY_EFFICIENCY); FLOPs outside
@@ -37,6 +41,9 @@ micro-batch; the allocator's slack and the transient peak of the backward are no
 import argparse, contextlib, json, sys
 from pathlib import Path
 import torch
+import torch.nn.functional as F
+import torch.utils._pytree as pytree
+from torch.overrides import TorchFunctionMode
 from torch.utils.flop_counter import FlopCounterMode
 
 HERE = Path(__file__).resolve().parent
@@ -93,7 +100,10 @@ class SavedBytes:
     def __init__(self, exclude=()):
         self.seen, self.keep, self.total = {s.untyped_storage()._cdata for s in exclude}, [], 0
 
+    paused = False
+
     def pack(self, t):
+        if self.paused: return t
         s = t.untyped_storage()
         if s._cdata not in self.seen:
             self.seen.add(s._cdata); self.keep.append(t); self.total += s.nbytes()
@@ -103,9 +113,91 @@ class SavedBytes:
         return torch.autograd.graph.saved_tensors_hooks(self.pack, lambda t: t)
 
 
-def count(preset: str, workload: str = "pretrain", precision: str = "bf16", samples: int = COUNT_SAMPLES) -> dict:
+class Bytes(EagerBytes):
+    "`traffic.EagerBytes` that can be paused (the inside of a fused kernel stood in) and credited a kernel's own bytes."
+    paused = False
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if self.paused: return func(*args, **(kwargs or {}))
+        return super().__torch_dispatch__(func, types, args, kwargs)
+
+    def add(self, name: str, n: int):
+        self.ops[name] = self.ops.get(name, 0) + n
+
+
+def _nbytes(*ts) -> int:
+    return sum(t.numel() * t.element_size() for t in ts if isinstance(t, torch.Tensor))
+
+
+class _FusedAttention(torch.autograd.Function):
+    """`scaled_dot_product_attention` counted as one fused kernel (flash or memory-efficient attention on a GPU):
+    forward reads q, k, v (and the mask) and writes the output and its log-sum-exp (fp32, one per query row); backward
+    reads those and the output's gradient and writes dq, dk, dv. The math path computes the values and the FLOPs
+    (FlopCounterMode still counts its matmuls); its own ops' bytes and saved tensors are not counted."""
+    @staticmethod
+    def forward(ctx, q, k, v, mask, dropout_p, moved, saved):
+        moved.paused = saved.paused = True
+        try:
+            with torch.enable_grad():
+                inner = tuple(t.detach().requires_grad_() for t in (q, k, v))
+                out = F.scaled_dot_product_attention(*inner, attn_mask=mask, dropout_p=dropout_p)
+        finally:
+            moved.paused = saved.paused = False
+        ctx.inner, ctx.moved, ctx.mask = (*inner, out), moved, mask
+        ctx.lse = q.numel() // q.shape[-1] * 4
+        o = out.detach()
+        moved.add("_scaled_dot_product_fused_attention", _nbytes(q, k, v, o, mask) + ctx.lse)
+        ctx.save_for_backward(q, k, v, o)
+        saved.total += ctx.lse
+        return o
+
+    @staticmethod
+    def backward(ctx, do):
+        *inner, out = ctx.inner
+        moved = ctx.moved
+        moved.paused = True
+        try:
+            dq, dk, dv = torch.autograd.grad(out, inner, do)
+        finally:
+            moved.paused = False
+        moved.add("_scaled_dot_product_fused_attention_backward",
+                  _nbytes(*ctx.saved_tensors, do, dq, dk, dv, ctx.mask) + ctx.lse)
+        return dq, dk, dv, None, None, None, None
+
+
+# The functions CUDA's autocast runs in fp32 (its "fp32 list") that the model calls under autocast; the CPU's autocast
+# runs them in the input's dtype.
+CUDA_FP32 = {F.layer_norm, F.group_norm, F.softmax, F.log_softmax, F.cross_entropy, F.nll_loss, torch.softmax,
+             torch.log_softmax, torch.Tensor.softmax, torch.Tensor.log_softmax}
+
+
+class GpuStandIns(TorchFunctionMode):
+    """While counting on fake CPU tensors, what a GPU does differently: `fused_attention` counts each
+    `scaled_dot_product_attention` as one fused kernel (`_FusedAttention`), `cuda_autocast` runs the functions of
+    CUDA's fp32 autocast list (`CUDA_FP32`: LayerNorm, softmax, the losses) in fp32 under autocast."""
+    def __init__(self, moved: Bytes, saved: "SavedBytes", fused_attention: bool = True, cuda_autocast: bool = True):
+        super().__init__()
+        self.moved, self.saved, self.fused, self.cuda = moved, saved, fused_attention, cuda_autocast
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if self.fused and func is F.scaled_dot_product_attention:
+            q, k, v, *rest = args
+            mask = kwargs.get("attn_mask", rest[0] if rest else None)
+            return _FusedAttention.apply(q, k, v, mask, kwargs.get("dropout_p", 0.0), self.moved, self.saved)
+        if self.cuda and func in CUDA_FP32 and torch.is_autocast_enabled("cpu"):
+            args, kwargs = pytree.tree_map_only(torch.Tensor, lambda t: t.float() if t.dtype in (torch.bfloat16, torch.float16) else t,
+                                                (args, kwargs))
+            with torch.autocast("cpu", enabled=False):
+                return func(*args, **kwargs)
+        return func(*args, **kwargs)
+
+
+def count(preset: str, workload: str = "pretrain", precision: str = "bf16", samples: int = COUNT_SAMPLES,
+          gpu: bool = True) -> dict:
     """FLOPs, bytes and saved bytes per sample of one training step of `preset` on `workload` (`WORKLOADS`), counted on
-    fake tensors at `precision` ("bf16": CPU autocast as a stand-in for CUDA's, see the module's docstring; "fp32").
+    fake tensors at `precision` ("bf16": autocast, see the module's docstring; "fp32"). `gpu`: with the GPU's fused
+    attention and CUDA's fp32 autocast list stood in (`GpuStandIns`); False: what the CPU runs (`traffic.py`'s count).
     Returns dict(flops, matmul_bytes, memory_bytes, saved_bytes (per sample), params, samples, flops_by_op).
     Raises `RooflineError` for an unknown preset or workload."""
     from torch._subclasses.fake_tensor import FakeTensorMode
@@ -129,9 +221,10 @@ def count(preset: str, workload: str = "pretrain", precision: str = "bf16", samp
                 with torch.autocast("cpu", dtype=amp, enabled=amp is not None):
                     return model(tokens, labels, has_pad=False).loss
         params = list(model.parameters())
-        saved = SavedBytes(exclude=params)
-        with FlopCounterMode(display=False) as flops, EagerBytes() as moved:
-            with saved.hooks():
+        saved, moved = SavedBytes(exclude=params), Bytes()
+        stand_ins = GpuStandIns(moved, saved) if gpu else contextlib.nullcontext()
+        with FlopCounterMode(display=False) as flops, moved:
+            with saved.hooks(), stand_ins:
                 loss = forward()
             loss.backward()
     split = moved.split()
@@ -195,16 +288,19 @@ def default_micro_batch(workload: str) -> int | None:
     return m if isinstance(m, int) else None
 
 
-def roofline(presets=PRESET_ORDER, workloads=tuple(WORKLOADS), precision: str = "bf16", traffic_dir=HERE / "results") -> list[dict]:
-    "One row per (preset, workload): the counts, the compiled ratio used and the predictions per GPU (see `predict`)."
+def roofline(presets=PRESET_ORDER, workloads=tuple(WORKLOADS), precision: str = "bf16", traffic_dir=HERE / "results",
+             gpu_path: bool = True) -> list[dict]:
+    """One row per (preset, workload): the counts (`count`, with the GPU's stand-ins unless `gpu_path` is False), the
+    compiled ratio used and the predictions per GPU (see `predict`)."""
     presets, ratios, rows = check_presets(presets), compiled_ratios(traffic_dir), []
     for wl in workloads:
         micro = default_micro_batch(wl)
         for p in presets:
-            c = count(p, wl, precision)
+            c = count(p, wl, precision, gpu=gpu_path)
             ratio, source = pick_ratio(p, ratios)
             c["kit_flops"] = kit_flops(p, wl)
-            row = dict(preset=p, workload=wl, sample=WORKLOADS[wl]["sample"], precision=precision, **c,
+            row = dict(preset=p, workload=wl, sample=WORKLOADS[wl]["sample"], precision=precision,
+                       path="gpu" if gpu_path else "cpu", **c,
                        compiled_memory_bytes=c["memory_bytes"] * ratio, compiled_ratio=ratio, compiled_ratio_source=source,
                        micro_batch=micro, memory_at_micro_batch=None if micro is None else training_memory(c["params"], c["saved_bytes"], micro))
             for g, spec in GPUS.items():
@@ -235,15 +331,17 @@ def main(argv=None) -> int:
     p.add_argument("--presets", nargs="+", default=list(PRESET_ORDER))
     p.add_argument("--workloads", nargs="+", default=list(WORKLOADS), choices=list(WORKLOADS))
     p.add_argument("--precision", default="bf16", choices=["bf16", "fp32"])
+    p.add_argument("--path", default="gpu", choices=["gpu", "cpu"], help="count the GPU's fused attention and CUDA's "
+                   "fp32 autocast list (gpu), or what the CPU runs (cpu)")
     p.add_argument("--traffic-dir", type=Path, default=HERE / "results", help="where the traffic_*.json files are")
     p.add_argument("--out", type=Path, help="write the rows and the assumptions as JSON")
     a = p.parse_args(argv)
     try:
-        rows = roofline(a.presets, a.workloads, a.precision, a.traffic_dir)
+        rows = roofline(a.presets, a.workloads, a.precision, a.traffic_dir, a.path == "gpu")
     except RooflineError as e:
         print(f"roofline: error: {e}", file=sys.stderr); return 2
     print(f"per sample (pre-training: a video of 2 clips, T=5, 16x16 tokens; fine-tuning: a clip, T=10, 32x32 tokens), "
-          f"{a.precision}; matmul efficiency {MATMUL_EFFICIENCY}, memory efficiency {MEMORY_EFFICIENCY}")
+          f"{a.precision}, {a.path} path; matmul efficiency {MATMUL_EFFICIENCY}, memory efficiency {MEMORY_EFFICIENCY}")
     print(table(rows))
     for src in sorted({r["compiled_ratio_source"] for r in rows}): print("compiled memory-bound bytes = eager x", src)
     for r in rows:
@@ -252,7 +350,7 @@ def main(argv=None) -> int:
                   f"{r['kit_flops'] / 1e9:.1f} ({100 * (r['flops'] / r['kit_flops'] - 1):+.1f}%)")
     if a.out:
         a.out.parent.mkdir(parents=True, exist_ok=True)
-        a.out.write_text(json.dumps(dict(torch=torch.__version__, precision=a.precision, gpus=GPUS,
+        a.out.write_text(json.dumps(dict(torch=torch.__version__, precision=a.precision, path=a.path, gpus=GPUS,
                                          matmul_efficiency=MATMUL_EFFICIENCY, memory_efficiency=MEMORY_EFFICIENCY,
                                          optimizer_bytes_per_param=OPTIMIZER_BYTES_PER_PARAM, workloads=WORKLOADS,
                                          rows=rows), indent=1) + "\n")

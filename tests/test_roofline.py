@@ -15,7 +15,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 @pytest.fixture(scope="module")
 def small():
-    return rl.count("small", "pretrain", "fp32")
+    return rl.count("small", "pretrain", "fp32", gpu=False)
 
 
 def _kit_flops(preset):
@@ -43,21 +43,52 @@ def test_flops_scale_with_layers_and_width_as_the_presets_say(small):
 def test_bytes_split_and_bf16_moves_fewer(small):
     """Bytes are counted on both sides (matmul-like, memory-bound > 0); on fake tensors they are what `traffic.py`
     counts on real ones for the same step (tiny, fp32); bf16 autocast moves fewer matmul-like bytes and saves fewer
-    bytes for backward than fp32, for the same FLOPs."""
+    bytes for backward than fp32, for the same FLOPs; the GPU's fused attention keeps the FLOPs and moves fewer bytes."""
     from traffic import EagerBytes, make_step
     assert small["matmul_bytes"] > 0 and small["memory_bytes"] > 0
     model, step = make_step("tiny", 16, 5, rl.COUNT_SAMPLES)
     step(model); model.zero_grad()                               # as traffic.py: a warm-up, then the counted step
     with EagerBytes() as real:
         step(model)
-    fake = rl.count("tiny", "pretrain", "fp32")
+    fake = rl.count("tiny", "pretrain", "fp32", gpu=False)
     split = real.split()
     assert fake["matmul_bytes"] == pytest.approx(split["matmul"] / rl.COUNT_SAMPLES, rel=0.01)
     assert fake["memory_bytes"] == pytest.approx(split["memory"] / rl.COUNT_SAMPLES, rel=0.01)
-    bf16 = rl.count("small", "pretrain", "bf16")
+    bf16 = rl.count("small", "pretrain", "bf16", gpu=False)
     assert bf16["flops"] == pytest.approx(small["flops"], rel=1e-6)
     assert bf16["matmul_bytes"] < 0.75 * small["matmul_bytes"]
     assert 0 < bf16["saved_bytes"] < small["saved_bytes"]
+    gpu = rl.count("small", "pretrain", "bf16", gpu=True)
+    assert gpu["flops"] == pytest.approx(small["flops"], rel=1e-6)
+    assert 0 < gpu["memory_bytes"] < bf16["memory_bytes"] and 0 < gpu["saved_bytes"] < bf16["saved_bytes"]
+
+
+def test_gpu_stand_ins_fused_attention_and_cuda_fp32_list():
+    """On real tensors: attention through `GpuStandIns` gives plain SDPA's output and gradients and is counted as one
+    kernel each way (q, k, v, output, log-sum-exp; backward adds the gradients), none of the math path's ops; under
+    CPU autocast, LayerNorm runs in fp32 as on CUDA (bf16 without the stand-ins)."""
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(6, 2, 5, 8, requires_grad=True) for _ in range(3))
+    ref = torch.nn.functional.scaled_dot_product_attention(q, k, v)
+    gref = torch.autograd.grad(ref.sum(), (q, k, v))
+    moved, saved = rl.Bytes(), rl.SavedBytes()
+    with moved:
+        with saved.hooks(), rl.GpuStandIns(moved, saved):
+            out = torch.nn.functional.scaled_dot_product_attention(q, k, v)
+        g = torch.autograd.grad(out.sum(), (q, k, v), torch.ones(()))
+    torch.testing.assert_close(out, ref)
+    for a, b in zip(g, gref): torch.testing.assert_close(a, b)
+    t, lse = q.numel() * 4, 6 * 2 * 5 * 4
+    assert moved.ops["_scaled_dot_product_fused_attention"] == 4 * t + lse
+    assert moved.ops["_scaled_dot_product_fused_attention_backward"] == 8 * t + lse
+    assert not any("softmax" in name or name == "bmm" for name in moved.ops), moved.ops
+    assert saved.total == 4 * t + lse
+    x = torch.randn(4, 8)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert torch.nn.functional.layer_norm(x.bfloat16(), (8,)).dtype == torch.bfloat16
+        with rl.GpuStandIns(rl.Bytes(), rl.SavedBytes()):
+            assert torch.nn.functional.layer_norm(x.bfloat16(), (8,)).dtype == torch.float32
+            assert torch.mm(x, x.T).dtype == torch.bfloat16           # matmuls still in bf16
 
 
 def test_prediction_is_monotone_and_compiled_is_not_slower(small):
