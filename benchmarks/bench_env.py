@@ -5,6 +5,7 @@ CPU or fail; it is refused with one line naming the fix, exit status 1.
 
     python3 benchmarks/bench_env.py --venv .venv --device cuda
 """
+from __future__ import annotations   # the system's Python runs this, whichever it is
 import argparse, shutil, subprocess, sys
 from pathlib import Path
 
