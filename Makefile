@@ -8,7 +8,7 @@ TORCH_CPU := torch==2.13.0
 DEMO_OUT ?= runs/demo
 LAB_PORT ?= 8888
 
-.PHONY: demo test lab docs readme readme-check install lint sync-check nbtest pytest export clean-venv bench-gpu
+.PHONY: demo test lab docs readme readme-check install lint sync-check nbtest pytest export clean-venv bench-gpu bench-venv
 
 install: $(STAMP)
 
@@ -76,10 +76,32 @@ lint: $(STAMP)
 # The GPU suite (issue 13): gpu tests and benchmarks, results in benchmarks/results/gpu-<name>.json, exit 1 on failure.
 # `make bench-gpu DEVICE=cpu QUICK=1`: the same suite at toy sizes on a CPU (part of `make test`; its JSON goes to
 # $$BENCH_OUT or <temp dir>/vimpac-bench, not to the tree).
+# Its own install path (issue 20), for a fresh GPU box: first a stale CPU .venv is refused with one line when
+# nvidia-smi sees a GPU (benchmarks/bench_env.py); then $(BENCH_STAMP) makes .venv with --system-site-packages
+# where the system has torch (its CUDA build is kept; the CPU wheel only where no torch imports) and installs the kit
+# with the `bench` extra only (pytest, nbdev for `#| gpu` notebook cells): not the dev extra (Gradio, Playwright)
+# nor dall-e. A .venv that already has the kit installed (e.g. `make install`'s) and pytest is used as it is, with
+# nothing installed. pip reads its usual settings: on a box without internet, point it at a wheelhouse or a mirror
+# (PIP_FIND_LINKS=/path PIP_NO_INDEX=1, or PIP_INDEX_URL).
 DEVICE ?= cuda
 QUICK ?=
-bench-gpu: $(STAMP)
+BENCH_STAMP := $(VENV)/.bench-stamp
+bench-gpu:
+	@$(PYTHON) benchmarks/bench_env.py --venv $(VENV) --device $(DEVICE)
+	@$(MAKE) --no-print-directory bench-venv
 	$(BIN)/python benchmarks/bench_gpu.py --device $(DEVICE) $(if $(QUICK),--quick,)
+
+bench-venv: $(BENCH_STAMP)
+
+$(BENCH_STAMP): pyproject.toml
+	@if [ ! -x $(BIN)/python ]; then \
+	  if $(PYTHON) -c "import torch" >/dev/null 2>&1; then $(PYTHON) -m venv --system-site-packages $(VENV); \
+	  else $(PYTHON) -m venv $(VENV); fi; fi
+	@$(BIN)/python -c "import torch" >/dev/null 2>&1 || $(BIN)/python -m pip install -q $(TORCH_CPU)
+	@if [ -x $(BIN)/vimpac-pretrain ] && $(BIN)/python -c "import pytest" >/dev/null 2>&1; then \
+	  echo "bench-gpu: $(VENV) has the kit and pytest; nothing to install"; \
+	else $(BIN)/python -m pip install -q -e ".[bench]"; fi
+	@touch $@
 
 test: lint sync-check readme-check nbtest pytest docs
 	$(MAKE) bench-gpu DEVICE=cpu QUICK=1

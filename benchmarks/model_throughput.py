@@ -1,7 +1,11 @@
 """Pre-training throughput of the VIMPAC model per layout (Table 14): forward + backward of the full objective
 (block-masked mask-then-predict + InfoNCE over the two clips of each video) on random tokens, in videos/s, where one
-video is 2 clips of T x h x w tokens. Prints FLOPs per video (`vimpac.model.model_flops`), peak memory and, on a GPU,
-MFU. Asserts nothing about time.
+video is 2 clips of T x h x w tokens. The step is the one `vimpac-pretrain` runs (`bench_utils.pretrain_loss_fn`):
+micro-batches block-masked on the host with their masked positions and [PAD] flag, as the loader builds them
+(two batches in turn, so M changes between steps), moved `non_blocking`; the forward under autocast with the masked
+count, the positions and the flag; the InfoNCE of the loop; compiled (`--compile`) as the engine compiles (one graph,
+M dynamic, no [PAD] flag). The optimizer step is not in it. Prints FLOPs per video (`vimpac.model.model_flops`),
+peak memory and, on a GPU, MFU. Asserts nothing about time.
 
     python benchmarks/model_throughput.py --device cpu --videos 2 [--out benchmarks/results/model_cpu.json]
     python benchmarks/model_throughput.py --device cuda --videos 64 --precision bf16 [--compile] [--out ...]
@@ -12,35 +16,31 @@ Small, T = 5, S = 128): TxHxW 12.6, T,HxW 20.0, T,H,W 26.4, T,H|W 32.0 videos/s.
 """
 import argparse, json, os, platform, subprocess, sys
 import torch
-from bench_utils import device_sync, median_seconds, peak_memory_gb
+from bench_utils import device_sync, median_seconds, peak_memory_gb, forward_params, pretrain_batch, pretrain_loss_fn, to_device
 
 PAPER = {"TxHxW": 12.6, "T,HxW": 20.0, "T,H,W": 26.4, "T,H|W": 32.0}
 
 
 def worker(a):
     from vimpac.model import VimpacConfig, VimpacForPreTraining, model_flops
-    from vimpac.pretrain import PretrainConfig, mask_clip_pairs, peak_flops
-    from vimpac.losses import mask_loss, info_nce, pretraining_loss
+    from vimpac.pretrain import peak_flops
     if a.threads: torch.set_num_threads(a.threads)
     dev = torch.device(a.device)
     cfg = VimpacConfig.from_preset(a.preset, layout=a.layout, clip_len=a.clip_len, token_map=(a.size // 8, a.size // 8),
                                    gradient_checkpointing=a.checkpointing)
     model = VimpacForPreTraining(cfg).to(dev).train()
-    step_model = torch.compile(model) if a.compile else model
-    pcfg = PretrainConfig(clip_len=a.clip_len)
-    g = torch.Generator(device=dev).manual_seed(0)
-    pairs = torch.randint(0, cfg.vocab_size, (a.videos, 2, a.clip_len, *cfg.token_map), device=dev, generator=g)
+    # the engine's compile (one graph, vimpac.engine.Engine) where the kit's forward takes the host's [PAD] flag;
+    # older kits broke the graph at `pad.any()`
+    step_model = torch.compile(model, fullgraph="has_pad" in forward_params(model)) if a.compile else model
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(a.precision)
-    sync = device_sync(dev)
+    loss_fn = pretrain_loss_fn(model, compiled=a.compile, amp_dtype=dtype)
+    # the loader's micro-batches, masked on the host (two, so that M changes from step to step as in training)
+    host = [pretrain_batch(cfg, a.videos, seed=i, pin=dev.type == "cuda") for i in range(2)]
+    sync, n = device_sync(dev), [0]
 
     def step():
-        inputs, labels, _ = mask_clip_pairs(pairs, cfg, pcfg, g)
-        with torch.autocast(dev.type, dtype=dtype, enabled=dtype is not None):
-            out = step_model(inputs, labels)
-            l_mask, _ = mask_loss(out["logits"], out["targets"])
-            l_cl, _ = info_nce(out["features"][:a.videos], out["features"][a.videos:], pcfg.temperature)
-            loss = pretraining_loss(l_mask, l_cl, pcfg.alpha, pcfg.temperature)
-        loss.backward()
+        mb = to_device(host[n[0] % len(host)], dev); n[0] += 1
+        loss_fn(step_model, mb).backward()
         model.zero_grad(set_to_none=True)
 
     for _ in range(a.warmup): step()

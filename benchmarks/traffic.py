@@ -9,12 +9,14 @@ positions and the [PAD] flag from the host, forward and backward of the token lo
 
 Run it on two commits (a worktree of the older one on PYTHONPATH) to see what a change to the model saved.
 """
-import argparse, inspect, json, logging, os, sys, time
+import argparse, json, logging, os, sys, time
 from pathlib import Path
 os.environ.setdefault("TORCHINDUCTOR_FORCE_DISABLE_CACHES", "1")   # a cached graph skips the codegen that counts
 import torch
 import torch.utils._pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_utils import pretrain_batch, pretrain_loss_fn, to_device  # noqa: E402
 
 VIEWS = {"view", "_unsafe_view", "permute", "expand", "slice", "select", "unbind", "t", "transpose", "split",
          "split_with_sizes", "detach", "alias", "unsqueeze", "squeeze", "as_strided", "unflatten", "_reshape_alias",
@@ -29,7 +31,7 @@ def is_matmul(name: str) -> bool:
 
 
 class EagerBytes(TorchDispatchMode):
-    "Sums, per aten op, the bytes of its tensor inputs and outputs (views and allocations cost nothing)."
+    "Sums, per aten op, the bytes of its tensor inputs and outputs (views, allocations and metadata queries cost nothing)."
     def __init__(self):
         super().__init__()
         self.ops = {}
@@ -37,7 +39,8 @@ class EagerBytes(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
         name = func.overloadpacket.__name__
-        if name not in VIEWS:
+        outs = [t for t in pytree.tree_leaves(out) if isinstance(t, torch.Tensor)]
+        if name not in VIEWS and outs:           # no tensor out: metadata (a fake tensor's `device`, sizes), no traffic
             leaves = pytree.tree_leaves((args, kwargs, out))
             n = sum(t.numel() * t.element_size() for t in leaves if isinstance(t, torch.Tensor))
             self.ops[name] = self.ops.get(name, 0) + n
@@ -49,22 +52,17 @@ class EagerBytes(TorchDispatchMode):
 
 
 def make_step(preset: str, token_map: int, clip_len: int, videos: int, seed: int = 0):
-    "(model, step function) of the pre-training objective on random clip pairs masked as the loader masks them."
-    from vimpac.model import VimpacConfig, VimpacForPreTraining, label_positions
-    from vimpac.losses import info_nce, pretraining_loss
-    from vimpac.masking import block_mask, blocks_for_ratio, apply_mask
+    """(model, step function) of the pre-training objective on random clip pairs masked on the host as the loader
+    masks them: `step(m)` runs forward and backward of `bench_utils.pretrain_loss_fn` (the loop's loss) with `m`, the
+    model or its compiled wrapper."""
+    from vimpac.model import VimpacConfig, VimpacForPreTraining
     torch.manual_seed(seed)
     c = VimpacConfig.from_preset(preset, vocab_size=8192, token_map=(token_map, token_map), clip_len=clip_len)
     model = VimpacForPreTraining(c).train()
-    clips = torch.randint(0, 8192, (2 * videos, clip_len, token_map, token_map))
-    mask = block_mask(clips.shape, blocks_for_ratio(clip_len, token_map, token_map, 0.15), generator=torch.Generator().manual_seed(seed))
-    inputs, labels = apply_mask(clips, mask, c.mask_id, c.pad_id)
-    positions = label_positions(labels)
-    extra = dict(has_pad=False) if "has_pad" in inspect.signature(model.forward).parameters else {}
+    mb = to_device(pretrain_batch(c, videos, seed), "cpu")
+    loss = pretrain_loss_fn(model)
     def step(m):
-        o = m(inputs, labels, None, positions, **extra)
-        nce, _ = info_nce(o.features[:videos], o.features[videos:])
-        pretraining_loss(o.loss, nce).backward()
+        loss(m, mb).backward()
     return model, step
 
 
@@ -74,12 +72,15 @@ def compiled_bytes(model, step, fullgraph: bool = True) -> dict:
     torch._dynamo.reset()
     metrics.reset()
     torch._logging.set_logs(inductor_metrics=True)      # makes inductor count bytes as it generates code
-    quiet = logging.getLogger("torch._inductor.compile_fx.__inductor_metrics")
-    quiet.handlers, quiet.propagate = [logging.NullHandler()], False   # counted, not printed
+    # counted, not printed: a logger's filter drops its records before any handler or parent sees them (torch resets
+    # the artifact logger's handlers and propagation when inductor is imported and when logs are set)
+    quiet, drop = logging.getLogger("torch._inductor.compile_fx.__inductor_metrics"), (lambda record: False)
+    quiet.addFilter(drop)
     try:
         step(torch.compile(model, fullgraph=fullgraph))
     finally:
         torch._logging.set_logs()
+        quiet.removeFilter(drop)
     out = dict(matmul=0, memory=0)
     for node, n4 in metrics.nodes_num_elem:             # (scheduler node, bytes // 4)
         name = getattr(node.node, "python_kernel_name", None) or "" if type(node).__name__.startswith("Extern") else ""

@@ -1,0 +1,362 @@
+"""A speed model of training per preset, for a GPU run to confirm or refute: FLOPs and bytes moved per sample counted
+on fake tensors, then videos/s and MFU predicted on an H100 SXM and an A100, eager and compiled, and the memory of a
+training step at the default micro-batch.
+
+    .venv/bin/python benchmarks/roofline.py [--presets tiny small base large_half] [--out benchmarks/results/roofline.json]
+
+Workloads (`WORKLOADS`): pre-training at T = 5 on a 16 x 16 token map (frame size 128), one sample = one video = two
+clips, the step `vimpac-pretrain` runs (`bench_utils.pretrain_loss_fn`: block masks from the host, the loop's loss
+and InfoNCE); fine-tuning at T = 10 on 32 x 32 tokens (frame size 256, Table 12), one sample = one clip,
+`VimpacForVideoClassification` with 101 classes, forward and backward of its cross-entropy.
+
+What is counted (`count`, one forward and backward of `COUNT_SAMPLES` samples under `FakeTensorMode`: shapes and
+dtypes, no values, no memory, seconds per preset):
+- FLOPs: `torch.utils.flop_counter.FlopCounterMode` (matmuls and attention; 2 per multiply-add); checked against
+  `vimpac.model.model_flops`.
+- bytes: every aten op's tensor inputs and outputs (`traffic.EagerBytes`; views, allocations and metadata are free),
+  split by `traffic.is_matmul` into matmul-like kernels and the memory-bound rest: what eager mode moves.
+- precision: bf16 autocast, the GPU default. Autocast runs on fake CPU tensors with the CPU's autocast policy, and
+  `GpuStandIns` adds CUDA's fp32 list (LayerNorm, softmax, the losses run in fp32 under CUDA's autocast; `CUDA_FP32`):
+  a tensor autocast makes bf16 counts 2 bytes per element, its casts are counted, and what stays fp32 (the residual
+  stream after LayerNorm, the CLS head, the InfoNCE, the losses) counts 4. `--precision fp32` gives the fp32 count.
+- attention: each `scaled_dot_product_attention` is counted as one fused kernel (`_FusedAttention`: flash or
+  memory-efficient attention on a GPU reads q, k, v and writes the output and its log-sum-exp, and the reverse in
+  backward), not as the math path the CPU runs with dropout (scores, softmax and dropout masks materialised).
+  `--path cpu` counts what the CPU runs instead (then the count is `traffic.py`'s eager count on real tensors).
+- compiled: inductor's byte count after fusion cannot run per preset in a test's time, so the memory-bound bytes of
+  the compiled step are eager's times a measured ratio, compiled / eager memory-bound bytes, read from a
+  `benchmarks/results/traffic_<preset>_cpu.json` written by `traffic.py` (fp32, the preset's own file, else Small's,
+  else any); the output names the file and the ratio used. Matmul-like bytes are taken as unchanged. The ratio was
+  measured on the CPU's path (math attention, fp32), whose attention internals inductor fuses too; applied to the
+  GPU path's count it assumes the rest fuses in the same proportion.
+
+The time model of one sample on a GPU (`predict`): matmul-like kernels at max(FLOPs / (peak x MATMUL_EFFICIENCY),
+bytes / (bandwidth x MEMORY_EFFICIENCY)), plus memory-bound bytes / (bandwidth x MEMORY_EFFICIENCY); FLOPs outside
+matmuls, launch overhead, the optimizer step and the data loader are left out (so the prediction is an upper bound of
+what that traffic allows). MFU = FLOPs per sample x samples/s / peak. Memory (`training_memory`): parameters x
+`OPTIMIZER_BYTES_PER_PARAM` (fp32 weights, gradients, AdamW's two moments) plus the tensors saved for backward per
+sample (`torch.autograd.graph.saved_tensors_hooks`, each storage once, the parameters' own left out) times the
+micro-batch; the allocator's slack and the transient peak of the backward are not in it.
+"""
+import argparse, contextlib, json, sys
+from pathlib import Path
+import torch
+import torch.nn.functional as F
+import torch.utils._pytree as pytree
+from torch.overrides import TorchFunctionMode
+from torch.utils.flop_counter import FlopCounterMode
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from bench_utils import pretrain_batch, pretrain_loss_fn, to_device  # noqa: E402
+from traffic import EagerBytes  # noqa: E402
+
+PRESET_ORDER = ("tiny", "small", "base", "large_half")
+# dense bf16 tensor-core peak (FLOP/s) and HBM bandwidth (bytes/s) from the vendors' data sheets
+GPUS = {"H100 SXM": dict(peak_flops=989e12, bandwidth=3.35e12), "A100": dict(peak_flops=312e12, bandwidth=2.0e12)}
+# Share of the dense peak that this model's bf16 matmuls reach: cuBLAS GEMMs of thousands of rows by 512 to 4096
+# columns run at 60-75% of peak on an H100; the short attention rows (5 frames, 16 rows or columns) run far lower
+# but hold under 2% of the FLOPs. 0.6 is the round figure below the GEMM range.
+MATMUL_EFFICIENCY = 0.6
+# Share of the HBM bandwidth that elementwise, copy and reduction kernels reach at these sizes (tens of MB each):
+# 70-85% in bandwidth tests on an A100 or H100; 0.75 is the middle.
+MEMORY_EFFICIENCY = 0.75
+# fp32 weights (4), fp32 gradients (4), AdamW's exp_avg and exp_avg_sq (4 + 4)
+OPTIMIZER_BYTES_PER_PARAM = 16
+WORKLOADS = {
+    "pretrain": dict(clip_len=5, token_map=16, sample="video (2 clips)"),
+    "finetune": dict(clip_len=10, token_map=32, num_classes=101, sample="clip"),
+}
+COUNT_SAMPLES = 2          # samples per counted step (the CLS head's BatchNorm needs 2 clips; InfoNCE 2 videos)
+
+
+class RooflineError(ValueError):
+    "A request the model cannot answer (an unknown preset or workload): its message is one line for the user."
+
+
+def check_presets(presets) -> list[str]:
+    "`presets` as a list of known preset names; raises `RooflineError` naming the known ones for any other."
+    from vimpac.model import PRESETS
+    bad = [p for p in presets if p not in PRESETS]
+    if bad: raise RooflineError(f"preset: expected one of {', '.join(PRESETS)}, got {', '.join(map(repr, bad))}")
+    return list(presets)
+
+
+@contextlib.contextmanager
+def _no_value_checks():
+    "The model's token-id checks read values, which fake tensors do not have: off while counting."
+    import vimpac.model as vm
+    orig = getattr(vm, "_refuse_any", None)
+    if orig is not None: vm._refuse_any = lambda bad, message: None
+    try: yield
+    finally:
+        if orig is not None: vm._refuse_any = orig
+
+
+class SavedBytes:
+    """`saved_tensors_hooks` that total the bytes autograd saves for backward, each storage once (by
+    `untyped_storage()._cdata`, the tensors kept referenced so that no address is reused), leaving out `exclude`d
+    storages (the parameters: `training_memory` counts them)."""
+    def __init__(self, exclude=()):
+        self.seen, self.keep, self.total = {s.untyped_storage()._cdata for s in exclude}, [], 0
+
+    paused = False
+
+    def pack(self, t):
+        if self.paused: return t
+        s = t.untyped_storage()
+        if s._cdata not in self.seen:
+            self.seen.add(s._cdata); self.keep.append(t); self.total += s.nbytes()
+        return t
+
+    def hooks(self):
+        return torch.autograd.graph.saved_tensors_hooks(self.pack, lambda t: t)
+
+
+class Bytes(EagerBytes):
+    "`traffic.EagerBytes` that can be paused (the inside of a fused kernel stood in) and credited a kernel's own bytes."
+    paused = False
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if self.paused: return func(*args, **(kwargs or {}))
+        return super().__torch_dispatch__(func, types, args, kwargs)
+
+    def add(self, name: str, n: int):
+        self.ops[name] = self.ops.get(name, 0) + n
+
+
+def _nbytes(*ts) -> int:
+    return sum(t.numel() * t.element_size() for t in ts if isinstance(t, torch.Tensor))
+
+
+class _FusedAttention(torch.autograd.Function):
+    """`scaled_dot_product_attention` counted as one fused kernel (flash or memory-efficient attention on a GPU):
+    forward reads q, k, v (and the mask) and writes the output and its log-sum-exp (fp32, one per query row); backward
+    reads those and the output's gradient and writes dq, dk, dv. The math path computes the values and the FLOPs
+    (FlopCounterMode still counts its matmuls); its own ops' bytes and saved tensors are not counted."""
+    @staticmethod
+    def forward(ctx, q, k, v, mask, dropout_p, moved, saved):
+        moved.paused = saved.paused = True
+        try:
+            with torch.enable_grad():
+                inner = tuple(t.detach().requires_grad_() for t in (q, k, v))
+                out = F.scaled_dot_product_attention(*inner, attn_mask=mask, dropout_p=dropout_p)
+        finally:
+            moved.paused = saved.paused = False
+        ctx.inner, ctx.moved, ctx.mask = (*inner, out), moved, mask
+        ctx.lse = q.numel() // q.shape[-1] * 4
+        o = out.detach()
+        moved.add("_scaled_dot_product_fused_attention", _nbytes(q, k, v, o, mask) + ctx.lse)
+        ctx.save_for_backward(q, k, v, o)
+        saved.total += ctx.lse
+        return o
+
+    @staticmethod
+    def backward(ctx, do):
+        *inner, out = ctx.inner
+        moved = ctx.moved
+        moved.paused = True
+        try:
+            dq, dk, dv = torch.autograd.grad(out, inner, do)
+        finally:
+            moved.paused = False
+        moved.add("_scaled_dot_product_fused_attention_backward",
+                  _nbytes(*ctx.saved_tensors, do, dq, dk, dv, ctx.mask) + ctx.lse)
+        return dq, dk, dv, None, None, None, None
+
+
+# The functions CUDA's autocast runs in fp32 (its "fp32 list") that the model calls under autocast; the CPU's autocast
+# runs them in the input's dtype.
+CUDA_FP32 = {F.layer_norm, F.group_norm, F.softmax, F.log_softmax, F.cross_entropy, F.nll_loss, torch.softmax,
+             torch.log_softmax, torch.Tensor.softmax, torch.Tensor.log_softmax}
+
+
+class GpuStandIns(TorchFunctionMode):
+    """While counting on fake CPU tensors, what a GPU does differently: `fused_attention` counts each
+    `scaled_dot_product_attention` as one fused kernel (`_FusedAttention`), `cuda_autocast` runs the functions of
+    CUDA's fp32 autocast list (`CUDA_FP32`: LayerNorm, softmax, the losses) in fp32 under autocast."""
+    def __init__(self, moved: Bytes, saved: "SavedBytes", fused_attention: bool = True, cuda_autocast: bool = True):
+        super().__init__()
+        self.moved, self.saved, self.fused, self.cuda = moved, saved, fused_attention, cuda_autocast
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if self.fused and func is F.scaled_dot_product_attention:
+            q, k, v, *rest = args
+            mask = kwargs.get("attn_mask", rest[0] if rest else None)
+            return _FusedAttention.apply(q, k, v, mask, kwargs.get("dropout_p", 0.0), self.moved, self.saved)
+        if self.cuda and func in CUDA_FP32 and torch.is_autocast_enabled("cpu"):
+            args, kwargs = pytree.tree_map_only(torch.Tensor, lambda t: t.float() if t.dtype in (torch.bfloat16, torch.float16) else t,
+                                                (args, kwargs))
+            with torch.autocast("cpu", enabled=False):
+                return func(*args, **kwargs)
+        return func(*args, **kwargs)
+
+
+def count(preset: str, workload: str = "pretrain", precision: str = "bf16", samples: int = COUNT_SAMPLES,
+          gpu: bool = True) -> dict:
+    """FLOPs, bytes and saved bytes per sample of one training step of `preset` on `workload` (`WORKLOADS`), counted on
+    fake tensors at `precision` ("bf16": autocast, see the module's docstring; "fp32"). `gpu`: with the GPU's fused
+    attention and CUDA's fp32 autocast list stood in (`GpuStandIns`); False: what the CPU runs (`traffic.py`'s count).
+    Returns dict(flops, matmul_bytes, memory_bytes, saved_bytes (per sample), params, samples, flops_by_op).
+    Raises `RooflineError` for an unknown preset or workload."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from vimpac.model import VimpacConfig, VimpacForPreTraining, VimpacForVideoClassification
+    check_presets([preset])
+    if workload not in WORKLOADS: raise RooflineError(f"workload: expected one of {', '.join(WORKLOADS)}, got {workload!r}")
+    w, amp = WORKLOADS[workload], torch.bfloat16 if precision == "bf16" else None
+    c = VimpacConfig.from_preset(preset, clip_len=w["clip_len"], token_map=(w["token_map"],) * 2)
+    host = pretrain_batch(c, samples) if workload == "pretrain" else None
+    with FakeTensorMode() as fm, _no_value_checks():
+        if workload == "pretrain":
+            model = VimpacForPreTraining(c).train()
+            mb = to_device(tuple(fm.from_tensor(x) if isinstance(x, torch.Tensor) else x for x in host), "cpu")
+            loss_fn = pretrain_loss_fn(model, amp_dtype=amp)
+            forward = lambda: loss_fn(model, mb)   # noqa: E731
+        else:
+            model = VimpacForVideoClassification(c, w["num_classes"]).train()
+            tokens = torch.zeros(samples, w["clip_len"], *c.token_map, dtype=torch.long)
+            labels = torch.zeros(samples, dtype=torch.long)
+            def forward():
+                with torch.autocast("cpu", dtype=amp, enabled=amp is not None):
+                    return model(tokens, labels, has_pad=False).loss
+        params = list(model.parameters())
+        saved, moved = SavedBytes(exclude=params), Bytes()
+        stand_ins = GpuStandIns(moved, saved) if gpu else contextlib.nullcontext()
+        with FlopCounterMode(display=False) as flops, moved:
+            with saved.hooks(), stand_ins:
+                loss = forward()
+            loss.backward()
+    split = moved.split()
+    return dict(flops=flops.get_total_flops() / samples, matmul_bytes=split["matmul"] / samples,
+                memory_bytes=split["memory"] / samples, saved_bytes=saved.total / samples,
+                params=sum(p.numel() for p in params), samples=samples,
+                flops_by_op={str(k): v / samples for k, v in flops.get_flop_counts()["Global"].items()})
+
+
+def kit_flops(preset: str, workload: str) -> float | None:
+    """The kit's own formula for the FLOPs of a pre-training video (2 x `vimpac.model.model_flops` of a clip at the
+    workload's size), the count's cross-check; None for fine-tuning (its formula has the pre-training heads) or a kit
+    without it."""
+    try: from vimpac.model import VimpacConfig, model_flops
+    except ImportError: return None
+    if workload != "pretrain": return None
+    w = WORKLOADS[workload]
+    return 2 * model_flops(VimpacConfig.from_preset(preset, clip_len=w["clip_len"], token_map=(w["token_map"],) * 2), w["clip_len"])
+
+
+def compiled_ratios(folder=HERE / "results") -> dict:
+    """{preset: (compiled / eager memory-bound bytes, file name, token map, T)} from the `traffic_*.json` files in
+    `folder` that have a compiled count."""
+    out = {}
+    for f in sorted(Path(folder).glob("traffic_*.json")):
+        r = json.loads(f.read_text())
+        if "compiled" in r and r.get("eager", {}).get("memory"):
+            out[r["preset"]] = (r["compiled"]["memory"] / r["eager"]["memory"], f.name, r.get("token_map"), r.get("clip_len"))
+    return out
+
+
+def pick_ratio(preset: str, ratios: dict) -> tuple[float, str]:
+    "The compiled / eager ratio for `preset` (its own, else Small's, else any) and a sentence saying where it is from."
+    key = preset if preset in ratios else "small" if "small" in ratios else next(iter(ratios), None)
+    if key is None: return 1.0, "no traffic_*.json with a compiled count: compiled taken as eager"
+    r, name, tm, T = ratios[key]
+    return r, f"{r:.3f} from {name} ({key}, {tm}x{tm} tokens, T={T}, fp32 on a CPU)" + ("" if key == preset else f", not {preset}'s own")
+
+
+def predict(flops: float, matmul_bytes: float, memory_bytes: float, gpu: dict) -> dict:
+    """Samples/s and MFU of a step that does `flops` matmul FLOPs and moves `matmul_bytes` + `memory_bytes` bytes per
+    sample on `gpu` (dict(peak_flops, bandwidth)): see the module's docstring. More bytes never give more samples/s."""
+    bw = gpu["bandwidth"] * MEMORY_EFFICIENCY
+    t = max(flops / (gpu["peak_flops"] * MATMUL_EFFICIENCY), matmul_bytes / bw) + memory_bytes / bw
+    return dict(per_s=1 / t, mfu=flops / t / gpu["peak_flops"], seconds=t)
+
+
+def training_memory(params: int, saved_bytes_per_sample: float, micro_batch: int) -> float:
+    """Bytes of a training step: parameters x `OPTIMIZER_BYTES_PER_PARAM` plus the saved activations of `micro_batch`
+    samples. (The kit's own `vimpac.engine.training_memory`, where it exists, is meant to replace this.)"""
+    return params * OPTIMIZER_BYTES_PER_PARAM + saved_bytes_per_sample * micro_batch
+
+
+def default_micro_batch(workload: str) -> int | None:
+    """The micro-batch a one-GPU run takes by default: the config's `micro_batch_size`, else its `batch_size`; None
+    where the default is not a number (e.g. chosen from memory at run time)."""
+    if workload == "pretrain": from vimpac.pretrain import PretrainConfig as Cfg
+    else: from vimpac.finetune import FinetuneConfig as Cfg
+    cfg = Cfg()
+    m = cfg.micro_batch_size if cfg.micro_batch_size is not None else cfg.batch_size
+    return m if isinstance(m, int) else None
+
+
+def roofline(presets=PRESET_ORDER, workloads=tuple(WORKLOADS), precision: str = "bf16", traffic_dir=HERE / "results",
+             gpu_path: bool = True) -> list[dict]:
+    """One row per (preset, workload): the counts (`count`, with the GPU's stand-ins unless `gpu_path` is False), the
+    compiled ratio used and the predictions per GPU (see `predict`)."""
+    presets, ratios, rows = check_presets(presets), compiled_ratios(traffic_dir), []
+    for wl in workloads:
+        micro = default_micro_batch(wl)
+        for p in presets:
+            c = count(p, wl, precision, gpu=gpu_path)
+            ratio, source = pick_ratio(p, ratios)
+            c["kit_flops"] = kit_flops(p, wl)
+            row = dict(preset=p, workload=wl, sample=WORKLOADS[wl]["sample"], precision=precision,
+                       path="gpu" if gpu_path else "cpu", **c,
+                       compiled_memory_bytes=c["memory_bytes"] * ratio, compiled_ratio=ratio, compiled_ratio_source=source,
+                       micro_batch=micro, memory_at_micro_batch=None if micro is None else training_memory(c["params"], c["saved_bytes"], micro))
+            for g, spec in GPUS.items():
+                row[g] = dict(eager=predict(c["flops"], c["matmul_bytes"], c["memory_bytes"], spec),
+                              compiled=predict(c["flops"], c["matmul_bytes"], row["compiled_memory_bytes"], spec))
+            rows.append(row)
+    return rows
+
+
+def table(rows: list[dict]) -> str:
+    "The rows as a markdown table (per sample: GFLOP, GB moved, predicted samples/s and MFU, GiB at the default micro-batch)."
+    gpus = list(GPUS)
+    head = ["preset", "workload", "GFLOP", "GB matmul", "GB memory-bound (eager / compiled)"] + \
+           [f"{g} eager / compiled per s (MFU)" for g in gpus] + ["saved GB per sample", "GiB at micro-batch"]
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        preds = [f"{r[g]['eager']['per_s']:.0f} ({100 * r[g]['eager']['mfu']:.0f}%) / {r[g]['compiled']['per_s']:.0f} "
+                 f"({100 * r[g]['compiled']['mfu']:.0f}%)" for g in gpus]
+        mem = "-" if r["memory_at_micro_batch"] is None else f"{r['memory_at_micro_batch'] / 2**30:.1f} at {r['micro_batch']}"
+        out.append(f"| {r['preset']} | {r['workload']} ({r['sample']}) | {r['flops'] / 1e9:.1f} | {r['matmul_bytes'] / 1e9:.2f} | "
+                   f"{r['memory_bytes'] / 1e9:.2f} / {r['compiled_memory_bytes'] / 1e9:.2f} | " + " | ".join(preds) +
+                   f" | {r['saved_bytes'] / 1e9:.2f} | {mem} |")
+    return "\n".join(out)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--presets", nargs="+", default=list(PRESET_ORDER))
+    p.add_argument("--workloads", nargs="+", default=list(WORKLOADS), choices=list(WORKLOADS))
+    p.add_argument("--precision", default="bf16", choices=["bf16", "fp32"])
+    p.add_argument("--path", default="gpu", choices=["gpu", "cpu"], help="count the GPU's fused attention and CUDA's "
+                   "fp32 autocast list (gpu), or what the CPU runs (cpu)")
+    p.add_argument("--traffic-dir", type=Path, default=HERE / "results", help="where the traffic_*.json files are")
+    p.add_argument("--out", type=Path, help="write the rows and the assumptions as JSON")
+    a = p.parse_args(argv)
+    try:
+        rows = roofline(a.presets, a.workloads, a.precision, a.traffic_dir, a.path == "gpu")
+    except RooflineError as e:
+        print(f"roofline: error: {e}", file=sys.stderr); return 2
+    print(f"per sample (pre-training: a video of 2 clips, T=5, 16x16 tokens; fine-tuning: a clip, T=10, 32x32 tokens), "
+          f"{a.precision}, {a.path} path; matmul efficiency {MATMUL_EFFICIENCY}, memory efficiency {MEMORY_EFFICIENCY}")
+    print(table(rows))
+    for src in sorted({r["compiled_ratio_source"] for r in rows}): print("compiled memory-bound bytes = eager x", src)
+    for r in rows:
+        if r.get("kit_flops"):
+            print(f"{r['preset']} {r['workload']}: counted {r['flops'] / 1e9:.1f} GFLOP, vimpac.model.model_flops "
+                  f"{r['kit_flops'] / 1e9:.1f} ({100 * (r['flops'] / r['kit_flops'] - 1):+.1f}%)")
+    if a.out:
+        a.out.parent.mkdir(parents=True, exist_ok=True)
+        a.out.write_text(json.dumps(dict(torch=torch.__version__, precision=a.precision, path=a.path, gpus=GPUS,
+                                         matmul_efficiency=MATMUL_EFFICIENCY, memory_efficiency=MEMORY_EFFICIENCY,
+                                         optimizer_bytes_per_param=OPTIMIZER_BYTES_PER_PARAM, workloads=WORKLOADS,
+                                         rows=rows), indent=1) + "\n")
+        print("wrote", a.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

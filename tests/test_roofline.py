@@ -1,0 +1,158 @@
+"""The speed model of benchmarks/roofline.py (issue 20): its counts on fake tensors against the kit's `model_flops`
+and the paper-scale figure, its bytes, the prediction's monotonicity, the compiled ratio it reads, the saved-tensor
+count, and its command line."""
+import json, subprocess, sys
+from pathlib import Path
+import pytest
+import torch
+from vimpac.model import VimpacConfig, model_flops
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import roofline as rl  # noqa: E402 (benchmarks/ is not a package)
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+@pytest.fixture(scope="module")
+def small():
+    return rl.count("small", "pretrain", "fp32", gpu=False)
+
+
+def _kit_flops(preset):
+    c = VimpacConfig.from_preset(preset, clip_len=5, token_map=(16, 16))
+    return 2 * model_flops(c, 5)                       # a video is two clips
+
+
+def test_small_pretraining_flops_match_the_kit_and_the_paper_scale(small):
+    "Small at T = 5, 16 x 16: FlopCounterMode's count per video within 10% of `model_flops` and of about 400 GFLOP."
+    assert small["flops"] == pytest.approx(_kit_flops("small"), rel=0.1)
+    assert small["flops"] == pytest.approx(400e9, rel=0.1)
+    assert small["samples"] == rl.COUNT_SAMPLES and small["params"] > 20e6
+
+
+def test_flops_scale_with_layers_and_width_as_the_presets_say(small):
+    """Tiny (2 layers, width 128) and Large-Half (24 layers, width 1024) against Small (6 layers, 512): the counted
+    ratio is the kit's formula's within 10%, and the order follows depth x width."""
+    tiny = rl.count("tiny", "pretrain", "fp32")
+    assert tiny["flops"] / small["flops"] == pytest.approx(_kit_flops("tiny") / _kit_flops("small"), rel=0.1)
+    lh = rl.count("large_half", "pretrain", "fp32")
+    assert lh["flops"] / small["flops"] == pytest.approx(_kit_flops("large_half") / _kit_flops("small"), rel=0.1)
+    assert tiny["flops"] < small["flops"] < lh["flops"]
+
+
+def test_bytes_split_and_bf16_moves_fewer(small):
+    """Bytes are counted on both sides (matmul-like, memory-bound > 0); on fake tensors they are what `traffic.py`
+    counts on real ones for the same step (tiny, fp32); bf16 autocast moves fewer matmul-like bytes and saves fewer
+    bytes for backward than fp32, for the same FLOPs; the GPU's fused attention keeps the FLOPs and moves fewer bytes."""
+    from traffic import EagerBytes, make_step
+    assert small["matmul_bytes"] > 0 and small["memory_bytes"] > 0
+    model, step = make_step("tiny", 16, 5, rl.COUNT_SAMPLES)
+    step(model); model.zero_grad()                               # as traffic.py: a warm-up, then the counted step
+    with EagerBytes() as real:
+        step(model)
+    fake = rl.count("tiny", "pretrain", "fp32", gpu=False)
+    split = real.split()
+    assert fake["matmul_bytes"] == pytest.approx(split["matmul"] / rl.COUNT_SAMPLES, rel=0.01)
+    assert fake["memory_bytes"] == pytest.approx(split["memory"] / rl.COUNT_SAMPLES, rel=0.01)
+    bf16 = rl.count("small", "pretrain", "bf16", gpu=False)
+    assert bf16["flops"] == pytest.approx(small["flops"], rel=1e-6)
+    assert bf16["matmul_bytes"] < 0.75 * small["matmul_bytes"]
+    assert 0 < bf16["saved_bytes"] < small["saved_bytes"]
+    gpu = rl.count("small", "pretrain", "bf16", gpu=True)
+    assert gpu["flops"] == pytest.approx(small["flops"], rel=1e-6)
+    assert 0 < gpu["memory_bytes"] < bf16["memory_bytes"] and 0 < gpu["saved_bytes"] < bf16["saved_bytes"]
+
+
+def test_gpu_stand_ins_fused_attention_and_cuda_fp32_list():
+    """On real tensors: attention through `GpuStandIns` gives plain SDPA's output and gradients and is counted as one
+    kernel each way (q, k, v, output, log-sum-exp; backward adds the gradients), none of the math path's ops; under
+    CPU autocast, LayerNorm runs in fp32 as on CUDA (bf16 without the stand-ins)."""
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(6, 2, 5, 8, requires_grad=True) for _ in range(3))
+    ref = torch.nn.functional.scaled_dot_product_attention(q, k, v)
+    gref = torch.autograd.grad(ref.sum(), (q, k, v))
+    moved, saved = rl.Bytes(), rl.SavedBytes()
+    with moved:
+        with saved.hooks(), rl.GpuStandIns(moved, saved):
+            out = torch.nn.functional.scaled_dot_product_attention(q, k, v)
+        g = torch.autograd.grad(out.sum(), (q, k, v), torch.ones(()))
+    torch.testing.assert_close(out, ref)
+    for a, b in zip(g, gref): torch.testing.assert_close(a, b)
+    t, lse = q.numel() * 4, 6 * 2 * 5 * 4
+    assert moved.ops["_scaled_dot_product_fused_attention"] == 4 * t + lse
+    assert moved.ops["_scaled_dot_product_fused_attention_backward"] == 8 * t + lse
+    assert not any("softmax" in name or name == "bmm" for name in moved.ops), moved.ops
+    assert saved.total == 4 * t + lse
+    x = torch.randn(4, 8)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert torch.nn.functional.layer_norm(x.bfloat16(), (8,)).dtype == torch.bfloat16
+        with rl.GpuStandIns(rl.Bytes(), rl.SavedBytes()):
+            assert torch.nn.functional.layer_norm(x.bfloat16(), (8,)).dtype == torch.float32
+            assert torch.mm(x, x.T).dtype == torch.bfloat16           # matmuls still in bf16
+
+
+def test_prediction_is_monotone_and_compiled_is_not_slower(small):
+    "More bytes never predict more videos/s; a compiled ratio under 1 never predicts fewer videos/s than eager."
+    for gpu in rl.GPUS.values():
+        base = rl.predict(small["flops"], small["matmul_bytes"], small["memory_bytes"], gpu)
+        more = rl.predict(small["flops"], small["matmul_bytes"], 2 * small["memory_bytes"], gpu)
+        assert more["per_s"] < base["per_s"] and more["mfu"] < base["mfu"]
+        assert rl.predict(small["flops"], small["matmul_bytes"], 0.7 * small["memory_bytes"], gpu)["per_s"] > base["per_s"]
+        assert 0 < base["mfu"] < rl.MATMUL_EFFICIENCY
+        assert base["per_s"] * small["flops"] == pytest.approx(base["mfu"] * gpu["peak_flops"])
+    # the H100's bandwidth and peak are both higher than the A100's: faster on every count
+    h, a = (rl.predict(small["flops"], small["matmul_bytes"], small["memory_bytes"], g)["per_s"] for g in rl.GPUS.values())
+    assert h > a
+
+
+def test_compiled_ratio_read_from_traffic_results(tmp_path):
+    "The ratio is compiled / eager memory-bound bytes of the preset's own traffic file, else Small's, and is named."
+    def write(name, preset, eager, compiled):
+        (tmp_path / name).write_text(json.dumps(dict(preset=preset, token_map=16, clip_len=5, eager=dict(matmul=1, memory=eager),
+                                                     compiled=dict(matmul=1, memory=compiled))))
+    write("traffic_small_cpu.json", "small", 100.0, 80.0)
+    write("traffic_tiny_cpu.json", "tiny", 200.0, 220.0)
+    (tmp_path / "traffic_base_cpu.json").write_text(json.dumps(dict(preset="base", eager=dict(matmul=1, memory=5))))  # no compiled count
+    ratios = rl.compiled_ratios(tmp_path)
+    assert set(ratios) == {"small", "tiny"}
+    assert rl.pick_ratio("tiny", ratios)[0] == pytest.approx(1.1)
+    r, why = rl.pick_ratio("base", ratios)
+    assert r == pytest.approx(0.8) and "traffic_small_cpu.json" in why and "not base's own" in why
+    assert rl.pick_ratio("small", {})[0] == 1.0
+    rows = rl.roofline(["tiny"], ["pretrain"], traffic_dir=tmp_path)
+    assert rows[0]["compiled_memory_bytes"] == pytest.approx(1.1 * rows[0]["memory_bytes"])
+    for g in rl.GPUS:   # a ratio over 1 (tiny's here) predicts compiled slower: the model does not flatter compile
+        assert rows[0][g]["compiled"]["per_s"] < rows[0][g]["eager"]["per_s"]
+
+
+def test_saved_bytes_count_each_storage_once_and_leave_out_parameters():
+    "y = relu(x @ W): autograd saves x (for W's gradient), W (excluded) and relu's output; a second save of x is free."
+    x, W = torch.randn(32, 16, requires_grad=True), torch.nn.Parameter(torch.randn(16, 8))
+    s = rl.SavedBytes(exclude=[W])
+    with s.hooks():
+        y = torch.relu(x @ W)
+        z = (x * 2).sum() + y.sum()      # mul by a constant saves nothing from x
+        w = (x * x).sum()                # saves x twice (already counted)
+    (z + w).backward()
+    assert s.total == x.numel() * 4 + y.numel() * 4
+    assert rl.training_memory(10, 100.0, 3) == 10 * rl.OPTIMIZER_BYTES_PER_PARAM + 300
+
+
+def test_cli_writes_json(tmp_path, capsys):
+    out = tmp_path / "r" / "roofline.json"
+    assert rl.main(["--presets", "tiny", "--workloads", "pretrain", "--out", str(out)]) == 0
+    res = json.loads(out.read_text())
+    row = res["rows"][0]
+    assert row["preset"] == "tiny" and row["workload"] == "pretrain" and row["flops"] > 0
+    assert set(rl.GPUS) <= set(row) and row["H100 SXM"]["compiled"]["per_s"] > 0
+    assert res["matmul_efficiency"] == rl.MATMUL_EFFICIENCY and "compiled_ratio_source" in row
+    printed = capsys.readouterr().out
+    assert "| tiny | pretrain" in printed and "compiled memory-bound bytes = eager x" in printed
+
+
+def test_bad_preset_one_line_no_traceback():
+    r = subprocess.run([sys.executable, str(Path(rl.__file__)), "--presets", "tiny", "huge"], capture_output=True, text=True)
+    assert r.returncode != 0
+    assert r.stderr.strip().splitlines() == [r.stderr.strip()] and "Traceback" not in r.stderr
+    assert "huge" in r.stderr and "small" in r.stderr
+    with pytest.raises(rl.RooflineError, match="workload"): rl.count("tiny", "evaluate")
