@@ -26,17 +26,18 @@ dtypes, no values, no memory, seconds per preset):
 - compiled: inductor's byte count after fusion cannot run per preset in a test's time, so the memory-bound bytes of
   the compiled step are eager's times a measured ratio, compiled / eager memory-bound bytes, read from a
   `benchmarks/results/traffic_<preset>_cpu.json` written by `traffic.py` (fp32, the preset's own file, else Small's,
-  else any); the output names the file and the ratio used. Matmul-like bytes are taken as unchanged. The ratio was
-  measured on the CPU's path (math attention, fp32), whose attention internals inductor fuses too; applied to the
-  GPU path's count it assumes the rest fuses in the same proportion.
+  else any); the output names the file and the ratio used. Matmul-like bytes are taken as unchanged. The ratio is
+  measured in fp32 with the CPU's fused attention kernel (`traffic.py` sets the attention-probability dropout to 0
+  for it, as a GPU's flash kernel applies it inside); applied to the bf16 GPU count it assumes the rest fuses in the
+  same proportion.
 
 The time model of one sample on a GPU (`predict`): matmul-like kernels at max(FLOPs / (peak x MATMUL_EFFICIENCY),
 bytes / (bandwidth x MEMORY_EFFICIENCY)), plus memory-bound bytes / (bandwidth x MEMORY_EFFICIENCY); FLOPs outside
 matmuls, launch overhead, the optimizer step and the data loader are left out (so the prediction is an upper bound of
-what that traffic allows). MFU = FLOPs per sample x samples/s / peak. Memory (`training_memory`): parameters x
-`OPTIMIZER_BYTES_PER_PARAM` (fp32 weights, gradients, AdamW's two moments) plus the tensors saved for backward per
-sample (`torch.autograd.graph.saved_tensors_hooks`, each storage once, the parameters' own left out) times the
-micro-batch; the allocator's slack and the transient peak of the backward are not in it.
+what that traffic allows). MFU = FLOPs per sample x samples/s / peak. Memory: the saved bytes per sample of this
+count (`torch.autograd.graph.saved_tensors_hooks`, each storage once, the parameters' own left out), and the
+micro-batch the kit itself plans on an 80 GiB GPU with its predicted peak (`kit_plan`: `vimpac.engine.memory_model`,
+which adds the weights, gradients and AdamW moments, a margin and a reserve).
 """
 import argparse, contextlib, json, sys
 from pathlib import Path
@@ -96,7 +97,7 @@ def _no_value_checks():
 class SavedBytes:
     """`saved_tensors_hooks` that total the bytes autograd saves for backward, each storage once (by
     `untyped_storage()._cdata`, the tensors kept referenced so that no address is reused), leaving out `exclude`d
-    storages (the parameters: `training_memory` counts them)."""
+    storages (the parameters: the kit's memory model counts them, `kit_plan`)."""
     def __init__(self, exclude=()):
         self.seen, self.keep, self.total = {s.untyped_storage()._cdata for s in exclude}, [], 0
 
@@ -247,12 +248,14 @@ def kit_flops(preset: str, workload: str) -> float | None:
 
 def compiled_ratios(folder=HERE / "results") -> dict:
     """{preset: (compiled / eager memory-bound bytes, file name, token map, T)} from the `traffic_*.json` files in
-    `folder` that have a compiled count."""
-    out = {}
+    `folder` that have a compiled count; a count with the fused attention kernel (`traffic.py`'s default, the GPU's)
+    is preferred to one with the CPU's math attention."""
+    out, fused = {}, {}
     for f in sorted(Path(folder).glob("traffic_*.json")):
         r = json.loads(f.read_text())
-        if "compiled" in r and r.get("eager", {}).get("memory"):
+        if "compiled" in r and r.get("eager", {}).get("memory") and not fused.get(r["preset"]):
             out[r["preset"]] = (r["compiled"]["memory"] / r["eager"]["memory"], f.name, r.get("token_map"), r.get("clip_len"))
+            fused[r["preset"]] = r.get("attention") == "fused"   # the GPU's attention kernel: preferred
     return out
 
 
@@ -272,20 +275,27 @@ def predict(flops: float, matmul_bytes: float, memory_bytes: float, gpu: dict) -
     return dict(per_s=1 / t, mfu=flops / t / gpu["peak_flops"], seconds=t)
 
 
-def training_memory(params: int, saved_bytes_per_sample: float, micro_batch: int) -> float:
-    """Bytes of a training step: parameters x `OPTIMIZER_BYTES_PER_PARAM` plus the saved activations of `micro_batch`
-    samples. (The kit's own `vimpac.engine.training_memory`, where it exists, is meant to replace this.)"""
-    return params * OPTIMIZER_BYTES_PER_PARAM + saved_bytes_per_sample * micro_batch
+GPU_BYTES = 80 * 2**30     # an H100 SXM or A100 80 GB
 
 
-def default_micro_batch(workload: str) -> int | None:
-    """The micro-batch a one-GPU run takes by default: the config's `micro_batch_size`, else its `batch_size`; None
-    where the default is not a number (e.g. chosen from memory at run time)."""
-    if workload == "pretrain": from vimpac.pretrain import PretrainConfig as Cfg
-    else: from vimpac.finetune import FinetuneConfig as Cfg
-    cfg = Cfg()
-    m = cfg.micro_batch_size if cfg.micro_batch_size is not None else cfg.batch_size
-    return m if isinstance(m, int) else None
+def kit_plan(preset: str, workload: str, precision: str = "bf16", device_bytes: int = GPU_BYTES) -> tuple[int, float]:
+    """(micro-batch, predicted peak bytes) that the kit plans for one process on a GPU with `device_bytes` free, at
+    the workload's default global batch: `vimpac.engine.memory_model` of the model (fake tensors) and `plan_steps`, as
+    `pretrain` / `finetune` do on a GPU (`micro_batch_size="auto"`)."""
+    from vimpac.engine import memory_model, plan_steps
+    from vimpac.model import VimpacConfig, VimpacForPreTraining, VimpacForVideoClassification
+    w = WORKLOADS[workload]
+    c = VimpacConfig.from_preset(preset, clip_len=w["clip_len"], token_map=(w["token_map"],) * 2)
+    if workload == "pretrain":
+        from vimpac.pretrain import PretrainConfig as Cfg, _memory_inputs
+        model, least = VimpacForPreTraining(c), 2
+    else:
+        from vimpac.finetune import FinetuneConfig as Cfg, _memory_inputs
+        model, least = VimpacForVideoClassification(c, w["num_classes"]), 1
+    cfg = Cfg(clip_len=w["clip_len"])
+    mm = memory_model(model, _memory_inputs(c, cfg), torch.bfloat16 if precision == "bf16" else None)
+    micro = plan_steps(cfg, 10**6, 1, mm, device_bytes, least=least)[1]
+    return micro, mm.peak(micro)
 
 
 def roofline(presets=PRESET_ORDER, workloads=tuple(WORKLOADS), precision: str = "bf16", traffic_dir=HERE / "results",
@@ -294,7 +304,6 @@ def roofline(presets=PRESET_ORDER, workloads=tuple(WORKLOADS), precision: str = 
     compiled ratio used and the predictions per GPU (see `predict`)."""
     presets, ratios, rows = check_presets(presets), compiled_ratios(traffic_dir), []
     for wl in workloads:
-        micro = default_micro_batch(wl)
         for p in presets:
             c = count(p, wl, precision, gpu=gpu_path)
             ratio, source = pick_ratio(p, ratios)
@@ -302,7 +311,7 @@ def roofline(presets=PRESET_ORDER, workloads=tuple(WORKLOADS), precision: str = 
             row = dict(preset=p, workload=wl, sample=WORKLOADS[wl]["sample"], precision=precision,
                        path="gpu" if gpu_path else "cpu", **c,
                        compiled_memory_bytes=c["memory_bytes"] * ratio, compiled_ratio=ratio, compiled_ratio_source=source,
-                       micro_batch=micro, memory_at_micro_batch=None if micro is None else training_memory(c["params"], c["saved_bytes"], micro))
+                       **dict(zip(("micro_batch", "memory_at_micro_batch"), kit_plan(p, wl, precision))))
             for g, spec in GPUS.items():
                 row[g] = dict(eager=predict(c["flops"], c["matmul_bytes"], c["memory_bytes"], spec),
                               compiled=predict(c["flops"], c["matmul_bytes"], row["compiled_memory_bytes"], spec))
@@ -314,12 +323,12 @@ def table(rows: list[dict]) -> str:
     "The rows as a markdown table (per sample: GFLOP, GB moved, predicted samples/s and MFU, GiB at the default micro-batch)."
     gpus = list(GPUS)
     head = ["preset", "workload", "GFLOP", "GB matmul", "GB memory-bound (eager / compiled)"] + \
-           [f"{g} eager / compiled per s (MFU)" for g in gpus] + ["saved GB per sample", "GiB at micro-batch"]
+           [f"{g} eager / compiled per s (MFU)" for g in gpus] + ["saved GB per sample", "micro-batch on 80 GiB: GiB"]
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         preds = [f"{r[g]['eager']['per_s']:.0f} ({100 * r[g]['eager']['mfu']:.0f}%) / {r[g]['compiled']['per_s']:.0f} "
                  f"({100 * r[g]['compiled']['mfu']:.0f}%)" for g in gpus]
-        mem = "-" if r["memory_at_micro_batch"] is None else f"{r['memory_at_micro_batch'] / 2**30:.1f} at {r['micro_batch']}"
+        mem = f"{r['micro_batch']}: {r['memory_at_micro_batch'] / 2**30:.1f}"
         out.append(f"| {r['preset']} | {r['workload']} ({r['sample']}) | {r['flops'] / 1e9:.1f} | {r['matmul_bytes'] / 1e9:.2f} | "
                    f"{r['memory_bytes'] / 1e9:.2f} / {r['compiled_memory_bytes'] / 1e9:.2f} | " + " | ".join(preds) +
                    f" | {r['saved_bytes'] / 1e9:.2f} | {mem} |")

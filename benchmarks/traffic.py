@@ -51,14 +51,19 @@ class EagerBytes(TorchDispatchMode):
         return dict(matmul=mm, memory=sum(self.ops.values()) - mm)
 
 
-def make_step(preset: str, token_map: int, clip_len: int, videos: int, seed: int = 0):
+def make_step(preset: str, token_map: int, clip_len: int, videos: int, seed: int = 0, fused_attention: bool = True):
     """(model, step function) of the pre-training objective on random clip pairs masked on the host as the loader
     masks them: `step(m)` runs forward and backward of `bench_utils.pretrain_loss_fn` (the loop's loss) with `m`, the
-    model or its compiled wrapper."""
+    model or its compiled wrapper. `fused_attention`: the attention-probability dropout set to 0, so that the CPU runs
+    its fused (flash) attention kernel, as a GPU does whose flash kernel applies that dropout inside at no traffic;
+    with the preset's dropout the CPU takes SDPA's math path and moves the L x L probabilities."""
     from vimpac.model import VimpacConfig, VimpacForPreTraining
     torch.manual_seed(seed)
     c = VimpacConfig.from_preset(preset, vocab_size=8192, token_map=(token_map, token_map), clip_len=clip_len)
     model = VimpacForPreTraining(c).train()
+    if fused_attention:
+        for m in model.modules():
+            if hasattr(m, "attn_drop"): m.attn_drop = 0.0
     mb = to_device(pretrain_batch(c, videos, seed), "cpu")
     loss = pretrain_loss_fn(model)
     def step(m):
@@ -96,22 +101,26 @@ def main(argv=None) -> int:
     p.add_argument("--videos", type=int, default=2, help="clip pairs per step")
     p.add_argument("--no-compile", action="store_true", help="eager count only")
     p.add_argument("--graph-breaks", action="store_true", help="compile without fullgraph (for kits older than issue 20)")
+    p.add_argument("--math-attention", action="store_true", help="keep the preset's attention dropout: the CPU then "
+                   "runs SDPA's math path (L x L probabilities in memory), which no GPU run takes")
     p.add_argument("--out", type=Path)
     a = p.parse_args(argv)
     torch.set_num_threads(max(1, os.cpu_count() or 1))
-    model, step = make_step(a.preset, a.token_map, a.clip_len, a.videos)
+    model, step = make_step(a.preset, a.token_map, a.clip_len, a.videos, fused_attention=not a.math_attention)
     step(model)                                          # warm-up (lazy init)
     model.zero_grad()
     with EagerBytes() as e:
         step(model)
     res = dict(preset=a.preset, token_map=a.token_map, clip_len=a.clip_len, videos=a.videos, torch=torch.__version__,
+               attention="math" if a.math_attention else "fused",
                eager={k: v / a.videos for k, v in e.split().items()},
                eager_top={k: v / a.videos for k, v in sorted(e.ops.items(), key=lambda kv: -kv[1])[:12]})
     if not a.no_compile:
         t = time.perf_counter()
         res["compiled"] = {k: v / a.videos for k, v in compiled_bytes(model, step, not a.graph_breaks).items()}
         res["compile_s"] = round(time.perf_counter() - t, 1)
-    print(f"bytes per pre-training video, {a.preset}, T = {a.clip_len}, {a.token_map} x {a.token_map} tokens, fp32 on the CPU")
+    print(f"bytes per pre-training video, {a.preset}, T = {a.clip_len}, {a.token_map} x {a.token_map} tokens, fp32 on the CPU, "
+          f"{res['attention']} attention")
     print("| | matmul-like | memory-bound | total |\n|---|---|---|---|")
     for k in ("eager", "compiled"):
         if k in res:

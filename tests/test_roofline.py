@@ -135,7 +135,13 @@ def test_saved_bytes_count_each_storage_once_and_leave_out_parameters():
         w = (x * x).sum()                # saves x twice (already counted)
     (z + w).backward()
     assert s.total == x.numel() * 4 + y.numel() * 4
-    assert rl.training_memory(10, 100.0, 3) == 10 * rl.OPTIMIZER_BYTES_PER_PARAM + 300
+
+
+def test_kit_plan_fits_the_fine_tuning_batch_on_80_gib():
+    """Fine-tuning Small (Table 12: 128 clips of T = 10 on 32 x 32 tokens) on one 80 GiB GPU: the kit's plan is a
+    micro-batch that divides 128, below it (the whole batch would need about 260 GiB), and predicted to fit."""
+    micro, peak = rl.kit_plan("small", "finetune")
+    assert 1 <= micro < 128 and 128 % micro == 0 and peak <= rl.GPU_BYTES, (micro, peak / 2**30)
 
 
 def test_cli_writes_json(tmp_path, capsys):
