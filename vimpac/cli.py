@@ -252,7 +252,7 @@ def pretrain_parser(raise_errors: bool = False) -> argparse.ArgumentParser:
     _loop_options(p, d, "passes over the store, instead of --steps")
     p.add_argument("--batch-size", type=_number(integer=True, ge=2), default=d.batch_size,
                    help="global clip pairs per update, at most the store's videos (paper: 1024)")
-    p.add_argument("--micro-batch-size", type=_micro_batch, default=None,
+    p.add_argument("--micro-batch-size", type=_micro_batch, default=None, metavar="N|auto",
                    help="clip pairs per process and forward pass, or auto (default): the most that fit the GPU")
     p.add_argument("--lr", type=_number(gt=0), default=d.lr)
     p.add_argument("--clip-len", type=_number(integer=True, ge=1), default=d.clip_len, help="T, frames per clip")
@@ -357,7 +357,7 @@ def finetune_parser(raise_errors: bool = False) -> argparse.ArgumentParser:
     _model_options(p, "from scratch only")
     _loop_options(p, d, "passes over the store, instead of --steps (paper: 22-50)")
     p.add_argument("--batch-size", type=_number(integer=True, ge=1), default=d.batch_size, help="global clips per update (paper: 128)")
-    p.add_argument("--micro-batch-size", type=_micro_batch, default=None,
+    p.add_argument("--micro-batch-size", type=_micro_batch, default=None, metavar="N|auto",
                    help="clips per process and forward pass, or auto (default): the most that fit the GPU")
     p.add_argument("--lr", type=_number(gt=0), default=None, help="default: 1e-4, 5e-5 for large_half (Table 12)")
     p.add_argument("--clip-len", type=_number(integer=True, ge=1), default=d.clip_len, help="T, frames per clip (paper: 10)")
