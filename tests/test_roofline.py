@@ -46,7 +46,7 @@ def test_bytes_split_and_bf16_moves_fewer(small):
     bytes for backward than fp32, for the same FLOPs; the GPU's fused attention keeps the FLOPs and moves fewer bytes."""
     from traffic import EagerBytes, make_step
     assert small["matmul_bytes"] > 0 and small["memory_bytes"] > 0
-    model, step = make_step("tiny", 16, 5, rl.COUNT_SAMPLES)
+    model, step = make_step("tiny", 16, 5, rl.COUNT_SAMPLES, fused_attention=False)   # the CPU's path, as --path cpu
     step(model); model.zero_grad()                               # as traffic.py: a warm-up, then the counted step
     with EagerBytes() as real:
         step(model)

@@ -33,11 +33,13 @@ def _one_line(e: BaseException) -> str:
 def _run(prog: str, fn, *args, **kwargs):
     """Call `fn` at a tool's edge. A `VimpacError`, or any `ValueError` / `OSError` (missing, unreadable or busy
     files), becomes one line on stderr, `PROG: error: MESSAGE`, and exit status 2; Ctrl-C exit status 130. Warnings
-    print as one line, `PROG: warning: MESSAGE`. Other exceptions are bugs and keep their traceback."""
+    print as one line, `PROG: warning: MESSAGE`, but for `ResourceWarning`s (hidden, as Python hides them outside
+    development mode: an event loop a library left to the garbage collector is no news to a user). Other exceptions
+    are bugs and keep their traceback."""
     def show(message, category, filename, lineno, file=None, line=None):
         print(f"{prog}: warning: {_one_line(message)}", file=sys.stderr)
     with warnings.catch_warnings():
-        warnings.simplefilter("default"); warnings.showwarning = show
+        warnings.simplefilter("default"); warnings.simplefilter("ignore", ResourceWarning); warnings.showwarning = show
         try: return fn(*args, **kwargs)
         except (ValueError, OSError) as e:
             print(f"{prog}: error: {_one_line(e)}", file=sys.stderr); sys.exit(2)
