@@ -162,3 +162,19 @@ def test_browser_upload_and_run(browser_server):
             page.screenshot(path=str(ROOT/"images"/"demo.png"), full_page=True)
         finally:
             browser.close()
+
+
+@pytest.mark.parametrize("case", ["port in use", "foreign host", "unknown host"])
+def test_bad_address_is_one_line(bin_dir, case):
+    """`vimpac-demo` with its port in use, or a --host that is not this machine's, says so in one line and exits 2,
+    before loading a model (it ended in Gradio's "Cannot find empty port" traceback)."""
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0)); busy.listen(); port = busy.getsockname()[1]
+        host, want = {"port in use": ("127.0.0.1", f"--port {port}: 127.0.0.1:{port} is in use"),
+                      "foreign host": ("192.0.2.1", "--host '192.0.2.1': cannot listen there"),
+                      "unknown host": ("no.such.host.invalid", "--host 'no.such.host.invalid': not an address")}[case]
+        r = subprocess.run([str(bin_dir / "vimpac-demo"), "--host", host, "--port", str(port)],
+                           capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2, r.stderr
+    err = r.stderr.strip()
+    assert err.startswith("vimpac-demo: error: ") and "\n" not in err and want in err, err

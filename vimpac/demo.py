@@ -6,7 +6,7 @@ Docs: https://vimpac.github.io/vimpac/demo.html.md"""
 
 # %% ../nbs/10_demo.ipynb #cfd9f210
 from __future__ import annotations
-import importlib.resources, os
+import errno, importlib.resources, os, socket
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")   # before gradio is imported: no analytics, no version check
 from pathlib import Path
 import numpy as np
@@ -23,7 +23,7 @@ from .viz import plot_reconstruction, predict_masked, load_reconstruction_model
 
 # %% auto #0
 __all__ = ['DEMO_CHECKPOINT', 'LIMITS', 'FPS', 'THEME_FONTS', 'load_demo_model', 'check_video', 'plot_nn_fill', 'make_mask',
-           'reconstruct', 'build_app', 'launch', 'main']
+           'reconstruct', 'build_app', 'launch', 'check_address', 'main']
 
 # %% ../nbs/10_demo.ipynb #e0142667
 DEMO_CHECKPOINT = Path(str(importlib.resources.files("vimpac")))/"weights"/"demo"
@@ -215,6 +215,23 @@ def launch(app: gr.Blocks, host: str = "127.0.0.1", port: int = 7860, **kwargs):
                 theme=gr.themes.Default(**THEME_FONTS))
     return app.launch(**{**opts, **kwargs})
 
+# %% ../nbs/10_demo.ipynb #43d2eb8e
+def check_address(host: str, port: int) -> None:
+    """Raise `VimpacError` unless this process can listen on `host`:`port` (TCP): one line for a host that is not an
+    address of this machine (or not an address at all) and for a port in use, naming the option to change. Called by
+    `vimpac-demo` before it loads a model, where Gradio would end in a traceback ("Cannot find empty port")."""
+    try: infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError) as e:
+        raise VimpacError(f"--host {host!r}: not an address this machine can resolve ({e.args[-1] if e.args else e})") from None
+    family, kind, proto, _, addr = infos[0]
+    with socket.socket(family, kind, proto) as s:
+        try: s.bind(addr)
+        except OSError as e:
+            if e.errno == errno.EADDRINUSE:
+                raise VimpacError(f"--port {port}: {host}:{port} is in use (another vimpac-demo?); pass another --port") from None
+            raise VimpacError(f"--host {host!r}: cannot listen there ({e.strerror}); use an address of this machine, "
+                              "e.g. 127.0.0.1") from None
+
 # %% ../nbs/10_demo.ipynb #3c71fcc4
 def main(argv=None):
     "Console script `vimpac-demo` and `python -m vimpac.demo`: start the Gradio app."
@@ -229,8 +246,9 @@ def main(argv=None):
     p.add_argument("--tokenizer", default=None,
                    help="the tokenizer the model was trained with (default: the kit's; dalle:ENC,DEC for --official)")
     a = p.parse_args(argv)
+    _run(p.prog, check_address, a.host, a.port)           # before the model loads: one line, no Gradio traceback
     app = _run(p.prog, build_app, a.checkpoint, a.tokenizer, official=a.official)
-    launch(app, a.host, a.port)
+    _run(p.prog, launch, app, a.host, a.port)
 
 # %% ../nbs/10_demo.ipynb #a5bceb24
 if __name__ == "__main__": main()
