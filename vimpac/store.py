@@ -6,7 +6,7 @@ Docs: https://vimpac.github.io/vimpac/store.html.md"""
 
 # %% ../nbs/02_store.ipynb #257151fd
 from __future__ import annotations
-import hashlib, json, os, re
+import fcntl, hashlib, json, os, re, socket
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +20,7 @@ from fastcore.basics import patch
 
 # %% auto #0
 __all__ = ['STORE_FORMAT', 'MAP_SIZE', 'READABLE_FORMATS', 'video_key', 'expand_inputs', 'shard_name', 'StoreSummary',
-           'build_store', 'TokenStore']
+           'writer_lock', 'build_store', 'TokenStore']
 
 # %% ../nbs/02_store.ipynb #28c12336
 STORE_FORMAT = "vimpac-token-store/3"  # /3: keys from paths relative to the root given (/2: absolute paths)
@@ -242,6 +242,37 @@ def _check_classes(classes) -> list[str]:
     if dup is not None: raise VimpacError(f"classes: {dup!r} is listed {Counter(classes)[dup]} times; names must be distinct")
     return list(classes)
 
+# %% ../nbs/02_store.ipynb #f109dfd7
+@contextlib.contextmanager
+def writer_lock(path, what: str):
+    """Hold an exclusive lock on the file `path` (created if missing) while the block runs: `fcntl.flock`, which the
+    operating system releases when the holder exits or is killed, so a stale lock never blocks a resume. The file
+    records the holder, "pid P on HOST". Raises `VimpacError` naming `what` and the holder when another process holds it."""
+    f = open(path, "a+")
+    try: fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        f.seek(0); holder = f.read().strip() or "another process"; f.close()
+        raise VimpacError(f"{what} is being written by {holder}; wait for it to finish, or use another --out") from None
+    try:
+        f.seek(0); f.truncate(); f.write(f"pid {os.getpid()} on {socket.gethostname()}"); f.flush()
+        yield
+    finally: f.close()                                       # closing the file releases the lock
+
+@contextlib.contextmanager
+def _writing(out: Path, meta: dict, num_shards: int, shard_index: int):
+    """The writer's side of a store: under a lock of the whole store, check `meta` against what `out` holds and write
+    it (two writers started together with other settings: the second is refused, not mixed in); then, for the whole
+    write, the lock of this shard (shards of one split are written side by side, each by one process)."""
+    out.mkdir(parents=True, exist_ok=True)
+    with writer_lock(out/".store.writer", f"{out}"):
+        _check_meta(out, meta)
+        for other in out.glob("shard-*-of-*.lmdb"):
+            if not other.name.endswith(f"-of-{num_shards:05d}.lmdb"):
+                raise VimpacError(f"{out}: holds shards of another split ({other.name}); use --num-shards to match")
+        write_json(out/"meta.json", meta)
+    with writer_lock(out/f".{shard_name(shard_index, num_shards)}.writer", f"{out}: shard {shard_index} of {num_shards}"):
+        yield
+
 # %% ../nbs/02_store.ipynb #e955ea14
 def _label_items(items, labels: dict, classes: list[str]) -> dict:
     """key -> label for the (key, path, name) `items`: `labels` maps video paths (as given, or as found under a folder;
@@ -353,28 +384,25 @@ def build_store(inputs, tokenizer, out, fps: float = 2.0, frame_size: int = 128,
     meta = dict(format=STORE_FORMAT, fps=fps, frame_size=int(frame_size), views=view_names, token_map=[(h := frame_size // tokenizer.downsample)] * 2,
                 vocab_size=tokenizer.vocab_size, tokenizer=tokenizer.identity, num_shards=num_shards,
                 **({} if classes is None else dict(classes=classes)))
-    _check_meta(out, meta)
-    for other in out.glob("shard-*-of-*.lmdb") if out.is_dir() else []:
-        if not other.name.endswith(f"-of-{num_shards:05d}.lmdb"):
-            raise VimpacError(f"{out}: holds shards of another split ({other.name}); use --num-shards to match")
-    tokenizer.to(device) if device is not None else None; out.mkdir(parents=True, exist_ok=True); write_json(out/"meta.json", meta)
-    env = _env(out/shard_name(shard_index, num_shards), write=True)
-    summary, dtype = StoreSummary(out, scan_skipped=dict(scan_skipped)), _token_dtype(tokenizer.vocab_size)
-    todo = _pending(env, out, items, label_of, classes, summary)
-    loader = torch.utils.data.DataLoader(_DecodeVideos(todo, fps, frame_size, view_names, batch_size), batch_size=None,
-                                         num_workers=workers, collate_fn=_identity,  # forkserver: a worker forked from a
-                                         multiprocessing_context="forkserver" if workers else None)  # threaded process can deadlock
-    pending, bar = {}, tqdm(total=len(todo), desc=f"tokenize shard {shard_index}", disable=not progress)
-    try:
-        for item in loader:
-            if "frames" in item:   # a chunk of frames: encode it now, so memory does not grow with the video
-                acc = pending.setdefault(item["key"], {v: [] for v in view_names})
-                for v, frames in item["frames"].items():
-                    acc[v] += [tokenizer.encode(frames[j:j + batch_size]).cpu().numpy().astype(dtype) for j in range(0, len(frames), batch_size)]
-                continue
-            bar.update(1); _write_video(env, item, pending.pop(item["key"], None), view_names, h, label_of, summary)
-    finally: bar.close(); env.sync()
-    return summary
+    if device is not None: tokenizer.to(device)
+    with _writing(out, meta, num_shards, shard_index):
+        env = _env(out/shard_name(shard_index, num_shards), write=True)
+        summary, dtype = StoreSummary(out, scan_skipped=dict(scan_skipped)), _token_dtype(tokenizer.vocab_size)
+        todo = _pending(env, out, items, label_of, classes, summary)
+        loader = torch.utils.data.DataLoader(_DecodeVideos(todo, fps, frame_size, view_names, batch_size), batch_size=None,
+                                             num_workers=workers, collate_fn=_identity,  # forkserver: a worker forked from a
+                                             multiprocessing_context="forkserver" if workers else None)  # threaded process can deadlock
+        pending, bar = {}, tqdm(total=len(todo), desc=f"tokenize shard {shard_index}", disable=not progress)
+        try:
+            for item in loader:
+                if "frames" in item:   # a chunk of frames: encode it now, so memory does not grow with the video
+                    acc = pending.setdefault(item["key"], {v: [] for v in view_names})
+                    for v, frames in item["frames"].items():
+                        acc[v] += [tokenizer.encode(frames[j:j + batch_size]).cpu().numpy().astype(dtype) for j in range(0, len(frames), batch_size)]
+                    continue
+                bar.update(1); _write_video(env, item, pending.pop(item["key"], None), view_names, h, label_of, summary)
+        finally: bar.close(); env.sync()
+        return summary
 
 # %% ../nbs/02_store.ipynb #8950e13b
 _META_FIELDS = dict(  # what a reader needs from meta.json -> (check, what it must be)
