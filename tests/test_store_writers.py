@@ -2,6 +2,7 @@
 and its shard for the whole write. A second writer gets one line naming the first (pid and host) and exit 2; on
 today's main both ran, and meta.json could end up describing tokens written with other settings."""
 import json, os, shutil, socket, subprocess
+import pytest
 from vimpac.store import writer_lock, shard_name
 from vimpac.video import sample_videos
 
@@ -25,3 +26,30 @@ def test_second_writer_is_refused_and_the_lock_is_not_stale(bin_dir, tmp_path):
     assert r.returncode == 0, r.stderr
     assert json.loads((out / "meta.json").read_text())["fps"] == 1
 
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    "A 48 KiB tmpfs (root only: the CI runs as root; elsewhere the test skips), unmounted at the end."
+    d = tmp_path / "small"; d.mkdir()
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=48k", "tmpfs", str(d)], capture_output=True).returncode:
+        pytest.skip("needs root to mount a small tmpfs (a full disk)")
+    try: yield d
+    finally: subprocess.run(["umount", str(d)], capture_output=True)
+
+
+def test_full_disk_is_one_line_and_the_store_resumes(bin_dir, tmp_path, small_disk):
+    """Tokenizing onto a full disk: one line "no space left on ...: N MB needed, M MB free" and exit 2 (it was LMDB's
+    22-line "mdb_txn_commit: Input/output error" traceback); with room again, the same command finishes the store."""
+    videos = tmp_path / "videos"; videos.mkdir()
+    for v in sample_videos(): shutil.copy(v, videos)
+    cmd = [str(bin_dir / "vimpac-tokenize"), str(videos), "--out", str(small_disk / "store"), "--fps", "8",
+           "--frame-size", "128", "--device", "cpu"]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 2, r.stderr
+    err = r.stderr.strip().splitlines()[-1]
+    assert err.startswith(f"vimpac-tokenize: error: no space left on {small_disk}/store/shard-00000-of-00001.lmdb: ") \
+        and " MB needed, " in err and "run the same command again to go on" in err and "Traceback" not in r.stderr, r.stderr
+    subprocess.run(["mount", "-o", "remount,size=4m", str(small_disk)], check=True)
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and "3 stored" in r.stdout + r.stderr, r.stderr

@@ -14,7 +14,7 @@ import lmdb
 import numpy as np
 import torch
 from tqdm.auto import tqdm
-from .utils import VimpacError, write_json
+from .utils import VimpacError, write_json, disk_full_error
 from .video import iter_views, check_fps, list_videos, VIEW_SETS, CENTER_VIEW, parse_view
 from fastcore.basics import patch
 
@@ -357,11 +357,18 @@ def _write_video(env, item, acc, view_names, h, label_of, summary):
                     reason=f"{path}: partial: {T} of {exp if exp else 'an unknown number of'} frames stored, "
                            f"the decodable prefix ({info['partial']})")
         rec["partial"] = dict(frames=T, expected=exp, reason=info["partial"])
-    with env.begin(write=True) as txn:  # one atomic commit per video: tokens, then its record
-        for v, arr in tokens.items(): txn.put(f"v/{key}/{v}".encode(), arr.tobytes())
-        txn.put(f"m/{key}".encode(), json.dumps(rec).encode())
-        if part: txn.put(f"f/{key}".encode(), json.dumps(part).encode())
-        else: txn.delete(f"f/{key}".encode())
+    try:
+        with env.begin(write=True) as txn:  # one atomic commit per video: tokens, then its record
+            for v, arr in tokens.items(): txn.put(f"v/{key}/{v}".encode(), arr.tobytes())
+            txn.put(f"m/{key}".encode(), json.dumps(rec).encode())
+            if part: txn.put(f"f/{key}".encode(), json.dumps(part).encode())
+            else: txn.delete(f"f/{key}".encode())
+    except lmdb.Error as e:                 # a full disk: one line (LMDB says "Input/output error"); the commit is undone
+        full = disk_full_error(env.path(), sum(a.nbytes for a in tokens.values()) + 2**16, e,
+                               f"the store keeps the videos stored before ({len(summary.stored)} this run): free some "
+                               "space and run the same command again to go on")
+        if full is None: raise
+        raise full from None
     summary.stored.append(key)
     if part: summary.partial.append(part)
 

@@ -6,14 +6,14 @@ Docs: https://vimpac.github.io/vimpac/utils.html.md"""
 
 # %% ../nbs/00a_utils.ipynb #b36c610f
 from __future__ import annotations
-import contextlib, hashlib, json, os, pickletools, re, tempfile, warnings
+import contextlib, errno, hashlib, json, os, pickletools, re, shutil, tempfile, warnings
 from pathlib import Path
 import torch
 
 # %% auto #0
 __all__ = ['IGNORE_INDEX', 'VimpacError', 'load_torch_file', 'read_json', 'check_device', 'get_device', 'make_generator',
-           'derive_seed', 'check_number', 'warmup_linear', 'atomic_path', 'write_json', 'save_weights', 'load_weights',
-           'VimpacDeprecationWarning', 'renamed_kwargs']
+           'derive_seed', 'check_number', 'warmup_linear', 'atomic_path', 'write_json', 'disk_full_error',
+           'save_weights', 'load_weights', 'VimpacDeprecationWarning', 'renamed_kwargs']
 
 # %% ../nbs/00a_utils.ipynb #6eaf13c8
 class VimpacError(ValueError):
@@ -148,6 +148,18 @@ def atomic_path(path: str | os.PathLike):
 def write_json(path: str | os.PathLike, obj) -> None:
     "Write `obj` as indented JSON to `path`, atomically."
     with atomic_path(path) as tmp: Path(tmp).write_text(json.dumps(obj, indent=2) + "\n")
+
+# %% ../nbs/00a_utils.ipynb #275aeebf
+def disk_full_error(path, needed: int, error: BaseException, then: str = "") -> VimpacError | None:
+    """The one-line `VimpacError` for a write under `path` that failed with `error` because its disk is full, or None
+    when the disk is not the cause. Full: `error` is ENOSPC, or fewer than `needed` bytes are free on `path`'s
+    filesystem (LMDB reports a full disk as "Input/output error", `torch.save` as a failed stream writer). The
+    message says "no space left on PATH: N MB needed, M MB free", then `then` (what is kept, how to go on)."""
+    p = Path(path)
+    while not p.exists() and p != p.parent: p = p.parent
+    free = shutil.disk_usage(p).free
+    if getattr(error, "errno", None) != errno.ENOSPC and free >= needed: return None
+    return VimpacError(f"no space left on {path}: {needed / 2**20:.1f} MB needed, {free / 2**20:.1f} MB free" + (f"; {then}" if then else ""))
 
 # %% ../nbs/00a_utils.ipynb #46fc101e
 def save_weights(path, module: torch.nn.Module, config: dict, kind: str) -> Path:
