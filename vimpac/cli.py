@@ -6,7 +6,7 @@ Docs: https://vimpac.github.io/vimpac/cli.html.md"""
 
 # %% ../nbs/11_cli.ipynb #a533b2f8
 from __future__ import annotations
-import argparse, os, sys, time, warnings
+import argparse, os, signal, sys, threading, time, warnings
 from pathlib import Path
 from .utils import VimpacError, write_json, make_generator, get_device, check_device, check_number, renamed_kwargs
 from .video import VIEW_SETS, read_video, sample_videos
@@ -35,9 +35,13 @@ def _run(prog: str, fn, *args, **kwargs):
     files), becomes one line on stderr, `PROG: error: MESSAGE`, and exit status 2; Ctrl-C exit status 130. Warnings
     print as one line, `PROG: warning: MESSAGE`, but for `ResourceWarning`s (hidden, as Python hides them outside
     development mode: an event loop a library left to the garbage collector is no news to a user). Other exceptions
-    are bugs and keep their traceback."""
+    are bugs and keep their traceback. SIGTERM (a cluster's scheduler, `kill`) unwinds like Ctrl-C, so that data-loading
+    workers are stopped and files closed before the process exits (status 143)."""
     def show(message, category, filename, lineno, file=None, line=None):
         print(f"{prog}: warning: {_one_line(message)}", file=sys.stderr)
+    def term(signum, frame): raise _Terminated()
+    main = threading.current_thread() is threading.main_thread()
+    old = signal.signal(signal.SIGTERM, term) if main else None
     with warnings.catch_warnings():
         warnings.simplefilter("default"); warnings.simplefilter("ignore", ResourceWarning); warnings.showwarning = show
         try: return fn(*args, **kwargs)
@@ -45,6 +49,13 @@ def _run(prog: str, fn, *args, **kwargs):
             print(f"{prog}: error: {_one_line(e)}", file=sys.stderr); sys.exit(2)
         except KeyboardInterrupt:
             print(f"{prog}: interrupted", file=sys.stderr); sys.exit(130)
+        except _Terminated:
+            print(f"{prog}: terminated (SIGTERM)", file=sys.stderr); sys.exit(143)
+        finally:
+            if main: signal.signal(signal.SIGTERM, old)
+
+class _Terminated(BaseException):
+    "Raised in the main thread by SIGTERM while a tool runs (`_run`)."
 
 # %% ../nbs/11_cli.ipynb #128b3780
 class _Parser(argparse.ArgumentParser):

@@ -6,7 +6,7 @@ Docs: https://vimpac.github.io/vimpac/store.html.md"""
 
 # %% ../nbs/02_store.ipynb #257151fd
 from __future__ import annotations
-import fcntl, hashlib, json, os, re, socket
+import fcntl, hashlib, json, os, re, socket, threading, time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -210,6 +210,21 @@ class StoreSummary:
         return "\n".join([self.headline()] + [f"  partial: {p['reason']}" for p in self.partial]
                          + [f"  failed: {f['reason']}" for f in self.failed])
 
+# %% ../nbs/02_store.ipynb #3d2f9037
+class _ParentWatch:
+    """The decoding workers' `worker_init_fn`: a daemon thread that ends the worker when the process that made the
+    loader is gone. A forkserver's children are not the main process's, so no signal reaches them when it is killed
+    (SIGKILL, the OOM killer): without this they, the forkserver and the resource tracker ran on for minutes."""
+    def __init__(self, every: float = 0.5): self.pid, self.every = os.getpid(), every
+    def __call__(self, worker_id: int):
+        def watch():
+            while True:
+                time.sleep(self.every)
+                try: os.kill(self.pid, 0)
+                except ProcessLookupError: os._exit(1)      # the parent is gone: nobody reads what this worker makes
+                except PermissionError: pass                # a process of another user: not ours to judge
+        threading.Thread(target=watch, daemon=True, name="vimpac-parent-watch").start()
+
 # %% ../nbs/02_store.ipynb #d8f56918
 def _check_meta(out: Path, meta: dict):
     f = out/"meta.json"
@@ -397,7 +412,7 @@ def build_store(inputs, tokenizer, out, fps: float = 2.0, frame_size: int = 128,
         summary, dtype = StoreSummary(out, scan_skipped=dict(scan_skipped)), _token_dtype(tokenizer.vocab_size)
         todo = _pending(env, out, items, label_of, classes, summary)
         loader = torch.utils.data.DataLoader(_DecodeVideos(todo, fps, frame_size, view_names, batch_size), batch_size=None,
-                                             num_workers=workers, collate_fn=_identity,  # forkserver: a worker forked from a
+                                             num_workers=workers, collate_fn=_identity, worker_init_fn=_ParentWatch(),  # forkserver: a worker forked from a
                                              multiprocessing_context="forkserver" if workers else None)  # threaded process can deadlock
         pending, bar = {}, tqdm(total=len(todo), desc=f"tokenize shard {shard_index}", disable=not progress)
         try:
