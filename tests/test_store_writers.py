@@ -53,3 +53,24 @@ def test_full_disk_is_one_line_and_the_store_resumes(bin_dir, tmp_path, small_di
     subprocess.run(["mount", "-o", "remount,size=4m", str(small_disk)], check=True)
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0 and "3 stored" in r.stdout + r.stderr, r.stderr
+
+
+def test_out_of_range_tokens_name_the_shard_and_video(bin_dir, tmp_path):
+    """A store whose tokens lie outside its vocabulary (damaged, or edited by hand) is named by shard, video and view
+    when read; on today's main pre-training failed in the model ("tokens: ids ... outside the vocabulary"), no file named."""
+    import lmdb, numpy as np
+    videos = tmp_path / "videos"; videos.mkdir()
+    for v in sample_videos(): shutil.copy(v, videos)
+    out = tmp_path / "store"
+    r = subprocess.run([str(bin_dir / "vimpac-tokenize"), str(videos), "--out", str(out), "--fps", "2", "--frame-size", "32",
+                        "--device", "cpu"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    shard = out / "shard-00000-of-00001.lmdb"
+    with lmdb.open(str(shard)) as env, env.begin(write=True) as txn:      # every token of every video: 30000
+        for k, v in list(txn.cursor()):
+            if k.startswith(b"v/"): txn.put(k, np.full(len(v) // 2, 30000, np.int16).tobytes())
+    r = subprocess.run([str(bin_dir / "vimpac-pretrain"), "--store", str(out), "--out", str(tmp_path / "run"), "--steps", "1",
+                        "--batch-size", "2", "--device", "cpu", "--no-eval"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 2, r.stderr
+    err = r.stderr.strip().splitlines()[-1]
+    assert err.startswith(f"vimpac-pretrain: error: {shard}: video ") and "token ids 30000..30000 outside the store's vocabulary 0.." in err, err

@@ -542,14 +542,17 @@ def _get(self: TokenStore, key, view, start=0, length=None) -> np.ndarray:
     T, h, w = self._records[key]["shape"]
     shard = self.shards[self._where[key]]
     with _reading(shard), _env(shard).begin(buffers=True) as txn:
-        buf = txn.get(f"v/{key}/{view}".encode())
-        dt = np.dtype(self.dtype)
+        buf, dt = txn.get(f"v/{key}/{view}".encode()), np.dtype(self.dtype)
         if buf is None or len(buf) != T * h * w * dt.itemsize:
             found = "missing" if buf is None else f"{len(buf)} bytes"
             raise VimpacError(f"{shard}: tokens of {key!r} in view {view!r} are {found}, expected {T}x{h}x{w} {dt.name}")
         arr = np.frombuffer(buf, dtype=self.dtype).reshape(T, h, w)
         end = T if length is None else min(T, start + length)
-        return arr[start:end].copy()  # copies only the pages of the requested frames out of the memory map
+        out = arr[start:end].copy()  # copies only the pages of the requested frames out of the memory map
+    if out.size and (out.min() < 0 or out.max() >= self.vocab_size):   # a damaged or edited store, named where it is
+        raise VimpacError(f"{shard}: video {key!r}, view {view!r}: token ids {int(out.min())}..{int(out.max())} outside the "
+                          f"store's vocabulary 0..{self.vocab_size - 1}; the store is damaged: tokenize that video again")
+    return out
 
 @patch
 def tokens(self: TokenStore, key: str, view: str = "1x-center") -> np.ndarray:
