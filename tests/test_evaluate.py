@@ -3,6 +3,7 @@ batch-size invariance, prediction on video files against the store they were tok
 safetensors, probes, and the console scripts `vimpac-predict`, `vimpac-features`, `vimpac-evaluate` (in this process
 through `main(argv)`, and one real subprocess), with their one-line refusals (exit 2)."""
 import csv, json, os, subprocess
+from pathlib import Path
 import av
 import numpy as np
 import pytest
@@ -311,3 +312,22 @@ def test_end_to_end_tokenize_finetune_evaluate_predict(tmp_path, capsys):
     # the prediction equals the evaluation's scores for that video (same decoding, tokenizer and views)
     row = next(r for r in rows if r["label_name"] == "red")
     assert lines[1].split()[-1] == row["pred_name"] and float(lines[1].split()[1]) == pytest.approx(float(row["score"]), abs=1e-4)
+
+
+def test_evaluate_empty_store_refused_in_one_line(data, bin_dir, tmp_path):
+    """Issue 21: a labelled store that holds no video (its only video failed) is falsy; `vimpac-evaluate` and a probe on
+    it said a TypeError traceback (exit 1). Now one line naming the store, exit 2, and the function raises the same."""
+    d = data["dir"]
+    bad = tmp_path / "bad.mp4"; bad.write_bytes(b"not a video")
+    build_store([bad], data["tok"], tmp_path / "empty", fps=4, frame_size=32, views=list(SPATIAL_CROPS[3]),
+                labels={bad: 0}, classes=CLASSES, progress=False)
+    empty = TokenStore(tmp_path / "empty")
+    assert len(empty) == 0
+    with pytest.raises(VimpacError, match="holds no video; expected a labelled store"): evaluate(data["clf"], empty, "1x1", progress=False)
+    env = {**ENV, "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(__file__).parents[1]), os.environ.get("PYTHONPATH")]))}
+    for argv in (["--checkpoint", d / "ft", "--test", tmp_path / "empty"],
+                 ["--checkpoint", d / "pre", "--test", tmp_path / "empty", "--train", d / "train", "--probe", "knn"],
+                 ["--checkpoint", d / "pre", "--test", d / "test", "--train", tmp_path / "empty", "--probe", "linear"]):
+        r = subprocess.run([str(bin_dir / "vimpac-evaluate"), *map(str, argv)], capture_output=True, text=True, env=env, timeout=300)
+        assert r.returncode == 2 and r.stdout == "", (r.returncode, r.stderr)
+        assert r.stderr == f"vimpac-evaluate: error: {tmp_path / 'empty'}: holds no video; expected a labelled store\n", r.stderr

@@ -2,6 +2,7 @@
 - a run killed with SIGKILL and resumed ends with the same weights, bit for bit, as an uninterrupted run;
 - two CPU processes under torchrun (gloo) compute the one-process step (1e-5 relative at step 0) and follow its curve."""
 import json, os, shutil, signal, subprocess, time
+from pathlib import Path
 import pytest
 import torch
 from safetensors.torch import load_file
@@ -96,3 +97,29 @@ def test_two_processes_follow_one(bin_dir, store, tmp_path):
         for k, tol in (("mask_loss", 1e-3), ("loss", 1e-2), ("cl_loss", 5e-2)):
             assert abs(a[k] - b[k]) <= tol * abs(a[k]), (a["step"], k, a[k], b[k])
     assert c1[-1]["loss"] < c1[0]["loss"]                                         # and it is learning
+
+
+def test_stale_checkpoint_tmp_files_removed_at_start(bin_dir, store, tmp_path):
+    """Issue 21: a checkpoint write killed midway left its `.step-*.pt.*.tmp` file in the run's checkpoints folder
+    forever. A run that starts or resumes there removes them (one warning), and touches no other file."""
+    env = {**ENV, "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH")]))}
+    run, ck = tmp_path / "run", tmp_path / "run" / "checkpoints"
+    ck.mkdir(parents=True)
+    stale = [ck / ".step-00000002.pt.k3_x9q2a.tmp", ck / ".step-00000004.pt.abcdefgh.tmp"]
+    for p in stale: p.write_bytes(b"\0" * 300_000)                                  # what a killed torch.save leaves
+    kept = [ck / "notes.tmp", ck / ".step-00000002.pt.tmp", ck / "step-mine.tmp", run / ".step-00000002.pt.abcdefgh.tmp"]
+    for p in kept: p.write_text("the user's")
+    warning = f"vimpac-pretrain: warning: {ck}: removed 2 temporary checkpoint file(s) of 0.6 MB left by writes that were stopped midway"
+    r = subprocess.run(pretrain_cmd(bin_dir, store, run, "--steps", 2, "--batch-size", 3, "--save-every", 2), env=env,
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert [l for l in r.stderr.splitlines() if "temporary checkpoint" in l] == [warning], r.stderr
+    assert not any(p.exists() for p in stale) and all(p.read_text() == "the user's" for p in kept)
+    assert [p.name for p in ck.glob("step-*.pt")] == ["step-00000002.pt"] and (run / "model.safetensors").is_file()
+    stale[0].write_bytes(b"\0" * 100)                                                 # and when it resumes
+    r = subprocess.run(pretrain_cmd(bin_dir, store, run, "--steps", 4, "--batch-size", 3, "--save-every", 2, "--resume"),
+                       env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert f"vimpac-pretrain: warning: {ck}: removed 1 temporary checkpoint file(s) of 0.0 MB" in r.stderr
+    assert not stale[0].exists() and all(p.read_text() == "the user's" for p in kept)
+    assert sorted(p.name for p in ck.glob("step-*.pt"))[-1] == "step-00000004.pt"

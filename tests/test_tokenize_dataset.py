@@ -1,7 +1,8 @@
 """`vimpac-tokenize VIDEO_ROOT --dataset NAME --split-dir DIR --split N`: tiny datasets in the official layouts (a
 `folder` one, a `ucf101` one with CRLF split files and a missing video, an `ssv2` one) through the command line, and
 the labelled stores they give (classes, labels, views, frame rate), read back by `LabelledClipDataset`."""
-import contextlib, io, json, subprocess
+import contextlib, io, json, os, subprocess
+from pathlib import Path
 import numpy as np
 import pytest
 import torch
@@ -10,6 +11,8 @@ from vimpac.data import LabelledClipDataset
 from vimpac.store import TokenStore
 from vimpac.tokenizer import VQVAE, VQVAEConfig
 from vimpac.video import VIEW_SETS
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")   # conftest.py
@@ -117,3 +120,39 @@ def test_ssv2_defaults(tmp_path, tokenizer, texture_video):
     assert train.fps == 4.0 and train.views == VIEW_SETS["noflip"] and len(train.views) == 6  # §4.2: 4 FPS, no flips
     assert by_name(train) == {"1.mp4": 0, "2.mp4": 1} and by_name(TokenStore(tmp_path/"out"/"test")) == {"3.mp4": 1}
     assert train.record(train.keys()[0])["frames"] == 8  # 2 s at 4 FPS
+
+
+def test_symlinked_folders_followed_and_loops_warned(tmp_path, tokenizer, bin_dir, texture_video):
+    """Issue 21: class sub-folders that are symbolic links to folders elsewhere (how a dataset is assembled on a shared
+    filesystem) were skipped by the folder scan (3 of 9 videos stored, exit 0; all linked: "folder holds no video
+    files"). They are followed, by `vimpac-tokenize FOLDER` and `--dataset folder`; a link back to a folder that contains
+    it (a loop) is skipped with one warning, and the scan ends."""
+    real = tmp_path/"real"
+    for c in "abc":
+        for i in range(3): texture_video(real/c/f"{c}{i}.mp4", ord(c) + i, seconds=1, size=32)
+    ds, linked = tmp_path/"ds", tmp_path/"linked"
+    (ds/"a").mkdir(parents=True)
+    for i in range(3): (real/"a"/f"a{i}.mp4").rename(ds/"a"/f"a{i}.mp4")          # one real class folder, two links
+    (ds/"b").symlink_to(real/"b"); (ds/"c").symlink_to(real/"c")
+    (ds/"a"/"loop").symlink_to(ds)                                                  # a loop inside the real one
+    linked.mkdir(); (linked/"b").symlink_to(real/"b"); (linked/"c").symlink_to(real/"c")   # every class folder a link
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    def tokenize(*argv):
+        return subprocess.run([str(bin_dir/"vimpac-tokenize"), *map(str, argv), "--frame-size", "32", "--tokenizer", tokenizer,
+                               "--device", "cpu", "--views", "center"], capture_output=True, text=True, timeout=300, env=env)
+    warning = f"vimpac-tokenize: warning: {ds/'a'/'loop'}: symbolic link to {ds}, a folder it lies in (a loop); not followed"
+    r = tokenize(ds, "--out", tmp_path/"s1")
+    assert r.returncode == 0, r.stderr
+    assert f"{tmp_path/'s1'}: 9 stored, 0 skipped (already stored), 0 failed" in r.stdout
+    assert [l for l in r.stderr.splitlines() if "warning" in l] == [warning], r.stderr
+    names = sorted(TokenStore(tmp_path/"s1").record(k)["name"] for k in TokenStore(tmp_path/"s1").keys())
+    assert names == [f"{c}/{c}{i}.mp4" for c in "abc" for i in range(3)]            # named under the links' paths
+    r = tokenize(linked, "--out", tmp_path/"s2")
+    assert r.returncode == 0 and f"{tmp_path/'s2'}: 6 stored, 0 skipped" in r.stdout, r.stderr
+    for i in range(2): texture_video(real/"more"/f"m{i}.mp4", 50 + i, seconds=1, size=32)
+    (real/"b"/"deeper").symlink_to(real/"more")                                     # a link inside a linked class folder
+    r = tokenize(ds, "--dataset", "folder", "--out", tmp_path/"s3")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[0] == "folder split 1: 11 train and 0 test videos, 3 classes"
+    assert by_name(TokenStore(tmp_path/"s3"/"train")) == {**{f"a/a{i}.mp4": 0 for i in range(3)}, **{f"b/b{i}.mp4": 1 for i in range(3)},
+        **{f"b/deeper/m{i}.mp4": 1 for i in range(2)}, **{f"c/c{i}.mp4": 2 for i in range(3)}}   # named under the links

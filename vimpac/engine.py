@@ -134,16 +134,30 @@ class Run:
     out: Path | None
 
 # %% ../nbs/06b_engine.ipynb #28b213d7
+_CHECKPOINT_TMP = re.compile(r"\.step-\d+\.pt\.[A-Za-z0-9_]+\.tmp")  # `atomic_path`'s temporary name of a checkpoint
+
+def _remove_checkpoint_tmps(out: Path) -> None:
+    """Remove what checkpoint writes killed midway left in `out/checkpoints`: the files named as `save_checkpoint`'s
+    temporary files (`.step-NNNNNNNN.pt.XXXXXXXX.tmp`), and nothing else; one warning says how many and their size."""
+    old = [p for p in (out/"checkpoints").glob(".step-*.tmp") if _CHECKPOINT_TMP.fullmatch(p.name) and p.is_file()]
+    size = sum(p.stat().st_size for p in old)
+    for p in old: p.unlink(missing_ok=True)
+    if old: warnings.warn(f"{out/'checkpoints'}: removed {len(old)} temporary checkpoint file(s) of {size / 2**20:.1f} MB "
+                          "left by writes that were stopped midway", stacklevel=3)
+
 def start_run(out, resume: bool, device, precision: str) -> Run:
     """Check the run folder `out` (None: nothing is written; a file is refused; `resume` needs one), join the process
-    group under `torchrun` (`init_distributed`) and choose the precision (`resolve_precision`). Raises `VimpacError`
-    before anything is written."""
+    group under `torchrun` (`init_distributed`) and choose the precision (`resolve_precision`). Rank 0 removes the
+    temporary files of checkpoint writes stopped midway (killed) from `out/checkpoints`, with one warning. Raises
+    `VimpacError` before anything is written."""
     out = Path(out) if out is not None else None
     if out is not None and out.exists() and not out.is_dir():
         raise VimpacError(f"out: {out} is a file; expected a run folder (new, or a run's to resume)")
     if resume and out is None: raise VimpacError("--resume: needs the run folder `out` that holds the checkpoints")
     rank, world, dev = init_distributed(device)
-    return Run(rank, world, dev, *resolve_precision(precision, dev), out)
+    run = Run(rank, world, dev, *resolve_precision(precision, dev), out)
+    if out is not None and rank == 0: _remove_checkpoint_tmps(out)
+    return run
 
 # %% ../nbs/06b_engine.ipynb #5ff63680
 class GlobalBatchNorm1d(nn.BatchNorm1d):

@@ -345,11 +345,17 @@ def _cls_fn(model, dev, amp=None):
     return fn
 
 def _open_store(source):
-    "`source` as a TokenStore when it is one or a store folder, else None."
+    "`source` as a TokenStore when it is one or a store folder, else None (test with `is None`: an empty store is falsy)."
     if isinstance(source, TokenStore): return source
     if isinstance(source, (str, Path)) and Path(source).is_dir() and (Path(source)/"meta.json").is_file():
         return TokenStore(source)
     return None
+
+def _labelled_store(source) -> TokenStore:
+    "`source` (a TokenStore or a store folder) as a TokenStore; raises `VimpacError` naming it when it holds no video."
+    store = s if (s := _open_store(source)) is not None else TokenStore(source)
+    if len(store) == 0: raise VimpacError(f"{store.path}: holds no video; expected a labelled store")
+    return store
 
 # %% ../nbs/08a_evaluate.ipynb #d2d08c79
 @torch.no_grad()
@@ -528,9 +534,9 @@ def evaluate(model, store, views="3x10", batch_size: int = 32, device=None, info
              progress: bool = True, precision: str = "auto") -> Evaluation:
     """Multi-view evaluation (§4.2) of the classifier `model` on the labelled token `store` (a `TokenStore` or its
     folder). `info` (`read_run`) adds the checks of the recorded class names and tokenizer. Raises `VimpacError`, in
-    one line, for a store without labels or lacking a view, tokens that do not fit the model, another tokenizer, a
-    class count (or class names) other than the checkpoint's, or a `precision` the device lacks (`multiview_scores`)."""
-    store = _open_store(store) or TokenStore(store)
+    one line, for a store that holds no video, has no labels or lacks a view, tokens that do not fit the model,
+    another tokenizer, a class count (or class names) other than the checkpoint's, or a `precision` the device lacks (`multiview_scores`)."""
+    store = _labelled_store(store)
     labels, classes = store_labels(store)
     check_classes(model, info, classes, store.path)
     check_store_for_model(store, model)
@@ -561,10 +567,10 @@ def evaluate_probe(model, train, test, probe: str = "knn", views="1x10", k: int 
     """Frozen-feature check of a pre-trained (or fine-tuned) backbone: [CLS] features of the labelled stores `train`
     and `test` (`extract_features` over `views`), then `probe_scores` (`"linear"` or `"knn"`, k and temperature for
     the kNN, weight decay for the probe). Returns (`Evaluation`, train `Features`, test `Features`). Raises
-    `VimpacError` for unlabelled stores, test classes the training store lacks, tokens that do not fit the model
-    or another tokenizer, and another `probe`."""
+    `VimpacError` for stores that hold no video or no labels, test classes the training store lacks, tokens that do
+    not fit the model or another tokenizer, and another `probe`."""
     if probe not in ("linear", "knn"): raise VimpacError(f"probe {probe!r}: expected 'linear' or 'knn'")
-    stores = [_open_store(s) or TokenStore(s) for s in (train, test)]
+    stores = [_labelled_store(s) for s in (train, test)]
     (ytr, ctr), (yte, cte) = (store_labels(s) for s in stores)
     yte = match_classes(ctr, cte, yte, stores[1].path)
     for s in stores: check_store_for_model(s, model); _check_store_tokenizer(s, info)

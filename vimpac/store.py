@@ -50,10 +50,12 @@ def _list_file(p: Path) -> list[tuple[Path, str]]:
     return out
 
 def _name_under(q: Path, root: Path | None) -> str:
-    "The name of a video file given directly: its path relative to `root` when under it, else its file name."
+    """The name of a video file given directly: its path relative to `root` when under it (as given, through symbolic
+    links to folders under `root`, else with links resolved), else its file name."""
     if root is not None:
-        try: return q.resolve().relative_to(root).as_posix()
-        except ValueError: pass
+        for a, b in ((os.path.abspath(q), os.path.abspath(root)), (q.resolve(), Path(root).resolve())):
+            try: return Path(a).relative_to(b).as_posix()
+            except ValueError: pass
     return q.name
 
 # %% ../nbs/02_store.ipynb #d702d257
@@ -67,7 +69,7 @@ def expand_inputs(inputs, skipped: Counter | None = None, root=None) -> list[tup
     scan skips are counted into `skipped` (a `Counter`) by extension. Raises `VimpacError` for a missing path, a
     folder without videos, or two different files with the same name."""
     if isinstance(inputs, (str, os.PathLike)): inputs = [inputs]
-    root = None if root is None else Path(root).resolve()
+    root = None if root is None else Path(root)
     found = []
     for p in map(Path, inputs):
         if p.is_file() and p.suffix.lower() in (".txt", ".lst"): found += _list_file(p)

