@@ -119,6 +119,12 @@ def test_bad_input_is_one_line(stores, tmp_path, capsys):
     assert VimpacForVideoClassification.from_pretrained(tmp_path / "g").num_classes == 3
 
 
+def test_config_records_the_batch_size_used(stores, tmp_path, capsys):
+    "issue 21: a batch of 8 over a 2-video store trains on 2 per step; finetune_config.json said 8."
+    finetune_main(ft(stores["more"], tmp_path / "run", "--steps", 1, "--batch-size", 8))
+    assert json.loads((tmp_path / "run" / "finetune_config.json").read_text())["batch_size"] == 2
+
+
 def test_two_processes_follow_one(bin_dir, stores, tmp_path):
     "Under torchrun, two gloo processes with a micro-batch of 3 each follow the one-process loss curve (dropout 0)."
     losses = []

@@ -190,8 +190,8 @@ def finetune(store, model=None, cfg: FinetuneConfig | None = None, device=None, 
     by (seed, epoch, video) (`LabelledClipDataset`); the loss is the model's (`ClassificationOutput.loss`).
     The host reads the device at log and checkpoint steps only (`Engine.update_async`, `Engine.settle`).
     - `out`: the run folder: `metrics.jsonl`, `checkpoints/`, TensorBoard, and at the end `model.safetensors`,
-      `config.json` (with `num_classes`), `finetune_config.json` (the settings, the tokenizer identity and the
-      store's `fps`, which `vimpac-predict` decodes at) and `classes.json` (the class names, in order).
+      `config.json` (with `num_classes`), `finetune_config.json` (the settings with the `batch_size` used, the
+      tokenizer identity, the store's `fps` for `vimpac-predict`) and `classes.json` (the class names, in order).
     - `resume=True`: continue exactly from the newest checkpoint in `out` that loads. `test_store`: labelled held-out
       videos, whose `clip_accuracy` is logged at the end as `test_acc`. Returns the model (eval mode) and the records.
     Raises `VimpacError`, before anything is written, for a store (or test store) without labels, a test store with
@@ -219,4 +219,4 @@ def finetune(store, model=None, cfg: FinetuneConfig | None = None, device=None, 
                  finetune_config=asdict(cfg), tokenizer=tok)
     if test_store is not None and run.rank == 0: log.write(dict(step=steps, test_acc=clip_accuracy(model, test_store, cfg.clip_len, classes)))
     log.close()
-    return eng.finish({"finetune_config.json": dict(asdict(cfg), tokenizer=tok, fps=store.fps), "classes.json": classes}), log.history
+    return eng.finish({"finetune_config.json": dict(asdict(cfg), batch_size=G, tokenizer=tok, fps=store.fps), "classes.json": classes}), log.history

@@ -104,13 +104,14 @@ def derive_seed(*keys: int | str) -> int:
 
 # %% ../nbs/00a_utils.ipynb #68a013c8
 import math, numbers
-def check_number(name: str | None, value, integer: bool = False, gt=None, ge=None, lt=None, le=None):
+def check_number(name: str | None, value, integer: bool = False, gt=None, ge=None, lt=None, le=None, hint: str = ""):
     """`value` (a number, or a string from a command line) as an `int` (`integer`) or a finite `float`, within
     the bounds `gt` < value, `ge` <= value, value < `lt`, value <= `le`. Raises `VimpacError` "NAME: expected an
-    integer >= 1, got 0" naming the option `name` (left out when None), what is allowed and the value given."""
+    integer >= 1, got 0" naming the option `name` (left out when None), what is allowed and the value given,
+    followed by `hint` (e.g. " (a reason)")."""
     bounds = [f"{op} {b:g}" for op, b in ((">", gt), (">=", ge), ("<", lt), ("<=", le)) if b is not None]
     allowed = ("an integer" if integer else "a finite number") + (" " + " and ".join(bounds) if bounds else "")
-    def bad(): return VimpacError(f"{name + ': ' if name else ''}expected {allowed}, got {value!r}")
+    def bad(): return VimpacError(f"{name + ': ' if name else ''}expected {allowed}, got {value!r}{hint}")
     if isinstance(value, bool): raise bad()
     try:
         if integer:
