@@ -504,10 +504,12 @@ def evaluate_run(checkpoint, test, train=None, probe=None, views=None, k: int = 
     `checkpoint` on the labelled store `test` (`evaluate`, default views 3x10). With `probe` (one of `PROBES`):
     the frozen [CLS] features of `train` and `test` (`evaluate_probe`, default views 1x10, the centre crop of
     pre-training). With `out`: `metrics.json`, `predictions.csv`, `confusion.png`, and when `train` is given and
-    `retrieval` > 0, `retrieval.png`. Returns the `Evaluation`. Raises `VimpacError` for a probe without `train`."""
+    `retrieval` > 0, `retrieval.png`. Returns the `Evaluation`. Raises `VimpacError` for a probe without `train`, and,
+    before evaluating, for a `tokenizer` given that cannot be loaded or is not the run's (`run_tokenizer`)."""
     if probe is not None and train is None: raise VimpacError(f"--probe {probe}: needs --train STORE (the store the probe is fitted on)")
     dev = get_device(device)
     model, info = load_run(checkpoint, dev)
+    if tokenizer is not None: tokenizer = run_tokenizer(info, tokenizer, dev)   # one given is checked up front, not when drawing
     test_store = TokenStore(test)
     ftr = fte = None
     if probe is None:

@@ -49,7 +49,8 @@ CHECKPOINT = dict(kind="vimpac-finetune-checkpoint", what="a vimpac fine-tuning 
 # %% ../nbs/08_finetune.ipynb #a31a92bc
 def check_labelled(store, test_store=None) -> list[str]:
     """The class names of the labelled `store`. Raises `VimpacError` for a store without labels, and for a
-    `test_store` without labels or with classes the train store lacks (naming them)."""
+    `test_store` without labels, with classes the train store lacks (naming them), with no video, or built by
+    another tokenizer than `store` (`check_store_tokenizer`; a store that records none passes)."""
     for s in (store, test_store):
         if s is not None and (getattr(s, "classes", None) is None or getattr(s, "labels", None) is None):
             raise VimpacError(f"{s.path}: token store has no labels; fine-tuning needs a labelled store (vimpac-tokenize "
@@ -59,6 +60,8 @@ def check_labelled(store, test_store=None) -> list[str]:
         if extra:
             raise VimpacError(f"{test_store.path}: the test store has {len(extra)} class(es) the train store {store.path} "
                               f"lacks: {extra[:5]}{' ...' if len(extra) > 5 else ''}")
+        if len(test_store) == 0: raise VimpacError(f"{test_store.path}: the test store holds no video; there is no accuracy to measure")
+        check_store_tokenizer(test_store, getattr(store, "tokenizer_id", None), f"the model fine-tuned on {store.path}")
     return list(store.classes)
 
 # %% ../nbs/08_finetune.ipynb #86809280
