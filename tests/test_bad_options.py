@@ -7,6 +7,8 @@ import torch
 from vimpac.cli import tokenize_main, pretrain_main
 from vimpac.tokenizer import load_tokenizer
 from vimpac.store import build_store
+from vimpac.engine import TrainConfig
+from vimpac.utils import VimpacError
 
 CPU_ONLY = not torch.cuda.is_available()
 NO_GPU_7 = torch.cuda.device_count() < 8
@@ -102,7 +104,9 @@ PRETRAIN = [
     (["--micro-batch-size", "0"], "argument --micro-batch-size: expected an integer >= 1, got '0'"),
     (["--num-workers", "-1"], "argument --num-workers: expected an integer >= 0, got '-1'"),
     (["--save-every", "-1"], "argument --save-every: expected an integer >= 0, got '-1'"),
-    (["--keep-last", "-1"], "argument --keep-last: expected an integer >= 0, got '-1'"),
+    (["--keep-last", "-1"], "argument --keep-last: expected an integer >= 1, got '-1' (at least 1 checkpoint is kept"),
+    (["--keep-last", "0"], "argument --keep-last: expected an integer >= 1, got '0' (at least 1 checkpoint is kept: "
+                           "a run that keeps none cannot resume)"),   # issue 21: 0 silently kept 1
     (["--d-max", "-1"], "argument --d-max: expected a finite number >= 0, got '-1'"),
     (["--seed", "1.5"], "argument --seed: expected an integer, got '1.5'"),
     (["--device", "foo"], "argument --device: device 'foo': not a device name"),
@@ -175,6 +179,15 @@ def test_batch_larger_than_the_store_warns(store, tmp_path, capsys):
     warns = [l for l in capsys.readouterr().err.splitlines() if "warning" in l]
     assert warns == [f"vimpac-pretrain: warning: batch size 8 is larger than the 3 videos of {store}; using 3 "
                      "(a batch holds at most one clip pair per video)"]
+    # issue 21: pretrain_config.json records the batch size used, not the one asked for
+    assert json.loads((tmp_path / "run" / "pretrain_config.json").read_text())["batch_size"] == 3
+
+
+def test_train_config_refuses_keep_last_0():
+    "issue 21: keep_last=0 kept 1 checkpoint without a word; a run that keeps none could not resume."
+    with pytest.raises(VimpacError) as e: TrainConfig(keep_last=0)
+    assert str(e.value) == "keep_last: expected an integer >= 1, got 0 (at least 1 checkpoint is kept: a run that keeps none cannot resume)"
+    assert TrainConfig(keep_last=1).keep_last == 1
 
 
 def test_resume_passes_over_a_corrupt_newest_checkpoint(store, tmp_path, capsys):
@@ -202,6 +215,7 @@ def test_resume_passes_over_a_corrupt_newest_checkpoint(store, tmp_path, capsys)
     ("vimpac-tokenize", ["--fps", "inf"], "argument --fps: expected a finite number > 0, got 'inf'"),
     ("vimpac-tokenize", ["--frame-size", "100"], "frame size: 100 is not a multiple of the tokenizer's downsample 8"),
     ("vimpac-pretrain", ["--lr", "nan"], "argument --lr: expected a finite number > 0, got 'nan'"),
+    ("vimpac-pretrain", ["--keep-last", "0"], "argument --keep-last: expected an integer >= 1, got '0' (at least 1"),
     ("vimpac-pretrain", ["--device", "cuda:7"], "argument --device: device 'cuda:7': ")])
 def test_console_scripts(script, options, line, bin_dir, videos, store, tmp_path):
     if "cuda:7" in options and not NO_GPU_7: pytest.skip("8 GPUs are here")

@@ -202,6 +202,9 @@ def test_evaluate_cli_probes(data, capsys):
     (["--views", "2x10"], "argument --views: views '2x10': expected SPATIALxTEMPORAL"),
     (["--test", "{train}/../nope"], "not a token store"),
     (["--test", "{plain}"], "store has no labels; tokenize a dataset split with vimpac-tokenize --dataset NAME"),
+    # issue 21: a --tokenizer given that cannot be read was ignored unless drawing retrieval.png, and then only warned
+    (["--tokenizer", "{train}/meta.json"], "meta.json: not a saved VQ-VAE (expected config.json and model.safetensors)"),
+    (["--tokenizer", "{train}/../no-such-tokenizer"], "no-such-tokenizer: no such tokenizer folder"),
 ])
 def test_evaluate_cli_refuses_in_one_line(data, capsys, argv, message):
     d = data["dir"]
@@ -274,6 +277,18 @@ def test_predict_console_script(data, bin_dir):
     r = subprocess.run([str(bin_dir / "vimpac-evaluate"), "--checkpoint", str(d / "pre"),
                         "--test", str(d / "test")], capture_output=True, text=True, env=ENV, timeout=300)
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
+
+
+def test_evaluate_console_script_refuses_an_unreadable_tokenizer(data, bin_dir, tmp_path):
+    "issue 21: `--tokenizer` naming a file that is no tokenizer was silently ignored; now one line, before evaluating."
+    d, bad = data["dir"], tmp_path / "tok.pkl"
+    bad.write_bytes(b"not a tokenizer")
+    r = subprocess.run([str(bin_dir / "vimpac-evaluate"), "--checkpoint", str(d / "ft"), "--test", str(d / "test"), "--train",
+                        str(d / "train"), "--views", "1x2", "--tokenizer", str(bad), "--out", str(tmp_path / "ev")],
+                       capture_output=True, text=True, env=ENV, timeout=300)
+    assert r.returncode == 2 and "Traceback" not in r.stderr and r.stdout == "", r.stderr
+    assert r.stderr == f"vimpac-evaluate: error: {bad}: not a saved VQ-VAE (expected config.json and model.safetensors)\n"
+    assert not (tmp_path / "ev" / "metrics.json").exists()
 
 
 def test_end_to_end_tokenize_finetune_evaluate_predict(tmp_path, capsys):

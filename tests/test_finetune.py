@@ -1,7 +1,7 @@
 """Fine-tuning through `vimpac-finetune` (issue 12 §3), as users run it: on a tiny labelled store of a toy whose
 classes one frame tells apart, it learns (loss falls, held-out accuracy far above chance); a run killed with
 SIGKILL and resumed ends with the same weights, bit for bit; bad input is one line and exit status 2."""
-import json, os, signal, subprocess, time
+import json, os, shutil, signal, subprocess, time
 import av
 import numpy as np
 import pytest
@@ -113,10 +113,26 @@ def test_bad_input_is_one_line(stores, tmp_path, capsys):
     assert "--resume: no checkpoint in" in line
     line = one_line_error(capsys, ft(stores["train"], tmp_path / "f", "--init", tmp_path / "two", "--official", "x.pt"))
     assert "not allowed with argument" in line
-    assert not any((tmp_path / n).exists() for n in "abcd")                  # nothing written by a refused run
+    # issue 21: a test store of another tokenizer was scored, an empty one reported "test accuracy 0.000"
+    other = tmp_path / "other.store"; shutil.copytree(stores["test"], other)
+    meta = json.loads((other / "meta.json").read_text()); meta["tokenizer"] = dict(name="vimpac-vqvae", hash="0123456789abcdef")
+    (other / "meta.json").write_text(json.dumps(meta))
+    line = one_line_error(capsys, ft(stores["train"], tmp_path / "h", "--test-store", other, "--steps", 1))
+    assert line == (f"vimpac-finetune: error: {other}: store was built by tokenizer {meta['tokenizer']}, but the model "
+                    f"fine-tuned on {stores['train']} was trained on tokens of {TokenStore(stores['train']).tokenizer_id}"), line
+    build_store([], load_tokenizer("default"), tmp_path / "empty.store", fps=2, frame_size=32, labels={}, classes=list(COLOURS), progress=False)
+    line = one_line_error(capsys, ft(stores["train"], tmp_path / "i", "--test-store", tmp_path / "empty.store", "--steps", 1))
+    assert line == f"vimpac-finetune: error: {tmp_path / 'empty.store'}: the test store holds no video; there is no accuracy to measure"
+    assert not any((tmp_path / n).exists() for n in "abcdhi")                # nothing written by a refused run
     # a new head is what --new-head asks for: the run goes on
     finetune_main(ft(stores["train"], tmp_path / "g", "--init", tmp_path / "two", "--new-head", "--steps", 1, "--batch-size", 3))
     assert VimpacForVideoClassification.from_pretrained(tmp_path / "g").num_classes == 3
+
+
+def test_config_records_the_batch_size_used(stores, tmp_path, capsys):
+    "issue 21: a batch of 8 over a 2-video store trains on 2 per step; finetune_config.json said 8."
+    finetune_main(ft(stores["more"], tmp_path / "run", "--steps", 1, "--batch-size", 8))
+    assert json.loads((tmp_path / "run" / "finetune_config.json").read_text())["batch_size"] == 2
 
 
 def test_two_processes_follow_one(bin_dir, stores, tmp_path):

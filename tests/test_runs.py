@@ -96,3 +96,58 @@ def test_kit_error_is_the_error_papermill_reports(tmp_path):
                             kernel_name="python3", progress_bar=False)
     assert (e.value.ename, e.value.evalue) == ("VimpacError", "argument --lr: expected a finite number > 0, got 'nan'")
     assert not (tmp_path / "run2" / "model").exists()
+
+
+def test_parameters_are_coerced_to_their_declared_types():
+    "issue 21: papermill's `-p` text, coerced to the parameters cell's types; a value of another type is one line."
+    from typing import Optional
+    from vimpac.utils import VimpacError, coerce_parameter, check_parameters
+    for text, want in [("no", False), ("No", False), ("OFF", False), ("0", False), ("false", False),
+                       ("yes", True), ("True", True), ("on", True), ("1", True), (True, True), (0, False)]:
+        assert coerce_parameter("compile", text, bool) is want
+    for bad in ("nein", "2", 2, None, ""):
+        with pytest.raises(VimpacError, match=r"^parameter compile: expected a boolean: true/false, yes/no, on/off or 1/0, got "):
+            coerce_parameter("compile", bad, bool)
+    assert coerce_parameter("stages", '[{"store": "a", "steps": 2}]', Optional[list]) == [{"store": "a", "steps": 2}]
+    assert coerce_parameter("stages", "- {store: a, steps: 2}", Optional[list]) == [{"store": "a", "steps": 2}]   # YAML
+    assert coerce_parameter("stages", None, Optional[list]) is None
+    with pytest.raises(VimpacError) as e: coerce_parameter("stages", "notalist", Optional[list])
+    assert str(e.value) == "parameter stages: expected a list (or its JSON / YAML text), got 'notalist'"
+    with pytest.raises(VimpacError, match="parameter opts: expected a dict"): coerce_parameter("opts", "[1]", dict)
+    assert coerce_parameter("steps", "7", int) == 7 and coerce_parameter("steps", 7.0, int) == 7
+    assert coerce_parameter("lr", "2e-3", float) == 2e-3 and coerce_parameter("lr", 1, Optional[float]) == 1.0
+    for kind, bad, what in [(int, 2.5, "an integer"), (int, "x", "an integer"), (int, False, "an integer"),
+                            (float, "fast", "a number"), (float, [1.0], "a number"), (str, ["a"], "a string")]:
+        with pytest.raises(VimpacError, match=f"^parameter p: expected {what}, got "): coerce_parameter("p", bad, kind)
+    ns = {"__annotations__": {"compile": bool, "steps": int, "stages": Optional[list]}, "compile": "no", "steps": 3.0,
+          "stages": None, "other": "x"}
+    assert check_parameters(ns) == {"compile": False, "steps": 3, "stages": None} and ns["compile"] is False
+
+
+def _head_of_pretrain(tmp_path):
+    "The pretrain run notebook up to the cell that reads its parameters (no training), then a cell printing them."
+    nb = json.loads((ROOT / "nbs/runs/pretrain.ipynb").read_text())
+    i = next(i for i, c in enumerate(nb["cells"]) if "check_parameters(globals())" in "".join(c["source"]))
+    show = dict(cell_type="code", id="show0001", metadata={}, execution_count=None, outputs=[],
+                source=["print(repr(compile), repr(resume), plan)"])
+    nb["cells"] = nb["cells"][:i + 1] + [show]
+    (tmp_path / "head.ipynb").write_text(json.dumps(nb))
+    return str(tmp_path / "head.ipynb")
+
+
+def test_papermill_text_parameters_take_the_declared_types(tmp_path):
+    "issue 21: `-p compile no` was read as True; `-p stages notalist` failed with `TypeError: string indices must be integers`."
+    head = _head_of_pretrain(tmp_path)
+    nb = pm.execute_notebook(head, str(tmp_path / "ok.ipynb"), kernel_name="python3", progress_bar=False,
+                             parameters=dict(out=str(tmp_path / "run"), compile="no", resume="On",
+                                             stages='[{"store": "s128", "steps": 2}]'))
+    text = "".join(o.get("text", "") for o in nb.cells[-1].outputs)
+    assert text.strip() == "False True [{'store': 's128', 'steps': 2}]", text
+    with pytest.raises(PapermillExecutionError) as e:
+        pm.execute_notebook(head, str(tmp_path / "bad.ipynb"), kernel_name="python3", progress_bar=False,
+                            parameters=dict(out=str(tmp_path / "run"), stages="notalist"))
+    assert (e.value.ename, e.value.evalue) == ("VimpacError", "parameter stages: expected a list (or its JSON / YAML text), got 'notalist'")
+    with pytest.raises(PapermillExecutionError) as e:
+        pm.execute_notebook(head, str(tmp_path / "bad2.ipynb"), kernel_name="python3", progress_bar=False,
+                            parameters=dict(out=str(tmp_path / "run"), compile="nah"))
+    assert e.value.evalue == "parameter compile: expected a boolean: true/false, yes/no, on/off or 1/0, got 'nah'"

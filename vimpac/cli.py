@@ -15,7 +15,7 @@ from .store import build_store, TokenStore
 from .data import read_split, SPLIT_DATASETS
 from .masking import block_mask, blocks_for_ratio
 from .pretrain import PRECISIONS, PretrainConfig, pretrain, evaluate_masking
-from .engine import check_store_tokenizer
+from .engine import check_store_tokenizer, KEEP_LAST_HINT
 from .model import LAYOUTS, PRESETS
 from .viz import plot_curves, plot_reconstruction
 
@@ -234,7 +234,7 @@ def _loop_options(p, d, epochs_help: str):
     n.add_argument("--steps", type=_number(integer=True, ge=1), default=d.steps)
     n.add_argument("--epochs", type=_number(gt=0), default=None, help=epochs_help)
     p.add_argument("--save-every", type=_number(integer=True, ge=0), default=d.save_every, help="checkpoint every N steps (0: at the end)")
-    p.add_argument("--keep-last", type=_number(integer=True, ge=0), default=d.keep_last, help="checkpoints to keep")
+    p.add_argument("--keep-last", type=_number(integer=True, ge=1, hint=KEEP_LAST_HINT), default=d.keep_last, help="checkpoints to keep (at least 1)")
     p.add_argument("--log-every", type=_number(integer=True, ge=1), default=d.log_every)
     p.add_argument("--seed", type=_number(integer=True), default=d.seed)
     p.add_argument("--resume", action="store_true", help="continue from the last checkpoint in --out")
@@ -515,10 +515,12 @@ def evaluate_run(checkpoint, test, train=None, probe=None, views=None, k: int = 
     `checkpoint` on the labelled store `test` (`evaluate`, default views 3x10). With `probe` (one of `PROBES`):
     the frozen [CLS] features of `train` and `test` (`evaluate_probe`, default views 1x10, the centre crop of
     pre-training). With `out`: `metrics.json`, `predictions.csv`, `confusion.png`, and when `train` is given and
-    `retrieval` > 0, `retrieval.png`. Returns the `Evaluation`. Raises `VimpacError` for a probe without `train`."""
+    `retrieval` > 0, `retrieval.png`. Returns the `Evaluation`. Raises `VimpacError` for a probe without `train`, and,
+    before evaluating, for a `tokenizer` given that cannot be loaded or is not the run's (`run_tokenizer`)."""
     if probe is not None and train is None: raise VimpacError(f"--probe {probe}: needs --train STORE (the store the probe is fitted on)")
     dev = get_device(device)
     model, info = load_run(checkpoint, dev)
+    if tokenizer is not None: tokenizer = run_tokenizer(info, tokenizer, dev)   # one given is checked up front, not when drawing
     test_store = TokenStore(test)
     ftr = fte = None
     if probe is None:

@@ -22,12 +22,12 @@ from .utils import warmup_linear, load_torch_file
 from .model import VimpacConfig
 
 # %% auto #0
-__all__ = ['PRECISIONS', 'RUNTIME_FIELDS', 'GPU_PEAK_FLOPS', 'OPTIMIZER_IMPL_KEYS', 'MEMORY_MARGIN', 'RESERVED_BYTES',
-           'OPTIMIZER_BYTES_PER_PARAM', 'TrainConfig', 'check_resume_settings', 'init_distributed', 'resolve_precision',
-           'inference_precision', 'Run', 'start_run', 'GlobalBatchNorm1d', 'batchnorm_sync', 'sync_batchnorm',
-           'peak_flops_for', 'peak_flops', 'choose_precision', 'device_capability', 'dist_backend', 'param_groups',
-           'make_optimizer', 'load_optimizer_state', 'make_schedule', 'MemoryModel', 'device_memory', 'gib',
-           'saved_activation_bytes', 'memory_model', 'plan_steps', 'batch_indices', 'StepBatches', 'step_loader',
+__all__ = ['PRECISIONS', 'KEEP_LAST_HINT', 'RUNTIME_FIELDS', 'GPU_PEAK_FLOPS', 'OPTIMIZER_IMPL_KEYS', 'MEMORY_MARGIN',
+           'RESERVED_BYTES', 'OPTIMIZER_BYTES_PER_PARAM', 'TrainConfig', 'check_resume_settings', 'init_distributed',
+           'resolve_precision', 'inference_precision', 'Run', 'start_run', 'GlobalBatchNorm1d', 'batchnorm_sync',
+           'sync_batchnorm', 'peak_flops_for', 'peak_flops', 'choose_precision', 'device_capability', 'dist_backend',
+           'param_groups', 'make_optimizer', 'load_optimizer_state', 'make_schedule', 'MemoryModel', 'device_memory',
+           'gib', 'saved_activation_bytes', 'memory_model', 'plan_steps', 'batch_indices', 'StepBatches', 'step_loader',
            'plan_run', 'config_from_spec', 'check_store_tokenizer', 'check_run_tokenizer', 'list_checkpoints',
            'load_checkpoint', 'latest_checkpoint', 'save_checkpoint', 'rng_state', 'set_rng_state', 'Engine',
            'MetricsLog']
@@ -55,7 +55,7 @@ class TrainConfig:
     seed: int = 0
     log_every: int = 10
     save_every: int = 0            # checkpoint every N steps (0: only at the end)
-    keep_last: int = 3             # checkpoints kept
+    keep_last: int = 3             # checkpoints kept, at least 1 (a run that keeps none cannot resume)
     precision: str = "auto"        # auto | bf16 | fp16 | fp32
     compile: bool = False
     gradient_checkpointing: bool = False
@@ -68,10 +68,10 @@ class TrainConfig:
         if getattr(self, name) is not None: check_number(name, getattr(self, name), **bounds)
 
     def __post_init__(self):
-        for name in ("steps", "save_every", "keep_last", "num_workers"): self._check(name, integer=True, ge=0)
+        for name in ("steps", "save_every", "num_workers"): self._check(name, integer=True, ge=0)
+        self._check("keep_last", integer=True, ge=1, hint=KEEP_LAST_HINT); self._check("weight_decay", ge=0); self._check("warmup_ratio", ge=0, le=1)
         for name in ("micro_batch_size", "clip_len", "log_every", "max_bad_steps"): self._check(name, integer=True, ge=1)
-        self._check("batch_size", integer=True, ge=self.min_batch_size); self._check("peak_tflops", gt=0)
-        self._check("seed", integer=True); self._check("weight_decay", ge=0); self._check("warmup_ratio", ge=0, le=1)
+        self._check("batch_size", integer=True, ge=self.min_batch_size); self._check("peak_tflops", gt=0); self._check("seed", integer=True)
         for name in ("epochs", "lr", "grad_clip", "eps"): self._check(name, gt=0)
         for b in self.betas: check_number("betas", b, ge=0, lt=1)
         if self.precision not in PRECISIONS: raise VimpacError(f"precision: expected one of {', '.join(PRECISIONS)}, got {self.precision!r}")
@@ -79,6 +79,7 @@ class TrainConfig:
 # %% ../nbs/06b_engine.ipynb #9f34bc31
 # The precisions a run may ask for; the fields a resumed run may change (the others must match the checkpoint).
 PRECISIONS = ("auto", "bf16", "fp16", "fp32")
+KEEP_LAST_HINT = " (at least 1 checkpoint is kept: a run that keeps none cannot resume)"   # added to a keep_last error
 
 RUNTIME_FIELDS = ("steps", "epochs", "log_every", "save_every", "keep_last", "precision", "compile",
                   "gradient_checkpointing", "num_workers", "micro_batch_size", "max_bad_steps",

@@ -49,7 +49,8 @@ CHECKPOINT = dict(kind="vimpac-finetune-checkpoint", what="a vimpac fine-tuning 
 # %% ../nbs/08_finetune.ipynb #a31a92bc
 def check_labelled(store, test_store=None) -> list[str]:
     """The class names of the labelled `store`. Raises `VimpacError` for a store without labels, and for a
-    `test_store` without labels or with classes the train store lacks (naming them)."""
+    `test_store` without labels, with classes the train store lacks (naming them), with no video, or built by
+    another tokenizer than `store` (`check_store_tokenizer`; a store that records none passes)."""
     for s in (store, test_store):
         if s is not None and (getattr(s, "classes", None) is None or getattr(s, "labels", None) is None):
             raise VimpacError(f"{s.path}: token store has no labels; fine-tuning needs a labelled store (vimpac-tokenize "
@@ -59,6 +60,8 @@ def check_labelled(store, test_store=None) -> list[str]:
         if extra:
             raise VimpacError(f"{test_store.path}: the test store has {len(extra)} class(es) the train store {store.path} "
                               f"lacks: {extra[:5]}{' ...' if len(extra) > 5 else ''}")
+        if len(test_store) == 0: raise VimpacError(f"{test_store.path}: the test store holds no video; there is no accuracy to measure")
+        check_store_tokenizer(test_store, getattr(store, "tokenizer_id", None), f"the model fine-tuned on {store.path}")
     return list(store.classes)
 
 # %% ../nbs/08_finetune.ipynb #86809280
@@ -190,8 +193,8 @@ def finetune(store, model=None, cfg: FinetuneConfig | None = None, device=None, 
     by (seed, epoch, video) (`LabelledClipDataset`); the loss is the model's (`ClassificationOutput.loss`).
     The host reads the device at log and checkpoint steps only (`Engine.update_async`, `Engine.settle`).
     - `out`: the run folder: `metrics.jsonl`, `checkpoints/`, TensorBoard, and at the end `model.safetensors`,
-      `config.json` (with `num_classes`), `finetune_config.json` (the settings, the tokenizer identity and the
-      store's `fps`, which `vimpac-predict` decodes at) and `classes.json` (the class names, in order).
+      `config.json` (with `num_classes`), `finetune_config.json` (the settings with the `batch_size` used, the
+      tokenizer identity, the store's `fps` for `vimpac-predict`) and `classes.json` (the class names, in order).
     - `resume=True`: continue exactly from the newest checkpoint in `out` that loads. `test_store`: labelled held-out
       videos, whose `clip_accuracy` is logged at the end as `test_acc`. Returns the model (eval mode) and the records.
     Raises `VimpacError`, before anything is written, for a store (or test store) without labels, a test store with
@@ -219,4 +222,4 @@ def finetune(store, model=None, cfg: FinetuneConfig | None = None, device=None, 
                  finetune_config=asdict(cfg), tokenizer=tok)
     if test_store is not None and run.rank == 0: log.write(dict(step=steps, test_acc=clip_accuracy(model, test_store, cfg.clip_len, classes)))
     log.close()
-    return eng.finish({"finetune_config.json": dict(asdict(cfg), tokenizer=tok, fps=store.fps), "classes.json": classes}), log.history
+    return eng.finish({"finetune_config.json": dict(asdict(cfg), batch_size=G, tokenizer=tok, fps=store.fps), "classes.json": classes}), log.history

@@ -214,8 +214,8 @@ def pretrain(store, model: VimpacForPreTraining | VimpacConfig | dict | str | No
     - `init`: a folder saved by `save_pretrained` to start from, its positional tables interpolated to this store's
       token map (§4.2: the stage at S = 256 continues from the stage at S = 128).
     - `out`: the run folder: `metrics.jsonl` (a `log_record` per logged step), `checkpoints/`, TensorBoard events when
-      installed; at the end `model.safetensors`, `config.json`, `pretrain_config.json`. `resume=True`: continue from
-      the newest checkpoint in `out` that loads (newer ones that do not are passed over with one warning).
+      installed; at the end `model.safetensors`, `config.json`, `pretrain_config.json` (the `batch_size` used). `resume`:
+      continue from the newest checkpoint in `out` that loads (newer ones that do not are passed over with one warning).
 
     Returns the model (unwrapped, eval mode) and the logged records; a step with a non-finite loss or gradient is
     skipped and logged. Warns when `cfg.batch_size` exceeds the store's videos. Raises `VimpacError`, before anything
@@ -246,7 +246,7 @@ def pretrain(store, model: VimpacForPreTraining | VimpacConfig | dict | str | No
                 eng.check_bad_steps(s, "pre-training")
         eng.save(step + 1, CHECKPOINT["kind"], model_config=asdict(c), pretrain_config=asdict(cfg), tokenizer=store.tokenizer_id)
     log.close()
-    return eng.finish({"pretrain_config.json": dict(asdict(cfg), tokenizer=store.tokenizer_id, fps=store.fps)}), log.history
+    return eng.finish({"pretrain_config.json": dict(asdict(cfg), batch_size=G, tokenizer=store.tokenizer_id, fps=store.fps)}), log.history
 
 # %% ../nbs/07_pretrain.ipynb #72ebd7bb
 EVAL_MICRO_BATCH = 64      # clip pairs per forward in `evaluate_masking` when the config sets no micro-batch

@@ -12,8 +12,9 @@ import torch
 
 # %% auto #0
 __all__ = ['IGNORE_INDEX', 'VimpacError', 'load_torch_file', 'read_json', 'check_device', 'get_device', 'make_generator',
-           'derive_seed', 'check_number', 'warmup_linear', 'atomic_path', 'write_json', 'disk_full_error',
-           'save_weights', 'load_weights', 'VimpacDeprecationWarning', 'renamed_kwargs']
+           'derive_seed', 'check_number', 'coerce_parameter', 'check_parameters', 'warmup_linear', 'atomic_path',
+           'write_json', 'disk_full_error', 'save_weights', 'load_weights', 'VimpacDeprecationWarning',
+           'renamed_kwargs']
 
 # %% ../nbs/00a_utils.ipynb #6eaf13c8
 class VimpacError(ValueError):
@@ -104,13 +105,14 @@ def derive_seed(*keys: int | str) -> int:
 
 # %% ../nbs/00a_utils.ipynb #68a013c8
 import math, numbers
-def check_number(name: str | None, value, integer: bool = False, gt=None, ge=None, lt=None, le=None):
+def check_number(name: str | None, value, integer: bool = False, gt=None, ge=None, lt=None, le=None, hint: str = ""):
     """`value` (a number, or a string from a command line) as an `int` (`integer`) or a finite `float`, within
     the bounds `gt` < value, `ge` <= value, value < `lt`, value <= `le`. Raises `VimpacError` "NAME: expected an
-    integer >= 1, got 0" naming the option `name` (left out when None), what is allowed and the value given."""
+    integer >= 1, got 0" naming the option `name` (left out when None), what is allowed and the value given,
+    followed by `hint` (e.g. " (a reason)")."""
     bounds = [f"{op} {b:g}" for op, b in ((">", gt), (">=", ge), ("<", lt), ("<=", le)) if b is not None]
     allowed = ("an integer" if integer else "a finite number") + (" " + " and ".join(bounds) if bounds else "")
-    def bad(): return VimpacError(f"{name + ': ' if name else ''}expected {allowed}, got {value!r}")
+    def bad(): return VimpacError(f"{name + ': ' if name else ''}expected {allowed}, got {value!r}{hint}")
     if isinstance(value, bool): raise bad()
     try:
         if integer:
@@ -122,6 +124,64 @@ def check_number(name: str | None, value, integer: bool = False, gt=None, ge=Non
     if not math.isfinite(v) or (gt is not None and not v > gt) or (ge is not None and not v >= ge) \
             or (lt is not None and not v < lt) or (le is not None and not v <= le): raise bad()
     return v
+
+# %% ../nbs/00a_utils.ipynb #9bbfd166
+import typing, types
+_BOOLS = {"true": True, "yes": True, "on": True, "1": True, "false": False, "no": False, "off": False, "0": False}
+
+def _parse_text(s: str):
+    "A list / dict parameter given as text: JSON, else YAML (PyYAML comes with papermill); None when neither parses."
+    try: return json.loads(s)
+    except ValueError: pass
+    try: import yaml; return yaml.safe_load(s)
+    except Exception: return None
+
+
+# %% ../nbs/00a_utils.ipynb #c0a2404d
+def coerce_parameter(name: str, value, kind):
+    """`value` of the run parameter `name` as the type `kind` of its annotation: `bool` (a bool, 0 / 1, or the
+    text true/false, yes/no, on/off, 1/0 in any case), `int` (an integer, or its text), `float` (a number, or its
+    text), `str` (text; a number becomes its text), `list` / `dict` (one, or its JSON / YAML text), or `Optional`
+    of one (None passes). Other annotations pass the value unchanged. Raises `VimpacError` "parameter NAME:
+    expected ..., got VALUE" for a value that is not of the type."""
+    if typing.get_origin(kind) in (typing.Union, types.UnionType):
+        if value is None: return None
+        kind = next((a for a in typing.get_args(kind) if a is not type(None)), object)
+    kind = typing.get_origin(kind) or kind
+    def bad(what): return VimpacError(f"parameter {name}: expected {what}, got {value!r}")
+    number, text = isinstance(value, (int, float)) and not isinstance(value, bool), isinstance(value, str)
+    if kind is bool:
+        if isinstance(value, bool) or number and value in (0, 1): return bool(value)
+        if text and value.strip().lower() in _BOOLS: return _BOOLS[value.strip().lower()]
+        raise bad("a boolean: true/false, yes/no, on/off or 1/0")
+    if kind in (int, float):
+        try:
+            if kind is int and number and float(value).is_integer(): return int(value)
+            if kind is int and text: return check_number(None, value, integer=True)
+            if kind is float and (number or text): return float(value)
+        except (ValueError, VimpacError): pass
+        raise bad("an integer" if kind is int else "a number")
+    if kind is str:
+        if text or number: return str(value)
+        raise bad("a string")
+    if kind in (list, dict):
+        v = _parse_text(value) if text else list(value) if kind is list and isinstance(value, tuple) else value
+        if isinstance(v, kind): return v
+        raise bad(f"a {kind.__name__} (or its JSON / YAML text)")
+    return value
+
+
+# %% ../nbs/00a_utils.ipynb #afdb2cd1
+def check_parameters(namespace: dict) -> dict:
+    """Coerce, in place, every parameter of a run notebook's `namespace` (its `globals()`, after papermill's injected
+    cell) that the parameters cell annotates (`namespace["__annotations__"]`) to its type (`coerce_parameter`).
+    Returns {name: value} of those parameters. Raises `VimpacError` "parameter NAME: expected ..., got VALUE" for
+    the first one that is not of its type."""
+    kinds = namespace.get("__annotations__", {})
+    for name, kind in kinds.items():
+        if name in namespace: namespace[name] = coerce_parameter(name, namespace[name], kind)
+    return {name: namespace[name] for name in kinds if name in namespace}
+
 
 # %% ../nbs/00a_utils.ipynb #fa571d4c
 def warmup_linear(step: int, total: int, warmup_ratio: float) -> float:
