@@ -74,3 +74,23 @@ def test_out_of_range_tokens_name_the_shard_and_video(bin_dir, tmp_path):
     assert r.returncode == 2, r.stderr
     err = r.stderr.strip().splitlines()[-1]
     assert err.startswith(f"vimpac-pretrain: error: {shard}: video ") and "token ids 30000..30000 outside the store's vocabulary 0.." in err, err
+
+
+def test_full_disk_during_a_checkpoint_is_one_line(bin_dir, tmp_path, small_disk):
+    """A checkpoint that does not fit: one line "no space left on RUN/checkpoints: ..." and exit 2 (it was torch's
+    "RuntimeError ... inline_container.cc" traceback), and no partial file left behind."""
+    videos = tmp_path / "videos"; videos.mkdir()
+    for v in sample_videos(): shutil.copy(v, videos)
+    store = tmp_path / "store"
+    r = subprocess.run([str(bin_dir / "vimpac-tokenize"), str(videos), "--out", str(store), "--fps", "2", "--frame-size", "32",
+                        "--device", "cpu"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    run = small_disk / "run"
+    r = subprocess.run([str(bin_dir / "vimpac-pretrain"), "--store", str(store), "--out", str(run), "--steps", "2",
+                        "--save-every", "1", "--batch-size", "2", "--device", "cpu", "--no-eval"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 2, r.stderr
+    err = r.stderr.strip().splitlines()[-1]
+    assert err.startswith(f"vimpac-pretrain: error: no space left on {run}/checkpoints: ") and " MB needed, " in err \
+        and "--resume" in err and "Traceback" not in r.stderr, r.stderr
+    assert not list((run / "checkpoints").glob("*.tmp")), list((run / "checkpoints").iterdir())

@@ -18,7 +18,7 @@ from torch.autograd.graph import saved_tensors_hooks
 from fastcore.basics import patch
 from tqdm.auto import tqdm
 from .utils import VimpacError, get_device, check_number, make_generator, derive_seed, atomic_path, write_json, read_json
-from .utils import warmup_linear, load_torch_file
+from .utils import warmup_linear, load_torch_file, disk_full_error
 from .model import VimpacConfig
 
 # %% auto #0
@@ -506,9 +506,17 @@ def latest_checkpoint(out, kind: str, what: str, required=("step", "model", "opt
 # %% ../nbs/06b_engine.ipynb #05ef3b39
 def save_checkpoint(out, state: dict, keep_last: int) -> Path:
     """Write `state` to `out/checkpoints/step-NNNNNNNN.pt` (its `step`) under a temporary name, then rename it; keep
-    the last `keep_last` checkpoints. Returns the path."""
+    the last `keep_last` checkpoints. Returns the path. A full disk raises `VimpacError` in one line ("no space left on
+    ...", `disk_full_error`; `torch.save` says only that its stream writer failed): the earlier checkpoints stay."""
     path = Path(out)/"checkpoints"/f"step-{state['step']:08d}.pt"
-    with atomic_path(path) as tmp: torch.save(state, tmp)
+    try:
+        with atomic_path(path) as tmp: torch.save(state, tmp)
+    except (RuntimeError, OSError) as e:
+        size = sum(t.numel() * t.element_size() for t in torch.utils._pytree.tree_leaves(state) if isinstance(t, torch.Tensor))
+        full = disk_full_error(path.parent, size + 2**20, e, "the run keeps its earlier checkpoints: free some space and "
+                               "run the same command with --resume to go on")
+        if full is None: raise
+        raise full from None
     for old in list_checkpoints(out)[:-max(1, keep_last)]: old.unlink(missing_ok=True)
     return path
 
