@@ -178,3 +178,19 @@ def test_bad_address_is_one_line(bin_dir, case):
     assert r.returncode == 2, r.stderr
     err = r.stderr.strip()
     assert err.startswith("vimpac-demo: error: ") and "\n" not in err and want in err, err
+
+
+def test_refused_upload_is_one_line_without_the_temporary_path(run_dir, tmp_path, capsys):
+    """An upload the demo refuses: the page's message names the file, not Gradio's temporary folder, and the server log
+    gets one line, not a traceback (Gradio prints one for a `gr.Error` unless told not to)."""
+    import gradio as gr
+    from vimpac.demo import _page_reconstruct, LIMITS
+    model, tok = load_demo_model(run_dir)
+    upload = tmp_path / "gradio" / "0123abcd" / "holiday.mp4"; upload.parent.mkdir(parents=True)
+    upload.write_text("this is a text file, not a video\n")
+    with pytest.raises(gr.Error) as e:
+        _page_reconstruct(model, tok, dict(LIMITS))(str(upload), progress=lambda *a, **k: None)
+    assert str(e.value.message).startswith("holiday.mp4: ") and str(tmp_path) not in e.value.message, e.value.message
+    assert e.value.print_exception is False
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("vimpac-demo: refused holiday.mp4: holiday.mp4: ") and "\n" not in err and str(tmp_path) not in err, err

@@ -6,7 +6,7 @@ Docs: https://vimpac.github.io/vimpac/demo.html.md"""
 
 # %% ../nbs/10_demo.ipynb #cfd9f210
 from __future__ import annotations
-import errno, importlib.resources, os, socket
+import errno, importlib.resources, os, socket, sys
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")   # before gradio is imported: no analytics, no version check
 from pathlib import Path
 import numpy as np
@@ -157,16 +157,20 @@ def _samples() -> list[Path]:
     except VimpacError: return []
 
 def _page_reconstruct(model, tok, lim: dict):
-    "The endpoint's function: `reconstruct` with the page's inputs; errors become a `gr.Error` of the kit's one line."
+    """The endpoint's function: `reconstruct` with the page's inputs. An input it refuses becomes a `gr.Error` of the
+    kit's one line, naming the upload by its file name (not Gradio's temporary path), and one line in the server's
+    log, `vimpac-demo: refused NAME: ...` (not a traceback)."""
     def run(video, strategy="block", blocks=0, ratio=0.15, seed=0, neighbour="spatial", progress=gr.Progress()):
-        if video is None: raise gr.Error("no video: upload one or pick a sample below")
-        path = video if isinstance(video, str) else getattr(video, "name", video)
+        if video is None: raise gr.Error("no video: upload one or pick a sample below", print_exception=False)
+        path = str(video if isinstance(video, str) else getattr(video, "name", video))
         try:
             r = reconstruct(path, model, tok, strategy, int(blocks or 0), float(ratio), int(seed or 0), neighbour, lim,
                             progress=lambda f, desc=None: progress(f, desc=desc))
         except (ValueError, OSError) as e:   # VimpacError is a ValueError: its one line goes to the page
             plt.close("all")
-            raise gr.Error(next((l for l in str(e).splitlines() if l.strip()), type(e).__name__)) from None
+            line = next((l for l in str(e).splitlines() if l.strip()), type(e).__name__).replace(path, Path(path).name)
+            print(f"vimpac-demo: refused {Path(path).name}: {line}", file=sys.stderr)
+            raise gr.Error(line, print_exception=False) from None
         return (_to_image(r["reconstruction"]), _to_image(r["nn_fill"]), round(r["model_acc"], 4), round(r["copy_acc"], 4))
     return run
 
