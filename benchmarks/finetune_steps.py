@@ -32,7 +32,8 @@ def worker(a):
     def loss_fn(mb):
         o = eng.forward(*mb)
         return o.loss * (len(mb[1]) / G), torch.stack([o.loss.detach() * len(mb[1])])
-    step, sync = lambda: eng.update(eng.accumulate(batches, loss_fn)), device_sync(run.device)
+    # the loop's step: update_async reads nothing on the host (finetune settles at log steps only)
+    step, sync = lambda: eng.update_async(eng.accumulate(batches, loss_fn)), device_sync(run.device)
     for _ in range(a.warmup): step()
     sync()
     if run.device.type == "cuda": torch.cuda.reset_peak_memory_stats()
