@@ -55,16 +55,22 @@ def test_full_disk_is_one_line_and_the_store_resumes(bin_dir, tmp_path, small_di
     assert r.returncode == 0 and "3 stored" in r.stdout + r.stderr, r.stderr
 
 
-def test_out_of_range_tokens_name_the_shard_and_video(bin_dir, tmp_path):
-    """A store whose tokens lie outside its vocabulary (damaged, or edited by hand) is named by shard, video and view
-    when read; on today's main pre-training failed in the model ("tokens: ids ... outside the vocabulary"), no file named."""
-    import lmdb, numpy as np
+def small_store(bin_dir, tmp_path):
+    "The three sample videos tokenized by `vimpac-tokenize` at 2 FPS, frame size 32, into tmp_path/store."
     videos = tmp_path / "videos"; videos.mkdir()
     for v in sample_videos(): shutil.copy(v, videos)
     out = tmp_path / "store"
     r = subprocess.run([str(bin_dir / "vimpac-tokenize"), str(videos), "--out", str(out), "--fps", "2", "--frame-size", "32",
                         "--device", "cpu"], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
+    return out
+
+
+def test_out_of_range_tokens_name_the_shard_and_video(bin_dir, tmp_path):
+    """A store whose tokens lie outside its vocabulary (damaged, or edited by hand) is named by shard, video and view
+    when read; on today's main pre-training failed in the model ("tokens: ids ... outside the vocabulary"), no file named."""
+    import lmdb, numpy as np
+    out = small_store(bin_dir, tmp_path)
     shard = out / "shard-00000-of-00001.lmdb"
     with lmdb.open(str(shard)) as env, env.begin(write=True) as txn:      # every token of every video: 30000
         for k, v in list(txn.cursor()):
@@ -79,12 +85,7 @@ def test_out_of_range_tokens_name_the_shard_and_video(bin_dir, tmp_path):
 def test_full_disk_during_a_checkpoint_is_one_line(bin_dir, tmp_path, small_disk):
     """A checkpoint that does not fit: one line "no space left on RUN/checkpoints: ..." and exit 2 (it was torch's
     "RuntimeError ... inline_container.cc" traceback), and no partial file left behind."""
-    videos = tmp_path / "videos"; videos.mkdir()
-    for v in sample_videos(): shutil.copy(v, videos)
-    store = tmp_path / "store"
-    r = subprocess.run([str(bin_dir / "vimpac-tokenize"), str(videos), "--out", str(store), "--fps", "2", "--frame-size", "32",
-                        "--device", "cpu"], capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stderr
+    store = small_store(bin_dir, tmp_path)
     run = small_disk / "run"
     r = subprocess.run([str(bin_dir / "vimpac-pretrain"), "--store", str(store), "--out", str(run), "--steps", "2",
                         "--save-every", "1", "--batch-size", "2", "--device", "cpu", "--no-eval"],

@@ -23,14 +23,14 @@ from .model import VimpacConfig
 
 # %% auto #0
 __all__ = ['PRECISIONS', 'KEEP_LAST_HINT', 'RUNTIME_FIELDS', 'GPU_PEAK_FLOPS', 'OPTIMIZER_IMPL_KEYS', 'MEMORY_MARGIN',
-           'RESERVED_BYTES', 'OPTIMIZER_BYTES_PER_PARAM', 'TrainConfig', 'check_resume_settings', 'init_distributed',
-           'resolve_precision', 'inference_precision', 'Run', 'start_run', 'GlobalBatchNorm1d', 'batchnorm_sync',
-           'sync_batchnorm', 'peak_flops_for', 'peak_flops', 'choose_precision', 'device_capability', 'dist_backend',
-           'param_groups', 'make_optimizer', 'load_optimizer_state', 'make_schedule', 'MemoryModel', 'device_memory',
-           'gib', 'saved_activation_bytes', 'memory_model', 'plan_steps', 'batch_indices', 'StepBatches', 'step_loader',
-           'plan_run', 'config_from_spec', 'check_store_tokenizer', 'check_run_tokenizer', 'list_checkpoints',
-           'load_checkpoint', 'latest_checkpoint', 'save_checkpoint', 'rng_state', 'set_rng_state', 'Engine',
-           'MetricsLog']
+           'RESERVED_BYTES', 'OPTIMIZER_BYTES_PER_PARAM', 'TrainConfig', 'as_json_value', 'check_resume_settings',
+           'init_distributed', 'resolve_precision', 'inference_precision', 'Run', 'start_run', 'GlobalBatchNorm1d',
+           'batchnorm_sync', 'sync_batchnorm', 'peak_flops_for', 'peak_flops', 'choose_precision', 'device_capability',
+           'dist_backend', 'param_groups', 'make_optimizer', 'load_optimizer_state', 'make_schedule', 'MemoryModel',
+           'device_memory', 'gib', 'saved_activation_bytes', 'memory_model', 'plan_steps', 'batch_indices',
+           'StepBatches', 'step_loader', 'plan_run', 'config_from_spec', 'check_store_tokenizer', 'check_run_tokenizer',
+           'list_checkpoints', 'load_checkpoint', 'latest_checkpoint', 'save_checkpoint', 'rng_state', 'set_rng_state',
+           'Engine', 'MetricsLog']
 
 # %% ../nbs/06b_engine.ipynb #240b8d9b
 @dataclass
@@ -85,14 +85,14 @@ RUNTIME_FIELDS = ("steps", "epochs", "log_every", "save_every", "keep_last", "pr
                   "gradient_checkpointing", "num_workers", "micro_batch_size", "max_bad_steps",
                   "peak_tflops")
 
-def _norm(v):
+def as_json_value(v):
     "Config values as JSON would hold them (tuples become lists)."
     return list(v) if isinstance(v, tuple) else v
 
 def check_resume_settings(saved: dict, cfg: TrainConfig, ckpt):
     """Raise `VimpacError` when `cfg` differs from the config `saved` in the checkpoint `ckpt` in a field that is not a
     `RUNTIME_FIELDS` one: a resumed run goes on with the settings it started with."""
-    diff = {k: (saved[k], v) for k, v in asdict(cfg).items() if k not in RUNTIME_FIELDS and k in saved and _norm(saved[k]) != _norm(v)}
+    diff = {k: (saved[k], v) for k, v in asdict(cfg).items() if k not in RUNTIME_FIELDS and k in saved and as_json_value(saved[k]) != as_json_value(v)}
     if diff: raise VimpacError(f"--resume: settings differ from the checkpoint {ckpt} (checkpoint, now): {diff}")
 
 # %% ../nbs/06b_engine.ipynb #602ffb8b

@@ -22,8 +22,8 @@ from .utils import (VimpacError, VimpacDeprecationWarning, IGNORE_INDEX, save_we
 # %% auto #0
 __all__ = ['PRESETS', 'LAYOUTS', 'SDPA_MAX_BATCH', 'VimpacConfig', 'parse_layout', 'sdpa_batch_limit', 'row_attention',
            'AxialAttentionBlock', 'Embeddings', 'MLPBlock', 'VimpacLayer', 'check_tokens', 'pad_mask', 'fp32',
-           'VimpacModel', 'count_parameters', 'TokenHead', 'cls_head', 'interpolate_pos_embed', 'ModelOutput',
-           'PreTrainingOutput', 'ClassificationOutput', 'label_positions', 'VimpacForPreTraining',
+           'VimpacModel', 'count_parameters', 'TokenHead', 'cls_head', 'interpolate_pos_embed', 'load_checked',
+           'ModelOutput', 'PreTrainingOutput', 'ClassificationOutput', 'label_positions', 'VimpacForPreTraining',
            'VimpacForVideoClassification', 'model_flops']
 
 # %% ../nbs/04_model.ipynb #900795c5
@@ -368,7 +368,7 @@ def interpolate_pos_embed(state_dict: dict, config: VimpacConfig, prefix: str = 
             out[k] = F.interpolate(t.float().T[None], size=n, mode="linear", align_corners=False)[0].T.to(t.dtype).contiguous()
     return out
 
-def _load_checked(model: nn.Module, sd: dict, source) -> nn.Module:
+def load_checked(model: nn.Module, sd: dict, source) -> nn.Module:
     "Interpolate the positional tables of `sd` to `model`'s config, check every name and shape, then load."
     sd = interpolate_pos_embed(sd, model.config)
     own = model.state_dict()
@@ -412,7 +412,7 @@ class _Pretrained(nn.Module):
         if cls.kind == "vimpac-classification" and "num_classes" not in model_kw and saved_classes is not None:
             model_kw["num_classes"] = saved_classes
         model = cls(VimpacConfig(**{**cfg, **overrides}), **model_kw)
-        return _load_checked(model, model._adapt_state(sd, kind, path), path).to(device)
+        return load_checked(model, model._adapt_state(sd, kind, path), path).to(device)
 
 # %% ../nbs/04_model.ipynb #1dab9b44
 class ModelOutput:

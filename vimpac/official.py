@@ -13,7 +13,7 @@ import torch
 from fastcore.basics import patch
 from .utils import VimpacError, load_torch_file
 from .model import (LAYOUTS, VimpacConfig, VimpacForPreTraining, VimpacForVideoClassification, parse_layout,
-                          _load_checked)
+                          load_checked)
 
 # %% auto #0
 __all__ = ['OFFICIAL_LAYOUTS', 'read_official_args', 'official_config', 'convert_official_state']
@@ -230,7 +230,7 @@ def from_official(cls: VimpacForPreTraining, path, num_heads: int | None = None,
         raise VimpacError(f"{path}: no pre-training heads (mlm_head, cls_head) in this checkpoint; "
                           f"a fine-tuned classifier loads with VimpacForVideoClassification.from_official")
     model = cls(replace(base, **overrides))
-    return _load_checked(model, convert_official_state(sd, base, path), path).to(device)
+    return load_checked(model, convert_official_state(sd, base, path), path).to(device)
 
 @patch(cls_method=True)
 def from_official(cls: VimpacForVideoClassification, path, num_classes: int | None = None, num_heads: int | None = None,  # noqa: F811 (fastcore @patch)
@@ -253,4 +253,4 @@ def from_official(cls: VimpacForVideoClassification, path, num_classes: int | No
     model = cls(replace(base, **overrides), num_classes)
     state = convert_official_state(sd, base, path)
     state.update({k: v for k, v in model.state_dict().items() if k.startswith("fc.") and k not in state})
-    return _load_checked(model, state, path).to(device)
+    return load_checked(model, state, path).to(device)

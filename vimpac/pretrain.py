@@ -18,7 +18,7 @@ from .model import PRESETS, VimpacConfig, VimpacForPreTraining, model_flops, lab
 from .losses import info_nce, info_nce_distributed, pretraining_loss
 from .data import ClipPairDataset
 from .engine import (TrainConfig, Engine, MetricsLog, StepBatches, start_run, plan_run, step_loader, batch_indices,
-                           check_resume_settings, latest_checkpoint, peak_flops, config_from_spec, _norm,
+                           check_resume_settings, latest_checkpoint, peak_flops, config_from_spec, as_json_value,
                            check_store_tokenizer, check_run_tokenizer, inference_precision)
 from .engine import PRECISIONS, list_checkpoints, param_groups  # noqa: F401 (re-exported: the CLI, the chapter's checks)
 
@@ -104,8 +104,8 @@ def _model_spec(model) -> dict:
 def _check_same_model(model, saved: dict, where: str, option: str):
     """Raise `VimpacError` when `model` (as `_model_spec` reads it) asks for another model than the saved config
     `saved` of `where`: the options are not silently dropped."""
-    diff = [f"{label + ': ' if label != k else ''}{k} {v!r}" + (f" (saved: {_norm(saved[k])!r})" if k in saved else " (not a saved field)")
-            for k, (v, label) in _model_spec(model).items() if k not in saved or _norm(saved[k]) != _norm(v)]
+    diff = [f"{label + ': ' if label != k else ''}{k} {v!r}" + (f" (saved: {as_json_value(saved[k])!r})" if k in saved else " (not a saved field)")
+            for k, (v, label) in _model_spec(model).items() if k not in saved or as_json_value(saved[k]) != as_json_value(v)]
     if diff: raise VimpacError(f"{option}: {where} holds another model than asked ({'; '.join(diff)}); leave these "
                                "options out to use the saved model")
 
