@@ -9,26 +9,24 @@ resident memory (ru_maxrss) before and after `build_store`. `--before REV` also 
 
 The tokenizer is a tiny untrained VQ-VAE: memory here is about frames, not the model; its encoder cost is small."""
 import argparse, json, os, platform, resource, subprocess, sys, tempfile, time
-from fractions import Fraction
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def make_video(path, seconds, width, height, rate):
-    import av, numpy as np
+    "A long H.264 video of moving noise, written frame by frame by the kit's `write_video` (never held whole)."
+    import numpy as np
+    from vimpac.synthetic import write_video
     rng = np.random.default_rng(0)
     tile = rng.integers(0, 256, (height * 2, width * 2, 3), dtype=np.uint8)
-    with av.open(str(path), "w") as c:
-        s = c.add_stream("libx264", rate=rate, options={"preset": "ultrafast", "crf": "30"})
-        s.width, s.height, s.pix_fmt = width, height, "yuv420p"
+
+    def frames():
         for i in range(int(seconds * rate)):
             y, x = (3 * i) % height, (5 * i) % width  # a moving picture, so frames differ
-            f = av.VideoFrame.from_ndarray(np.ascontiguousarray(tile[y:y + height, x:x + width]), format="rgb24")
-            f.pts, f.time_base = i, Fraction(1, rate)
-            for p in s.encode(f): c.mux(p)
-        for p in s.encode(): c.mux(p)
-    return path
+            yield tile[y:y + height, x:x + width]
+
+    return write_video(frames(), path, fps=rate, crf=30, options={"preset": "ultrafast"})
 
 
 def child(a):

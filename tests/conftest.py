@@ -13,16 +13,14 @@ def bin_dir():
 
 
 def _texture_video(path, seed, seconds=2, fps=8, size=40):
-    "A small moving random texture, MPEG-4 (in the container of `path`'s extension), written with PyAV; returns `path`."
-    import av, numpy as np
-    path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
+    "A small moving random texture, MPEG-4 (in the container of `path`'s extension), written by the kit; returns `path`."
+    import numpy as np
+    from vimpac.synthetic import write_video
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
     base = np.random.default_rng(seed).integers(0, 256, (size, size, 3), dtype=np.uint8)
-    with av.open(str(path), "w") as c:
-        s = c.add_stream("mpeg4", rate=fps); s.width = s.height = size; s.pix_fmt = "yuv420p"
-        for i in range(seconds * fps):
-            for p in s.encode(av.VideoFrame.from_ndarray(np.roll(base, 2 * i, axis=1), format="rgb24")): c.mux(p)
-        for p in s.encode(): c.mux(p)
-    return path
+    frames = np.stack([np.roll(base, 2 * i, axis=1) for i in range(seconds * fps)])
+    return write_video(frames, path, fps=fps, codec="mpeg4")
 
 
 @pytest.fixture(scope="session")

@@ -2,7 +2,7 @@
 never a traceback or a signal; and the tokenizer's API edges (float frames outside [0, 1], float or bool tokens).
 Stores are made with the kit's own `build_store` and the default tokenizer on tiny synthetic videos."""
 import json, os, pickle, shutil, signal, subprocess, sys, warnings
-import av
+from vimpac.synthetic import write_video
 import numpy as np
 import pytest
 import torch
@@ -28,18 +28,15 @@ def cli_error(capsys, fn, argv, prog):
     return err[0]
 
 
-def write_video(path, seconds=2, fps=10, size=64, seed=0):
-    "A small synthetic H.264 video: moving gradient plus noise."
+def gradient_video(path, seconds=2, fps=10, size=64, seed=0):
+    "A small synthetic H.264 video: moving gradient plus noise, written by the kit's `write_video`."
     rng = np.random.default_rng(seed)
-    with av.open(str(path), "w") as c:
-        s = c.add_stream("libx264", rate=fps); s.width = s.height = size; s.pix_fmt = "yuv420p"
-        yy, xx = np.mgrid[:size, :size]
-        for i in range(seconds * fps):
-            img = np.stack([(xx * 4 + i * 8) % 256, (yy * 4) % 256, (xx + yy + i * 4) % 256], -1).astype(np.uint8)
-            img = np.clip(img.astype(int) + rng.integers(0, 20, img.shape), 0, 255).astype(np.uint8)
-            for p in s.encode(av.VideoFrame.from_ndarray(img, format="rgb24")): c.mux(p)
-        for p in s.encode(): c.mux(p)
-    return path
+    yy, xx = np.mgrid[:size, :size]
+    frames = []
+    for i in range(seconds * fps):
+        img = np.stack([(xx * 4 + i * 8) % 256, (yy * 4) % 256, (xx + yy + i * 4) % 256], -1).astype(np.uint8)
+        frames.append(np.clip(img.astype(int) + rng.integers(0, 20, img.shape), 0, 255).astype(np.uint8))
+    return write_video(np.stack(frames), path, fps=fps)
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +46,7 @@ def tok(): return load_tokenizer("default")
 @pytest.fixture(scope="module")
 def videos(tmp_path_factory):
     d = tmp_path_factory.mktemp("videos")
-    return [write_video(d / f"clip{i}.mp4", seed=i) for i in range(2)]
+    return [gradient_video(d / f"clip{i}.mp4", seed=i) for i in range(2)]
 
 
 @pytest.fixture(scope="module")

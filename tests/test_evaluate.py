@@ -4,7 +4,7 @@ safetensors, probes, and the console scripts `vimpac-predict`, `vimpac-features`
 through `main(argv)`, and one real subprocess), with their one-line refusals (exit 2)."""
 import csv, json, os, subprocess
 from pathlib import Path
-import av
+from vimpac.synthetic import write_video
 import numpy as np
 import pytest
 import torch
@@ -26,18 +26,16 @@ ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 pytestmark = pytest.mark.usefixtures("one_thread")   # conftest.py
 
 
-def write_video(path, colour, seed, seconds=2, fps=8, w=48, h=32):
-    "A coloured 16 x 16 square moving over a random texture: MPEG-4 in MP4, written with PyAV."
+def square_video(path, colour, seed, seconds=2, fps=8, w=48, h=32):
+    "A coloured 16 x 16 square moving over a random texture: MPEG-4 in MP4, written by the kit's `write_video`."
     rng = np.random.default_rng(seed)
     bg = rng.integers(60, 196, (h, w, 3), dtype=np.uint8)
     x0, y0 = rng.integers(0, w - 16), rng.integers(0, h - 16)
-    with av.open(str(path), "w") as c:
-        s = c.add_stream("mpeg4", rate=fps); s.width, s.height, s.pix_fmt = w, h, "yuv420p"
-        for i in range(seconds * fps):
-            f = bg.copy(); x = (x0 + 2 * i) % (w - 16); f[y0:y0 + 16, x:x + 16] = colour
-            for p in s.encode(av.VideoFrame.from_ndarray(f, format="rgb24")): c.mux(p)
-        for p in s.encode(): c.mux(p)
-    return path
+    frames = np.repeat(bg[None], seconds * fps, axis=0)
+    for i, f in enumerate(frames):
+        x = (x0 + 2 * i) % (w - 16)
+        f[y0:y0 + 16, x:x + 16] = colour
+    return write_video(frames, path, fps=fps, codec="mpeg4")
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +44,7 @@ def data(tmp_path_factory):
     4 FPS: 8 frames of 4 x 4 tokens), a centre-only test store, and two saved checkpoints: a tiny 1-layer classifier
     with a random (non-zero) FC and a record of its tokenizer and classes, and a pre-training model."""
     d = tmp_path_factory.mktemp("eval")
-    vids = {s: {write_video(d / f"{s}_{CLASSES[c]}{i}.mp4", RGB[c], 10 * c + i + 100 * (s == "test")): c
+    vids = {s: {square_video(d / f"{s}_{CLASSES[c]}{i}.mp4", RGB[c], 10 * c + i + 100 * (s == "test")): c
                 for c in range(3) for i in range(n)} for s, n in (("train", 2), ("test", 1))}
     tok = load_tokenizer("default")
     for s in vids:
@@ -299,7 +297,7 @@ def test_end_to_end_tokenize_finetune_evaluate_predict(tmp_path, capsys):
     for split, n in (("train", 2), ("test", 1)):
         for c, name in enumerate(CLASSES):
             (root / split / name).mkdir(parents=True, exist_ok=True)
-            for i in range(n): write_video(root / split / name / f"{name}{i}.mp4", RGB[c], 50 + 10 * c + i + 5 * (split == "test"))
+            for i in range(n): square_video(root / split / name / f"{name}{i}.mp4", RGB[c], 50 + 10 * c + i + 5 * (split == "test"))
     st, ft = tmp_path / "stores", tmp_path / "ft"
     code, out, err = run(tokenize_main, [root, "--dataset", "folder", "--out", st, "--frame-size", "32", "--fps", "4", "--views", "noflip"], capsys)
     assert code == 0, err

@@ -2,7 +2,7 @@
 classes one frame tells apart, it learns (loss falls, held-out accuracy far above chance); a run killed with
 SIGKILL and resumed ends with the same weights, bit for bit; bad input is one line and exit status 2."""
 import json, os, shutil, signal, subprocess, time
-import av
+from vimpac.synthetic import write_video
 import numpy as np
 import pytest
 import torch
@@ -20,15 +20,11 @@ pytestmark = pytest.mark.usefixtures("one_thread")   # conftest.py
 
 
 def toy_video(path, colour, seed, seconds=3, fps=4, size=32):
-    "Noisy frames of one colour with a drifting texture, MPEG-4 in MP4 written with PyAV."
+    "Noisy frames of one colour with a drifting texture, MPEG-4 in MP4 written by the kit's `write_video`."
     rng = np.random.default_rng(seed)
     base = np.clip(np.array(COLOURS[colour]) + rng.normal(0, 30, (size, size, 3)), 0, 255).astype(np.uint8)
-    with av.open(str(path), "w") as c:
-        s = c.add_stream("mpeg4", rate=fps); s.width = s.height = size; s.pix_fmt = "yuv420p"
-        for i in range(seconds * fps):
-            for p in s.encode(av.VideoFrame.from_ndarray(np.roll(base, i, axis=1), format="rgb24")): c.mux(p)
-        for p in s.encode(): c.mux(p)
-    return path
+    frames = np.stack([np.roll(base, i, axis=1) for i in range(seconds * fps)])
+    return write_video(frames, path, fps=fps, codec="mpeg4")
 
 
 def toy_store(root, name, per_class, seed0, classes=tuple(COLOURS), views="all", labelled=True):

@@ -1,4 +1,4 @@
-"The chapters' form (issue 14): short export cells, every exported name shown. The checker lives in tools/."
+"The chapters' form (issues 14, 22): short functions and cells, whole classes, every exported name shown (tools/)."
 import json, sys
 from pathlib import Path
 
@@ -12,20 +12,44 @@ def _nb(tmp_path, cells):
     return p
 
 
-def test_every_chapter_has_short_export_cells_and_shows_every_name():
+def test_every_chapter_has_short_functions_whole_classes_and_shows_every_name():
     problems = [line for nb in cn.chapters() for line in cn.check(nb)]
     assert not problems, "\n".join(problems)
 
 
-def test_checker_flags_a_long_cell_a_missing_show_doc_and_an_unmentioned_constant(tmp_path):
-    body = "\n".join(f"    x{i} = {i}" for i in range(cn.MAX_LINES))
+def test_checker_flags_a_long_function_a_missing_show_doc_and_an_unmentioned_constant(tmp_path):
+    body = "\n".join(f"    x{i} = {i}" for i in range(cn.MAX_FUNCTION_LINES))
     nb = _nb(tmp_path, [("code", f"#| export\ndef long_one():\n{body}\n"), ("code", "#| export\nLIMIT = 3\n"),
                         ("code", "#| export\ndef shown(): pass\n"), ("code", "show_doc(shown)")])
     problems = cn.check(nb)
     assert len(problems) == 3, problems
-    assert "export cell of 41 lines" in problems[0]
+    assert "function long_one of 41 lines (at most 40)" in problems[0]
     assert "long_one is exported but has no show_doc" in problems[1]
     assert "constant LIMIT" in problems[2]
+
+
+def test_checker_flags_a_long_method_and_a_long_cell_but_not_a_long_class(tmp_path):
+    def method(name, n):
+        return f"    def {name}(self):\n" + "\n".join(f"        x{i} = {i}" for i in range(n - 1))
+    whole = f"#| export\nclass Big:\n{method('a', 39)}\n{method('b', 39)}\n"      # 80 lines: a whole class is fine
+    long_method = f"#| export\nclass Odd:\n{method('c', 41)}\n"
+    long_cell = f"#| export\nclass Huge:\n{method('a', 40)}\n{method('b', 40)}\n"  # 81 lines
+    nb = _nb(tmp_path, [("code", whole), ("code", long_method), ("code", long_cell),
+                        ("code", "show_doc(Big)\nshow_doc(Odd)\nshow_doc(Huge)")])
+    problems = cn.check(nb)
+    assert problems == [f"x.ipynb: function c of 41 lines (at most {cn.MAX_FUNCTION_LINES})",
+                        f"x.ipynb: export cell of 81 lines (at most {cn.MAX_CELL_LINES}): 'class Huge:'"], problems
+
+
+def test_checker_flags_a_class_split_by_patch_without_prose(tmp_path):
+    nb = _nb(tmp_path, [("code", "#| export\nclass A:\n    pass\n"),
+                        ("code", "#| export\n@patch\ndef f(self: A): pass\n@patch\ndef g(self: A): pass\n"),
+                        ("markdown", "Now `h`, explained."), ("code", "#| export\n@patch\ndef h(self: A): pass\n"),
+                        ("code", "#| export\n@patch\ndef k(self: A): pass\n"),
+                        ("code", "#| export\n@patch\ndef m(self: Path): pass\n"), ("code", "show_doc(A)")])
+    problems = cn.check(nb)
+    assert problems == ["x.ipynb: @patch f adds to A with no markdown cell since its previous part (cell 0, now cell 1)",
+                        "x.ipynb: @patch k adds to A with no markdown cell since its previous part (cell 3, now cell 4)"]
 
 
 def test_checker_passes_a_tidy_chapter(tmp_path):

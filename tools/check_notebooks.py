@@ -1,6 +1,8 @@
-"""The chapters' form (issue 14): every export cell holds one idea (at most `MAX_LINES` lines of code, `#|` directives
-not counted) and every public name a chapter exports is shown: a function or class by `show_doc(name)` in the same
-notebook, a constant by a mention in backticks in the notebook's prose.
+"""The chapters' form (issues 14 and 22): every function or method in an export cell holds one idea (at most
+`MAX_FUNCTION_LINES` lines of code), an export cell at most `MAX_CELL_LINES` (a class may be whole in one cell), a class
+grown with `@patch` inside its own notebook has prose (a markdown cell) before each added part, and every public name a
+chapter exports is shown: a function or class by `show_doc(name)` in the same notebook, a constant by a mention in
+backticks in the notebook's prose. Lines of code: not blank, `#|` directives not counted.
 
     python tools/check_notebooks.py [NOTEBOOK ...]     # default: every chapter in nbs/; exit 1 with one line a problem
 """
@@ -8,7 +10,8 @@ from __future__ import annotations
 import ast, json, re, sys
 from pathlib import Path
 
-MAX_LINES = 40
+MAX_FUNCTION_LINES = 40
+MAX_CELL_LINES = 80
 ROOT = Path(__file__).resolve().parents[1]
 
 def _cells(nb: Path) -> list[dict]:
@@ -23,16 +26,30 @@ def _is_export(src: str) -> bool:
 def _code_lines(src: str) -> int:
     return sum(1 for line in src.splitlines() if line.strip() and not line.lstrip().startswith("#|"))
 
+def _python(src: str) -> str:
+    "The cell's Python: directives and shell or magic lines blanked (line numbers kept)."
+    return "\n".join("" if line.lstrip().startswith(("#|", "%", "!")) else line for line in src.splitlines())
+
+def _is_patch(node: ast.AST) -> bool:
+    "Whether a function is decorated with fastcore's `@patch` (plain or called)."
+    return any(isinstance(d, ast.Name) and d.id == "patch" or
+               isinstance(d, ast.Call) and getattr(d.func, "id", "") == "patch" for d in node.decorator_list)
+
+def _patched(node: ast.AST) -> list[str]:
+    "The classes a `@patch` function adds to (by the annotation of its first argument)."
+    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or not _is_patch(node) or not node.args.args:
+        return []
+    ann = node.args.args[0].annotation
+    return [o.id for o in (ann.elts if isinstance(ann, ast.Tuple) else [ann]) if isinstance(o, ast.Name)]
+
 def _exported_names(srcs: list[str]) -> tuple[set[str], set[str]]:
     "Public (callables, constants) defined at the top level of the export cells."
     calls, consts = set(), set()
     for src in srcs:
-        body = "\n".join("" if line.lstrip().startswith(("#|", "%", "!")) else line for line in src.splitlines())
-        for node in ast.parse(body).body:
+        for node in ast.parse(_python(src)).body:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 names, into = [node.name], calls
-                if any(isinstance(d, ast.Name) and d.id == "patch" or
-                       isinstance(d, ast.Call) and getattr(d.func, "id", "") == "patch" for d in node.decorator_list):
+                if _is_patch(node):
                     continue      # a method added to a class shown elsewhere
             elif isinstance(node, (ast.Assign, ast.AnnAssign)):
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
@@ -42,17 +59,52 @@ def _exported_names(srcs: list[str]) -> tuple[set[str], set[str]]:
             into.update(n for n in names if not n.startswith("_"))
     return calls, consts
 
+def _long_functions(nb: Path, src: str) -> list[str]:
+    "One line per function or method of an export cell longer than `MAX_FUNCTION_LINES` lines of code."
+    problems, lines = [], src.splitlines()
+    for node in ast.walk(ast.parse(_python(src))):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            n = _code_lines("\n".join(lines[node.lineno - 1:node.end_lineno]))
+            if n > MAX_FUNCTION_LINES:
+                problems.append(f"{nb.name}: function {node.name} of {n} lines (at most {MAX_FUNCTION_LINES})")
+    return problems
+
+def _split_classes(nb: Path, cells: list[dict]) -> list[str]:
+    "One line per `@patch` cell adding to a class of the same notebook with no markdown cell since the class's last part."
+    parts, defined, problems = [], set(), []     # (cell index, class name, patch function name or None)
+    for i, cell in enumerate(cells):
+        if cell["cell_type"] != "code" or not _is_export(_src(cell)):
+            continue
+        for node in ast.parse(_python(_src(cell))).body:
+            if isinstance(node, ast.ClassDef):
+                defined.add(node.name)
+                parts.append((i, node.name, None))
+            parts.extend((i, name, node.name) for name in _patched(node))
+    last: dict[str, int] = {}
+    for i, name, fn in parts:
+        if name not in defined:
+            continue                               # @patch on a class of another module: allowed
+        prev = last.get(name)
+        prose = prev is not None and any(c["cell_type"] == "markdown" for c in cells[prev + 1:i])
+        if fn and prev is not None and prev != i and not prose:
+            problems.append(f"{nb.name}: @patch {fn} adds to {name} with no markdown cell since its previous part "
+                            f"(cell {prev}, now cell {i})")
+        last[name] = i
+    return problems
+
 def check(nb: Path) -> list[str]:
-    "One line per problem in the notebook `nb`: a long export cell, a callable without `show_doc`, an unmentioned constant."
+    "One line per problem in `nb`: a long function or export cell, a class split without prose, a name not shown."
     cells, problems = _cells(nb), []
     code = [_src(c) for c in cells if c["cell_type"] == "code"]
     prose = "\n".join(_src(c) for c in cells if c["cell_type"] == "markdown")
     exports = [s for s in code if _is_export(s)]
     for s in exports:
         n = _code_lines(s)
-        if n > MAX_LINES:
+        if n > MAX_CELL_LINES:
             first = next((line for line in s.splitlines() if line.strip() and not line.startswith("#|")), "")
-            problems.append(f"{nb.name}: export cell of {n} lines (at most {MAX_LINES}): {first[:70]!r}")
+            problems.append(f"{nb.name}: export cell of {n} lines (at most {MAX_CELL_LINES}): {first[:70]!r}")
+        problems += _long_functions(nb, s)
+    problems += _split_classes(nb, cells)
     shown = set(re.findall(r"show_doc\(\s*([A-Za-z_]\w*)", "\n".join(s for s in code if not _is_export(s))))
     calls, consts = _exported_names(exports)
     for name in sorted(calls - shown):
@@ -68,5 +120,6 @@ def chapters() -> list[Path]:
 if __name__ == "__main__":
     paths = [Path(a) for a in sys.argv[1:]] or chapters()
     found = [line for p in paths for line in check(p)]
-    print("\n".join(found) or f"{len(paths)} notebooks: every export cell <= {MAX_LINES} lines, every public name shown")
+    print("\n".join(found) or f"{len(paths)} notebooks: functions <= {MAX_FUNCTION_LINES} lines, export cells <= "
+                              f"{MAX_CELL_LINES}, no class split without prose, every public name shown")
     sys.exit(1 if found else 0)

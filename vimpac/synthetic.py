@@ -8,11 +8,13 @@ Docs: https://vimpac.github.io/vimpac/synthetic.html.md"""
 from __future__ import annotations
 import math
 from dataclasses import dataclass, field
+from collections.abc import Iterator
 from fractions import Fraction
 from pathlib import Path
 import numpy as np
 import av
-from .utils import VimpacError, atomic_path, check_number, renamed_kwargs
+from tqdm.auto import tqdm
+from .utils import VimpacError, atomic_path, check_number, read_json, renamed_kwargs, write_json
 
 # %% auto #0
 __all__ = ['SATURATED', 'SHAPES', 'BACKGROUNDS', 'TEMPORAL_CLASSES', 'SPATIAL_CLASSES', 'LABELLED_VARIANTS', 'ACTOR_SHAPES',
@@ -234,17 +236,43 @@ def pan_zoom(image: np.ndarray, num_frames: int, frame_size=128, start=(0.5, 0.5
     return np.clip(np.round(out), 0, 255).astype(np.uint8)
 
 # %% ../nbs/06a_synthetic.ipynb #7b6f4fbb
-def write_video(frames: np.ndarray, path, fps: float = 8.0, codec: str = "libx264", crf: int = 18) -> Path:
+def _same_frames(first: np.ndarray, rest: Iterator) -> Iterator[np.ndarray]:
+    "`first` then every frame of `rest`, each checked to be uint8 of `first`'s shape."
+    yield first
+    for f in rest:
+        f = np.asarray(f)
+        if f.shape != first.shape or f.dtype != np.uint8:
+            raise VimpacError(f"write_video: frame of {f.dtype} {f.shape}, not uint8 {first.shape} as the first")
+        yield f
+
+def _frame_stream(frames) -> tuple[tuple[int, int], Iterator[np.ndarray] | np.ndarray]:
+    "The frame size (H, W) and the frames, from a uint8 (T, H, W, 3) array or an iterator of uint8 (H, W, 3) frames."
+    if not isinstance(frames, Iterator):
+        frames = np.asarray(frames)
+        if frames.ndim != 4 or frames.shape[-1] != 3 or frames.dtype != np.uint8 or len(frames) == 0:
+            raise VimpacError(f"write_video: frames must be uint8 (T, H, W, 3) with T > 0, got {frames.dtype} {frames.shape}")
+        return frames.shape[1:3], frames
+    first = next(frames, None)
+    if first is None:
+        raise VimpacError("write_video: frames must be uint8 (T, H, W, 3) with T > 0, got an empty iterator")
+    first = np.asarray(first)
+    if first.ndim != 3 or first.shape[-1] != 3 or first.dtype != np.uint8:
+        raise VimpacError(f"write_video: each frame must be uint8 (H, W, 3), got {first.dtype} {first.shape}")
+    return first.shape[:2], _same_frames(first, frames)
+
+def write_video(frames: np.ndarray | Iterator[np.ndarray], path, fps: float = 8.0, codec: str = "libx264", crf: int = 18,
+                options: dict | None = None) -> Path:
     """Write uint8 RGB frames (T, H, W, 3) to a video file at `path` with PyAV (`codec`, yuv420p, quality `crf` for
-    libx264, whose output is then the same bytes for the same frames; H and W must be even for yuv420p). The file is
-    written atomically. Returns the path. Raises
-    `VimpacError` for frames of another shape or dtype, odd sizes, or an unknown codec."""
-    frames = np.asarray(frames)
-    if frames.ndim != 4 or frames.shape[-1] != 3 or frames.dtype != np.uint8 or len(frames) == 0:
-        raise VimpacError(f"write_video: frames must be uint8 (T, H, W, 3) with T > 0, got {frames.dtype} {frames.shape}")
-    T, H, W, _ = frames.shape
-    if H % 2 or W % 2: raise VimpacError(f"write_video: frame size {H}x{W} must be even for yuv420p")
-    if codec not in av.codecs_available: raise VimpacError(f"write_video: codec {codec!r} is not in this PyAV build")
+    libx264, one encoder thread; H and W must be even for yuv420p). `frames` may also be an iterator of (H, W, 3)
+    frames, written as they come (a video too long to hold in memory). `options` are encoder options added to the
+    defaults, e.g. `{"preset": "ultrafast"}`. The container follows the suffix of `path` (`.mkv`: Matroska). The file
+    is written atomically. Returns the path. Raises `VimpacError` for frames of another shape or dtype, odd sizes, or
+    an unknown codec."""
+    (H, W), frames = _frame_stream(frames)
+    if H % 2 or W % 2:
+        raise VimpacError(f"write_video: frame size {H}x{W} must be even for yuv420p")
+    if codec not in av.codecs_available:
+        raise VimpacError(f"write_video: codec {codec!r} is not in this PyAV build")
     path = Path(path)
 
     with atomic_path(path) as tmp:
@@ -252,17 +280,20 @@ def write_video(frames: np.ndarray, path, fps: float = 8.0, codec: str = "libx26
             s = c.add_stream(codec, rate=Fraction(fps).limit_denominator(1000))
             s.width, s.height, s.pix_fmt = W, H, "yuv420p"
             # one x264 thread and the conversion to yuv420p done before the encoder: otherwise the same frames gave
-            # 2-3 different files in 30 writes on the 2-core CI machine (and a flaky seeded-dataset check)
-            if codec == "libx264": s.options = {"crf": str(crf), "threads": "1"}
+            # 2-3 different files in 30 writes on the 2-core CI machine (and a flaky seeded-dataset check). Still not
+            # bitwise: x264's SIMD code reads a few uninitialised bytes (runs under MALLOC_PERTURB_ are all the same),
+            # so about 1 write in 30 of a 96 x 96 clip differs slightly; compare decoded frames, not bytes
+            if codec == "libx264":
+                s.options = {"crf": str(crf), "threads": "1", **(options or {})}
+            elif options:
+                s.options = dict(options)
             for f in frames:
-                c.mux(s.encode(av.VideoFrame.from_ndarray(np.ascontiguousarray(f), format="rgb24").reformat(format="yuv420p")))
+                c.mux(s.encode(
+                    av.VideoFrame.from_ndarray(np.ascontiguousarray(f), format="rgb24").reformat(format="yuv420p")))
             c.mux(s.encode())
     return path
 
 # %% ../nbs/06a_synthetic.ipynb #240c89fa
-from tqdm.auto import tqdm
-from .utils import read_json, write_json
-
 TEMPORAL_CLASSES = ("moving-right", "moving-left", "rotating-clockwise", "rotating-counterclockwise", "approaching", "receding")
 SPATIAL_CLASSES = tuple(f"{c}-{k}" for c in ("warm", "cool") for k in ("circle", "triangle", "cross"))
 LABELLED_VARIANTS = dict(temporal=TEMPORAL_CLASSES, spatial=SPATIAL_CLASSES)
