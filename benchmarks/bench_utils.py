@@ -41,7 +41,7 @@ def pretrain_batch(config, videos: int, seed: int = 0, mask_ratio: float = 0.15,
     another (`seed` + 1), so that a seed gives the same masks (the same M) whatever the vocabulary. `pin`: in pinned
     memory, for `to_device(..., non_blocking)`."""
     from vimpac.pretrain import PretrainConfig, mask_clip_pairs
-    c, T = config, config.clip_len
+    c, T = config, config.max_clip_len
     pairs = torch.randint(0, c.vocab_size, (videos, 2, T, *c.token_map), generator=torch.Generator().manual_seed(seed + 1))
     inputs, labels, _ = mask_clip_pairs(pairs, c, PretrainConfig(clip_len=T, mask_ratio=mask_ratio), torch.Generator().manual_seed(seed))
     positions = (labels.flatten() != -100).nonzero().squeeze(1)          # `vimpac.model.label_positions`, on the host

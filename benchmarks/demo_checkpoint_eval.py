@@ -71,7 +71,7 @@ def main(argv=None):
     model = VimpacForPreTraining.from_pretrained(ckpt).eval()
     tok = load_tokenizer("default")
     if tok.identity != run["tokenizer"]: raise SystemExit(f"the default tokenizer {tok.identity} is not the run's {run['tokenizer']}")
-    cfg = PretrainConfig(batch_size=run.get("batch_size", 3), clip_len=model.config.clip_len)
+    cfg = PretrainConfig(batch_size=run.get("batch_size", 3), clip_len=model.config.max_clip_len)
     results = {}
     with tempfile.TemporaryDirectory() as d:
         d = Path(d)

@@ -29,7 +29,7 @@ def measure(name, a, dev, batch_size):
     from vimpac.evaluate import multiview_scores, parse_views
     s = SETTINGS[name]
     h = s["size"] // 8
-    cfg = VimpacConfig.from_preset(s["preset"], vocab_size=8192, clip_len=s["clip_len"], token_map=(h, h))
+    cfg = VimpacConfig.from_preset(s["preset"], vocab_size=8192, max_clip_len=s["clip_len"], token_map=(h, h))
     model = VimpacForVideoClassification(cfg, num_classes=a.classes).to(dev).eval()
     views = a.paper_views if name == "paper" and a.paper_views else "3x10"
     if name == "paper" and not a.paper_views and dev.type == "cpu": views = "1x1"

@@ -21,7 +21,7 @@ def worker(a):
     from vimpac.engine import TrainConfig, Engine, start_run
     if a.threads: torch.set_num_threads(a.threads)
     preset, T, S, micro = a.case.split(":"); T, S, micro = int(T), int(S), int(micro)
-    cfg = VimpacConfig.from_preset(preset, clip_len=T, token_map=(S // 8, S // 8), gradient_checkpointing=a.checkpointing)
+    cfg = VimpacConfig.from_preset(preset, max_clip_len=T, token_map=(S // 8, S // 8), gradient_checkpointing=a.checkpointing)
     run = start_run(None, False, a.device, a.precision)
     eng = Engine(VimpacForVideoClassification(cfg, 101), TrainConfig(lr=1e-4, precision=a.precision, compile=a.compile,
                                                                       gradient_checkpointing=a.checkpointing), 10 ** 6, run)

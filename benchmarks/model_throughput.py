@@ -26,7 +26,7 @@ def worker(a):
     from vimpac.pretrain import peak_flops
     if a.threads: torch.set_num_threads(a.threads)
     dev = torch.device(a.device)
-    cfg = VimpacConfig.from_preset(a.preset, layout=a.layout, clip_len=a.clip_len, token_map=(a.size // 8, a.size // 8),
+    cfg = VimpacConfig.from_preset(a.preset, layout=a.layout, max_clip_len=a.clip_len, token_map=(a.size // 8, a.size // 8),
                                    gradient_checkpointing=a.checkpointing)
     model = VimpacForPreTraining(cfg).to(dev).train()
     # the engine's compile (one graph, vimpac.engine.Engine) where the kit's forward takes the host's [PAD] flag;

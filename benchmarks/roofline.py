@@ -206,7 +206,7 @@ def count(preset: str, workload: str = "pretrain", precision: str = "bf16", samp
     check_presets([preset])
     if workload not in WORKLOADS: raise RooflineError(f"workload: expected one of {', '.join(WORKLOADS)}, got {workload!r}")
     w, amp = WORKLOADS[workload], torch.bfloat16 if precision == "bf16" else None
-    c = VimpacConfig.from_preset(preset, clip_len=w["clip_len"], token_map=(w["token_map"],) * 2)
+    c = VimpacConfig.from_preset(preset, max_clip_len=w["clip_len"], token_map=(w["token_map"],) * 2)
     host = pretrain_batch(c, samples) if workload == "pretrain" else None
     with FakeTensorMode() as fm, _no_value_checks():
         if workload == "pretrain":
@@ -243,7 +243,7 @@ def kit_flops(preset: str, workload: str) -> float | None:
     except ImportError: return None
     if workload != "pretrain": return None
     w = WORKLOADS[workload]
-    return 2 * model_flops(VimpacConfig.from_preset(preset, clip_len=w["clip_len"], token_map=(w["token_map"],) * 2), w["clip_len"])
+    return 2 * model_flops(VimpacConfig.from_preset(preset, max_clip_len=w["clip_len"], token_map=(w["token_map"],) * 2), w["clip_len"])
 
 
 def compiled_ratios(folder=HERE / "results") -> dict:
@@ -285,7 +285,7 @@ def kit_plan(preset: str, workload: str, precision: str = "bf16", device_bytes: 
     from vimpac.engine import memory_model, plan_steps
     from vimpac.model import VimpacConfig, VimpacForPreTraining, VimpacForVideoClassification
     w = WORKLOADS[workload]
-    c = VimpacConfig.from_preset(preset, clip_len=w["clip_len"], token_map=(w["token_map"],) * 2)
+    c = VimpacConfig.from_preset(preset, max_clip_len=w["clip_len"], token_map=(w["token_map"],) * 2)
     if workload == "pretrain":
         from vimpac.pretrain import PretrainConfig as Cfg, _memory_inputs
         model, least = VimpacForPreTraining(c), 2

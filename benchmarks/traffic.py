@@ -59,7 +59,7 @@ def make_step(preset: str, token_map: int, clip_len: int, videos: int, seed: int
     with the preset's dropout the CPU takes SDPA's math path and moves the L x L probabilities."""
     from vimpac.model import VimpacConfig, VimpacForPreTraining
     torch.manual_seed(seed)
-    c = VimpacConfig.from_preset(preset, vocab_size=8192, token_map=(token_map, token_map), clip_len=clip_len)
+    c = VimpacConfig.from_preset(preset, vocab_size=8192, token_map=(token_map, token_map), max_clip_len=clip_len)
     model = VimpacForPreTraining(c).train()
     if fused_attention:
         for m in model.modules():

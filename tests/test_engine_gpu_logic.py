@@ -16,7 +16,7 @@ from vimpac.model import VimpacConfig, VimpacForVideoClassification
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.usefixtures("one_thread")   # conftest.py
 
-MC = VimpacConfig.from_preset("tiny", vocab_size=32, token_map=(4, 4), clip_len=3, dropout=0.1)
+MC = VimpacConfig.from_preset("tiny", vocab_size=32, token_map=(4, 4), max_clip_len=3, dropout=0.1)
 TOKS, Y = torch.randint(0, 32, (8, 3, 4, 4), generator=torch.Generator().manual_seed(0)), torch.arange(8) % 3
 
 

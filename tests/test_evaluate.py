@@ -53,7 +53,7 @@ def data(tmp_path_factory):
     build_store(list(vids["test"]), tok, d / "centre", fps=4, frame_size=32, labels=vids["test"], classes=CLASSES, progress=False)
     build_store(list(vids["test"])[:1], tok, d / "plain", fps=4, frame_size=32, progress=False)   # no labels
     torch.manual_seed(0)
-    cfg = VimpacConfig.from_preset("tiny", vocab_size=tok.vocab_size, token_map=(4, 4), clip_len=4, num_layers=1)
+    cfg = VimpacConfig.from_preset("tiny", vocab_size=tok.vocab_size, token_map=(4, 4), max_clip_len=4, num_layers=1)
     clf = VimpacForVideoClassification(cfg, num_classes=3)
     torch.nn.init.normal_(clf.fc.weight, std=2.0)      # a zero FC would tie every class
     clf.eval().save_pretrained(d / "ft")
@@ -80,7 +80,7 @@ class FirstTokenModel(torch.nn.Module):
     def __init__(self):
         super().__init__()
         self.w = torch.nn.Parameter(torch.zeros(1))
-        self.config = type("C", (), dict(clip_len=2, pad_id=7))()
+        self.config = type("C", (), dict(max_clip_len=2, pad_id=7))()
         self.calls = []
     def forward(self, tokens):
         self.calls.append(len(tokens))
@@ -107,7 +107,7 @@ def test_multiview_equals_loop_over_views_any_batch(data):
     for key in store.keys():
         rows = []
         for c in SPATIAL_CROPS[3]:
-            clips = view_clips({c: store.tokens(key, c)}, cfg.clip_len, 3, cfg.pad_id)
+            clips = view_clips({c: store.tokens(key, c)}, cfg.max_clip_len, 3, cfg.pad_id)
             rows += [F.softmax(clf(clips[t:t + 1]).logits, -1) for t in range(3)]
         ref.append(torch.cat(rows).mean(0))
     ref = torch.stack(ref)

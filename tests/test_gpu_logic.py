@@ -44,7 +44,7 @@ def test_fine_tuning_rows_stay_under_the_kernel_limits(sdpa_calls, preset, clips
     per clip, 131,072 for 128 clips; every kernel call stays under the grid's 65,535 rows and flash attention's
     2^31-element backward bound, and together they cover every row."""
     with torch.device("meta"):
-        m = VimpacForVideoClassification(VimpacConfig.from_preset(preset, token_map=(32, 32), clip_len=10), 101)
+        m = VimpacForVideoClassification(VimpacConfig.from_preset(preset, token_map=(32, 32), max_clip_len=10), 101)
         out = m(torch.zeros(clips, 10, 32, 32, dtype=torch.long), torch.zeros(clips, dtype=torch.long))
         out.loss.backward()
     assert sdpa_calls
@@ -57,7 +57,7 @@ def test_fine_tuning_rows_stay_under_the_kernel_limits(sdpa_calls, preset, clips
 def test_chunked_rows_give_the_same_model(monkeypatch):
     "The whole model with rows cut into chunks of 5 gives what one call per block gives."
     torch.manual_seed(0)
-    m = VimpacForPreTraining(VimpacConfig.from_preset("tiny", vocab_size=32, token_map=(4, 4), clip_len=3, dropout=0.0)).eval()
+    m = VimpacForPreTraining(VimpacConfig.from_preset("tiny", vocab_size=32, token_map=(4, 4), max_clip_len=3, dropout=0.0)).eval()
     toks = torch.randint(0, 33, (3, 3, 4, 4))
     ref = m(toks)
     monkeypatch.setattr(vm, "sdpa_batch_limit", lambda *a: 5)
@@ -72,7 +72,7 @@ def test_pad_flag_spares_the_host_read(monkeypatch):
     on the CPU and asserts on the device on a GPU (`_refuse_any`): its GPU branch stands in here."""
     monkeypatch.setattr(vm, "_refuse_any", lambda bad, message: torch._assert_async(~bad.any()))
     torch.manual_seed(0)
-    m = VimpacForPreTraining(VimpacConfig.from_preset("tiny", vocab_size=32, token_map=(4, 4), clip_len=3, dropout=0.0)).eval()
+    m = VimpacForPreTraining(VimpacConfig.from_preset("tiny", vocab_size=32, token_map=(4, 4), max_clip_len=3, dropout=0.0)).eval()
     full = torch.randint(0, 32, (2, 3, 4, 4))
     padded = full.clone()
     padded[0, 2:] = m.config.pad_id
@@ -99,7 +99,7 @@ def test_cls_head_and_info_nce_in_fp32_under_bf16():
     `tiny` at initialisation had a cosine of 0.61 to the fp64 gradient. With the head and the loss in fp32 it is
     above 0.95 (the rest of the backbone still runs in bf16)."""
     torch.manual_seed(0)
-    m = VimpacForPreTraining(VimpacConfig.from_preset("tiny", vocab_size=64, token_map=(4, 4), clip_len=3, dropout=0.0))
+    m = VimpacForPreTraining(VimpacConfig.from_preset("tiny", vocab_size=64, token_map=(4, 4), max_clip_len=3, dropout=0.0))
     toks = torch.randint(0, 64, (16, 3, 4, 4))
     bf16 = _info_nce_grad(m, toks, True)
     ref = _info_nce_grad(copy.deepcopy(m).double(), toks, False)
@@ -120,7 +120,7 @@ def test_compiled_step_is_one_graph_for_every_batch(monkeypatch):
     another order: 4e-6 measured on this CPU)."""
     torch._dynamo.reset()
     monkeypatch.setattr(torch._dynamo.config, "error_on_recompile", False)
-    c = VimpacConfig.from_preset("tiny", vocab_size=32, token_map=(4, 4), clip_len=3, dropout=0.0)
+    c = VimpacConfig.from_preset("tiny", vocab_size=32, token_map=(4, 4), max_clip_len=3, dropout=0.0)
     cfg = PretrainConfig(clip_len=3, batch_size=4, compile=True, steps=3)
     torch.manual_seed(0)
     model = VimpacForPreTraining(c)

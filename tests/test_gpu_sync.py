@@ -39,7 +39,7 @@ def steady_state_steps(device, steps: int = 3, warmup: int = 2, amp_dtype=None, 
     step and every other micro-batch holds [PAD]. The timed steps run inside `check()` (the sync debug mode on CUDA);
     the device is read (`Engine.settle`) after it. Returns the settled records (step, stats, finite, grad_norm, lr)."""
     dev = torch.device(device)
-    c = VimpacConfig.from_preset("tiny", vocab_size=64, token_map=(4, 4), clip_len=3)
+    c = VimpacConfig.from_preset("tiny", vocab_size=64, token_map=(4, 4), max_clip_len=3)
     cfg = PretrainConfig(clip_len=3, batch_size=4, steps=warmup + steps, compile=compile)
     torch.manual_seed(0)
     run = Run(0, 1, dev, amp_dtype, use_scaler, None)

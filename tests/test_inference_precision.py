@@ -72,7 +72,7 @@ def test_evaluate_masking_autocast_micro_batches_one_read(labelled, monkeypatch)
     """`evaluate_masking` runs its batch in micro-batches (3 forwards for 6 pairs by 2), under the precision's autocast,
     and reads its counts once."""
     from vimpac.model import VimpacConfig, VimpacForPreTraining
-    c = VimpacConfig.from_preset("tiny", vocab_size=labelled.vocab_size, token_map=labelled.token_map, clip_len=3)
+    c = VimpacConfig.from_preset("tiny", vocab_size=labelled.vocab_size, token_map=labelled.token_map, max_clip_len=3)
     model = VimpacForPreTraining(c)
     seen = autocast_seen(model)
     monkeypatch.setattr(PT, "inference_precision", lambda precision, device: torch.bfloat16)

@@ -48,7 +48,7 @@ def test_pretrain_takes_the_micro_batch_that_fits(labelled, tmp_path, monkeypatc
     → a batch of 4 pairs is 2 micro-batches of 2 (4 clips); room for 1 only is an error naming 2 pairs."""
     from vimpac.pretrain import PretrainConfig, pretrain, _memory_inputs
     cfg = PretrainConfig(steps=1, batch_size=4, clip_len=3)
-    c = VimpacConfig.from_preset("tiny", vocab_size=labelled.vocab_size, token_map=labelled.token_map, clip_len=3)
+    c = VimpacConfig.from_preset("tiny", vocab_size=labelled.vocab_size, token_map=labelled.token_map, max_clip_len=3)
     mm = memory_model(VimpacForPreTraining(c), _memory_inputs(c, cfg))
     monkeypatch.setattr(E, "device_memory", lambda d: mm.peak(2) + mm.per_sample // 2)
     seen = micro_batches(monkeypatch)
@@ -61,7 +61,7 @@ def test_pretrain_takes_the_micro_batch_that_fits(labelled, tmp_path, monkeypatc
 
 def test_processes_agree_on_the_free_memory(monkeypatch):
     "Under `torchrun` the free memory is the smallest over the processes (an all-reduce): every one takes the same plan."
-    model = VimpacForVideoClassification(VimpacConfig.from_preset("tiny", vocab_size=32, token_map=(4, 4), clip_len=3), 3)
+    model = VimpacForVideoClassification(VimpacConfig.from_preset("tiny", vocab_size=32, token_map=(4, 4), max_clip_len=3), 3)
     mm = memory_model(model, clips(model.config, 3))
     monkeypatch.setattr(E, "device_memory", lambda d: mm.peak(3))
     with one_process_gloo(monkeypatch):
@@ -72,7 +72,7 @@ def test_processes_agree_on_the_free_memory(monkeypatch):
 def test_saved_bytes_count_the_fused_attention_not_the_weights():
     """At one clip of a Small classifier (T = 10, 32 x 32 tokens) the count is a few GiB (measured on this CPU:
     3.8 fp32, 2.4 bf16), far below the math path's L x L attention weights, and leaves the model untouched."""
-    c = VimpacConfig.from_preset("small", clip_len=10, token_map=(32, 32))
+    c = VimpacConfig.from_preset("small", max_clip_len=10, token_map=(32, 32))
     model = VimpacForVideoClassification(c, num_classes=101).eval()
     before = {k: v.clone() for k, v in model.state_dict().items()}
     fp32, bf16 = (saved_activation_bytes(model, clips(c, 10), 1, a) for a in (None, torch.bfloat16))

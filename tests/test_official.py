@@ -15,8 +15,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from vimpac.model import VimpacForPreTraining, VimpacForVideoClassification
-from vimpac.official import read_official_args
+from vimpac.official import load_official_classifier, load_official_pretraining, read_official_args
 from vimpac.utils import VimpacError
 
 FX = Path(__file__).parent / "fixtures" / "official"
@@ -55,7 +54,7 @@ def max_gap(model, slug):
 @pytest.mark.parametrize("slug", list(META))
 def test_args_pickle_gives_the_layout(tmp_path, slug):
     d = unpack(tmp_path, slug)
-    clf = VimpacForVideoClassification.from_official(d / "classifier.pt", num_heads=HEADS)
+    clf = load_official_classifier(d / "classifier.pt", num_heads=HEADS)
     assert clf.config.layout == META[slug]["layout"] == their_args(slug).model[len("efflayout"):]
     assert max_gap(clf, slug) < 1e-5
     with torch.no_grad(): assert (clf(EXP["tokens"]).logits - EXP[f"{slug}.logits"]).abs().max() < 1e-5
@@ -65,52 +64,52 @@ def test_args_pickle_gives_the_layout(tmp_path, slug):
 def test_ambiguous_structure(tmp_path, slug, other):
     d = unpack(tmp_path, slug, args=False)
     layout = META[slug]["layout"]
-    msg = refused(lambda: VimpacForVideoClassification.from_official(d, num_heads=HEADS),
+    msg = refused(lambda: load_official_classifier(d, num_heads=HEADS),
                   f"fit the layouts {layout!r} and {other!r}", f"layout={layout!r}", "args.pickle")
     assert str(d) in msg
-    right = VimpacForVideoClassification.from_official(d, num_heads=HEADS, layout=layout)
+    right = load_official_classifier(d, num_heads=HEADS, layout=layout)
     assert right.config.layout == layout and max_gap(right, slug) < 1e-5
-    wrong = VimpacForVideoClassification.from_official(d, num_heads=HEADS, layout=other)
+    wrong = load_official_classifier(d, num_heads=HEADS, layout=other)
     assert wrong.config.layout == other and max_gap(wrong, slug) > 0.1   # a different model: the test can fail
 
 
 @pytest.mark.parametrize("slug", ["T-H-W", "H-W_T", "T_H_W"])
 def test_unambiguous_structure_without_args(tmp_path, slug):
-    clf = VimpacForVideoClassification.from_official(unpack(tmp_path, slug, args=False), num_heads=HEADS)
+    clf = load_official_classifier(unpack(tmp_path, slug, args=False), num_heads=HEADS)
     assert clf.config.layout == META[slug]["layout"] and max_gap(clf, slug) < 1e-5
 
 
 def test_layout_argument_wins_and_is_checked(tmp_path):
     d = unpack(tmp_path, "T")
     with pytest.warns(UserWarning, match="args.pickle says 'T'"):
-        joint = VimpacForVideoClassification.from_official(d, num_heads=HEADS, layout="TxHxW")
+        joint = load_official_classifier(d, num_heads=HEADS, layout="TxHxW")
     assert joint.config.layout == "TxHxW"
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert VimpacForVideoClassification.from_official(d, num_heads=HEADS, layout="T").config.layout == "T"
-    refused(lambda: VimpacForVideoClassification.from_official(d, num_heads=HEADS, layout="T,H|W"),
+        assert load_official_classifier(d, num_heads=HEADS, layout="T").config.layout == "T"
+    refused(lambda: load_official_classifier(d, num_heads=HEADS, layout="T,H|W"),
             "layout='T,H|W' means attention blocks of [1, 2] head groups", "have [1]")
-    refused(lambda: VimpacForVideoClassification.from_official(d, num_heads=HEADS, layout="T|H"), "layout: expected one of")
+    refused(lambda: load_official_classifier(d, num_heads=HEADS, layout="T|H"), "layout: expected one of")
     # T|H|W splits heads in three: 4 heads cannot
-    refused(lambda: VimpacForVideoClassification.from_official(unpack(tmp_path, "T-H-W"), num_heads=4),
+    refused(lambda: load_official_classifier(unpack(tmp_path, "T-H-W"), num_heads=4),
             "3 equal groups, got 4 heads")
 
 
 def test_args_pickle_of_another_run(tmp_path):
     d = unpack(tmp_path, "T_H", args=False)
     shutil.copy(LX / "T" / "args.pickle", d / "args.pickle")
-    refused(lambda: VimpacForVideoClassification.from_official(d, num_heads=HEADS),
+    refused(lambda: load_official_classifier(d, num_heads=HEADS),
             "args.pickle (model='efflayoutT') means attention blocks of [1] head groups", "have [1, 1]")
     args = their_args("T_H")
     for field, value, says in [("hid_dim", 512, "hid_dim=512"), ("layers", 6, "layers=6"), ("model", "bert", "model='bert'"),
                                ("model", "efflayoutT|H", "model='efflayoutT|H'")]:
         bad = argparse.Namespace(**{**vars(args), field: value})
         with open(d / "args.pickle", "wb") as f: pickle.dump(bad, f)
-        refused(lambda: VimpacForVideoClassification.from_official(d, num_heads=HEADS), str(d / "classifier.pt"), says)
+        refused(lambda: load_official_classifier(d, num_heads=HEADS), str(d / "classifier.pt"), says)
         # an explicit layout= wins over a stale args.pickle (only a differing layout is worth a warning)
         with warnings.catch_warnings(record=True) as seen:
             warnings.simplefilter("always")
-            clf = VimpacForVideoClassification.from_official(d, num_heads=HEADS, layout="T,H")
+            clf = load_official_classifier(d, num_heads=HEADS, layout="T,H")
         assert [str(w.message).split("says ")[-1] for w in seen] == ([] if field != "model" else [repr(value[9:] if value.startswith("efflayout") else value)])
         assert clf.config.layout == "T,H" and max_gap(clf, "T_H") < 1e-5
 
@@ -126,7 +125,7 @@ def test_hostile_args_pickle_runs_nothing(tmp_path):
     # an argparse.Namespace like theirs, with one value that would run a command when unpickled
     evil = argparse.Namespace(**{**vars(their_args("T")), "model": Evil(marker)})
     with open(d / "args.pickle", "wb") as f: pickle.dump(evil, f)
-    refused(lambda: VimpacForVideoClassification.from_official(d, num_heads=HEADS, layout="T"),
+    refused(lambda: load_official_classifier(d, num_heads=HEADS, layout="T"),
             "args.pickle: refused to load", f"{os.system.__module__}.system", "nothing in the file was run")
     refused(lambda: read_official_args(d / "args.pickle"), "refused")
     assert not marker.exists()
@@ -140,7 +139,7 @@ def test_hostile_args_pickle_runs_nothing(tmp_path):
 def test_broken_args_pickle(tmp_path, content, says):
     d = unpack(tmp_path, "T")
     (d / "args.pickle").write_bytes(content)
-    refused(lambda: VimpacForVideoClassification.from_official(d, num_heads=HEADS), str(d / "args.pickle"), says)
+    refused(lambda: load_official_classifier(d, num_heads=HEADS), str(d / "args.pickle"), says)
 
 
 def test_namespace_args_read(tmp_path):
@@ -151,13 +150,13 @@ def test_namespace_args_read(tmp_path):
 def test_broken_classifier_pt(tmp_path):
     d = tmp_path / "run"; d.mkdir()
     (d / "classifier.pt").write_bytes(b"")
-    refused(lambda: VimpacForVideoClassification.from_official(d), "classifier.pt: empty file (0 bytes)")
-    refused(lambda: VimpacForPreTraining.from_official(d / "classifier.pt"), "empty file (0 bytes)")
+    refused(lambda: load_official_classifier(d), "classifier.pt: empty file (0 bytes)")
+    refused(lambda: load_official_pretraining(d / "classifier.pt"), "empty file (0 bytes)")
     marker = tmp_path / "pwned"
     torch.save({"backbone.embedding.weight": torch.zeros(2, 2), "x": Evil(marker)}, d / "classifier.pt")
     with warnings.catch_warnings():
         warnings.simplefilter("error")        # no torch warning is printed either
-        refused(lambda: VimpacForVideoClassification.from_official(d), "refused to load", "system")
+        refused(lambda: load_official_classifier(d), "refused to load", "system")
     assert not marker.exists()
 
 
@@ -176,5 +175,5 @@ def test_other_positional_embeddings(tmp_path, kind):
                      pe + "spatial_pos_embedding": torch.randn(h * w, D)})
     torch.save(sd, d / "classifier.pt")
     key = "positional_embedding" if kind == "default" else "spatial_pos_embedding"
-    refused(lambda: VimpacForVideoClassification.from_official(d, num_heads=HEADS),
+    refused(lambda: load_official_classifier(d, num_heads=HEADS),
             f"uses the authors' {kind!r} positional embedding ({pe}{key}", "only 'hw_separation'")

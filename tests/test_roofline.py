@@ -19,7 +19,7 @@ def small():
 
 
 def _kit_flops(preset):
-    c = VimpacConfig.from_preset(preset, clip_len=5, token_map=(16, 16))
+    c = VimpacConfig.from_preset(preset, max_clip_len=5, token_map=(16, 16))
     return 2 * model_flops(c, 5)                       # a video is two clips
 
 

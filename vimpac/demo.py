@@ -135,7 +135,7 @@ def reconstruct(path, model, tok, strategy: str = "block", blocks: int = 0, rati
     c = model.config
     frame_size = c.token_map[0] * tok.downsample
     step(0.15, desc=f"decoding frames at {frame_size} px")
-    frames = read_video(path, FPS, frame_size, max_frames=c.clip_len)
+    frames = read_video(path, FPS, frame_size, max_frames=c.max_clip_len)
     step(0.35, desc="tokenizing")
     tokens = tok.encode(frames).cpu()
     mask = make_mask(tuple(tokens.shape), strategy, blocks, ratio, seed)
@@ -183,7 +183,7 @@ def build_app(checkpoint=None, tokenizer=None, device="cpu", limits: dict | None
     lim = {**LIMITS, **(limits or {})}
     c = model.config; frame_size = c.token_map[0] * tok.downsample
     with gr.Blocks(title="VIMPAC reconstruction demo", analytics_enabled=False) as app:
-        gr.Markdown(f"## VIMPAC: mask a video, let the model fill it in\nThe first {c.clip_len} frames at "
+        gr.Markdown(f"## VIMPAC: mask a video, let the model fill it in\nThe first {c.max_clip_len} frames at "
                     f"{FPS:g} FPS are cropped to {frame_size}x{frame_size} px and tokenized; masked tokens are predicted by the "
                     f"model and, as a baseline, copied from the nearest visible token. Limits: {lim['max_upload_mb']:g} MB, "
                     f"{lim['max_seconds']:g} s, {lim['max_pixels'] / 1e6:.1f} megapixels per frame.")

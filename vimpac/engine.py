@@ -452,7 +452,7 @@ def config_from_spec(model, store, clip_len: int) -> VimpacConfig:
     unknown = sorted(set(spec) - {f.name for f in fields(VimpacConfig)} - {"preset"})
     if unknown: raise VimpacError(f"model: unknown config field(s) {', '.join(unknown)}")
     return VimpacConfig.from_preset(spec.pop("preset", None) or "tiny", **{**dict(vocab_size=store.vocab_size,
-                                    token_map=store.token_map, clip_len=clip_len), **spec})
+                                    token_map=store.token_map, max_clip_len=clip_len), **spec})
 
 # %% ../nbs/06b_engine.ipynb #c233a6e8
 def check_store_tokenizer(store, trained_on: dict | None, where, strict: bool = False):

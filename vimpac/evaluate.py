@@ -120,7 +120,7 @@ def pooled_views(fn, videos, batch_size: int = 32, progress: bool = False, total
 def multiview_scores(model, videos, views="3x10", batch_size: int = 32, device=None, progress: bool = False,
                      total: int | None = None, precision: str = "auto") -> torch.Tensor:
     """Class scores of each video by multi-view inference (§4.2): its spatial x temporal crops (`parse_views`) of
-    T = `model.config.clip_len` frames each, through `model` in batches of `batch_size` clips (`pooled_views`), the
+    T = `model.config.max_clip_len` frames each, through `model` in batches of `batch_size` clips (`pooled_views`), the
     softmax scores averaged over the views. `videos`: an iterable of dicts view name → integer tokens (L, h, w), one
     per video, holding at least the crops of `views`. `model` maps int64 tokens (B, T, h, w) to logits (B, C) (or an
     output with `.logits`); it runs in eval mode on `device` (default: the model's), under the autocast of `precision`
@@ -135,7 +135,7 @@ def multiview_scores(model, videos, views="3x10", batch_size: int = 32, device=N
         with torch.autocast(dev.type, amp, enabled=amp is not None): logits = output_field(model(x.to(dev)), "logits")
         return F.softmax(logits.float(), -1)
     try:
-        return pooled_views(fn, (view_clips(v, c.clip_len, k, c.pad_id, crops) for v in videos), batch_size,
+        return pooled_views(fn, (view_clips(v, c.max_clip_len, k, c.pad_id, crops) for v in videos), batch_size,
                             progress, total, "multi-view inference")
     finally: model.train(was)
 
@@ -377,14 +377,14 @@ def extract_features(source, model, tokenizer=None, views="1x10", fps: float = 2
     try:
         if store is not None:
             check_store_for_model(store, model)
-            clips = (view_clips(v, c.clip_len, k, c.pad_id, crops) for v in store_videos(store, crops))
+            clips = (view_clips(v, c.max_clip_len, k, c.pad_id, crops) for v in store_videos(store, crops))
             feats = pooled_views(_cls_fn(model, dev, amp), clips, batch_size, progress, len(store), "features")
             labels, classes = (store_labels(store) if getattr(store, "labels", None) else (None, None))
             return Features(store.keys(), feats, labels, classes, None, str(views))
         if tokenizer is None: raise VimpacError("tokenizer: needed to tokenize videos (the one the checkpoint was trained with)")
         items = expand_inputs(source)
         size = _frame_size(model, tokenizer)
-        clips = (view_clips(video_tokens(p, tokenizer, size, fps, crops), c.clip_len, k, c.pad_id, crops) for p, _ in items)
+        clips = (view_clips(video_tokens(p, tokenizer, size, fps, crops), c.max_clip_len, k, c.pad_id, crops) for p, _ in items)
         feats = pooled_views(_cls_fn(model, dev, amp), clips, batch_size, progress, len(items), "features")
         return Features([video_key(n) for _, n in items], feats, None, None, [str(p) for p, _ in items], str(views))
     finally: model.train(was)

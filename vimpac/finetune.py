@@ -13,6 +13,7 @@ import torch
 from torch import nn
 from .utils import VimpacError, check_number, read_json
 from .model import VimpacConfig, VimpacForVideoClassification
+from .official import load_official_classifier
 from .data import LabelledClipDataset, take_clip
 from .engine import (TrainConfig, Engine, MetricsLog, StepBatches, start_run, plan_run, step_loader,
                            check_resume_settings, latest_checkpoint, config_from_spec, check_store_tokenizer,
@@ -85,10 +86,10 @@ def _from_run(store, init, n: int, over: dict) -> VimpacForVideoClassification:
 
 def _from_official(official, n: int, num_heads: int | None, over: dict) -> VimpacForVideoClassification:
     "The model of an authors' `classifier.pt`: a fine-tuned one with its head, a pre-training one with a new head of `n` classes."
-    try: return VimpacForVideoClassification.from_official(official, num_heads=num_heads, **over)
+    try: return load_official_classifier(official, num_heads=num_heads, **over)
     except VimpacError as e:               # a pre-training classifier.pt has no head: a new one for the store
         if not str(e).endswith("pass num_classes"): raise
-        return VimpacForVideoClassification.from_official(official, num_classes=n, num_heads=num_heads, **over)
+        return load_official_classifier(official, num_classes=n, num_heads=num_heads, **over)
 
 # %% ../nbs/08_finetune.ipynb #98cce76f
 def finetune_model(store, model=None, clip_len: int = 10, init=None, official=None, new_head: bool = False,
@@ -97,12 +98,12 @@ def finetune_model(store, model=None, clip_len: int = 10, init=None, official=No
     interpolated to `clip_len` frames and the store's token map:
     - `init`: a kit run folder (`save_pretrained`: a pre-training run, whose backbone is taken with a new zero FC
       layer, or a fine-tuned one, whose head is kept);
-    - `official`: an authors' `classifier.pt` (pre-training or fine-tuned; `from_official`, with `num_heads`
+    - `official`: an authors' `classifier.pt` (pre-training or fine-tuned; `load_official_classifier`, with `num_heads`
       heads, default hidden size / 64 as theirs);
     - else from scratch: `model` a preset name, a dict of config fields or a `VimpacConfig` (None: `tiny`).
     A head whose class count differs from the store's is refused unless `new_head` (then it starts from zero).
     Raises `VimpacError` for that, a store of another tokenizer than `init`'s, or another vocabulary or token map."""
-    n, over = len(store.classes), dict(clip_len=clip_len, token_map=tuple(store.token_map))
+    n, over = len(store.classes), dict(max_clip_len=clip_len, token_map=tuple(store.token_map))
     if init is not None and official is not None: raise VimpacError("--init and --official: give one starting point, not both")
     if init is not None: m, source = _from_run(store, init, n, over), Path(init)
     elif official is not None: m, source = _from_official(official, n, num_heads, over), official
@@ -205,7 +206,7 @@ def finetune(store, model=None, cfg: FinetuneConfig | None = None, device=None, 
     classes, tok = check_labelled(store, test_store), store.tokenizer_id
     state = _resume_state(run.out, store, cfg) if resume else None
     if state is None: model = finetune_model(store, model, cfg.clip_len, init, official, new_head, cfg.seed)
-    else: model = VimpacForVideoClassification(VimpacConfig(**state["model_config"]), state["num_classes"]); model.load_state_dict(state["model"])
+    else: model = VimpacForVideoClassification(VimpacConfig.from_dict(state["model_config"]), state["num_classes"]); model.load_state_dict(state["model"])
     G, micro, accum, steps = plan_run(cfg, len(store), run, model, _memory_inputs(c := model.config, cfg), "clip")
     eng = Engine(model, replace(cfg, lr=cfg.lr or finetune_lr(c)), steps, run)
     start = eng.restore(state)

@@ -6,7 +6,7 @@ Docs: https://vimpac.github.io/vimpac/model.html.md"""
 
 # %% ../nbs/04_model.ipynb #70cd752a
 from __future__ import annotations
-from dataclasses import dataclass, asdict, fields
+from dataclasses import dataclass, asdict, field, fields
 import contextlib, warnings
 from pathlib import Path
 import numpy as np
@@ -16,13 +16,13 @@ import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 from torch._subclasses.fake_tensor import is_fake
 from einops import rearrange
-from fastcore.basics import patch
-from .utils import (VimpacError, VimpacDeprecationWarning, IGNORE_INDEX, save_weights, load_weights, renamed_kwargs)
+from .utils import (VimpacError, VimpacDeprecationWarning, IGNORE_INDEX, save_weights, load_weights,
+                          renamed_kwargs)
 
 # %% auto #0
-__all__ = ['PRESETS', 'LAYOUTS', 'SDPA_MAX_BATCH', 'VimpacConfig', 'parse_layout', 'sdpa_batch_limit', 'row_attention',
-           'AxialAttentionBlock', 'Embeddings', 'MLPBlock', 'VimpacLayer', 'check_tokens', 'pad_mask', 'fp32',
-           'VimpacModel', 'count_parameters', 'TokenHead', 'cls_head', 'interpolate_pos_embed', 'load_checked',
+__all__ = ['PRESETS', 'LAYOUTS', 'RENAMED_FIELDS', 'SDPA_MAX_BATCH', 'VimpacConfig', 'parse_layout', 'sdpa_batch_limit',
+           'row_attention', 'AxialAttentionBlock', 'Embeddings', 'MLPBlock', 'VimpacLayer', 'check_tokens', 'pad_mask',
+           'fp32', 'VimpacModel', 'count_parameters', 'TokenHead', 'cls_head', 'interpolate_pos_embed', 'load_checked',
            'ModelOutput', 'PreTrainingOutput', 'ClassificationOutput', 'label_positions', 'VimpacForPreTraining',
            'VimpacForVideoClassification', 'model_flops']
 
@@ -36,65 +36,120 @@ PRESETS = {
 LAYOUTS = ("T,H|W", "T,H,W", "T,HxW", "TxHxW", "T", "T,H", "T|H|W", "H|W,T")
 
 # %% ../nbs/04_model.ipynb #f1e019e7
+RENAMED_FIELDS = {"clip_len": "max_clip_len", "max_frames": "max_clip_len"}   # old field name -> new, one release
+
+def _cli(help: str, cli: bool = True) -> dict:
+    "A config field's metadata: its `help` (what it is, the paper's value and where) and whether it is a CLI knob."
+    return {"help": help} if cli else {"help": help, "cli": False}
+
+# %% ../nbs/04_model.ipynb #480f7435
 @dataclass
 class VimpacConfig:
-    """Hyper-parameters of the VIMPAC transformer and its heads (Table 11, appendix A). `clip_len` is T (its old name
-    `max_frames` still works, with a `VimpacDeprecationWarning`)."""
-    vocab_size: int = 8192          # V: codes of the frame tokenizer
-    num_layers: int = 6
-    hidden_size: int = 512
-    num_heads: int = 8
-    head_dim: int = 64
-    mlp_size: int = 2048
-    clip_len: int = 5               # T: clip length the temporal positional table covers
-    token_map: tuple = (16, 16)     # (h, w) = frame size / 8
-    dropout: float = 0.1
-    layout: str = "T,H|W"
-    norm: str = "post"              # "post" (Eq. 10-14) or "pre" (appendix F.1)
-    layer_norm_eps: float = 1e-12
-    cls_head_hidden: int = 4096     # appendix A.2: 3-layer MLP, 4096 hidden, output 256 (Eq. 18)
-    cls_head_layers: int = 3
-    cls_head_dim: int = 256
-    gradient_checkpointing: bool = False
-    pad_id: int | None = None       # [PAD]; default V
-    mask_id: int | None = None      # [MASK]; default V + 1
-    num_embeddings: int | None = None   # rows of the token embedding; default max(special id) + 1
-    cls_pad_rows: str = "exclude"   # rows made only of [PAD] in the [CLS] average: "exclude", or "include" (authors' code)
+    """Hyper-parameters of the VIMPAC transformer and its heads (Table 11, appendix A); each field's
+    `metadata["help"]` says what it is and the paper's value, and `metadata["cli"]` is False for the fields that the
+    data or a checkpoint sets rather than the command line. `max_clip_len` is the longest clip the temporal
+    positional table covers (a training run's clip length is `TrainConfig.clip_len`); its old names `clip_len` and
+    `max_frames` still work for one release (`RENAMED_FIELDS`), with a `VimpacDeprecationWarning`."""
+    vocab_size: int = field(default=8192, metadata=_cli(
+        "V, the codes of the frame tokenizer (paper: 8192, DALL-E's dVAE, Table 11); the token store's", cli=False))
+    num_layers: int = field(default=6, metadata=_cli(
+        "transformer layers L (Table 11: Small 6, Base 12, Large-Half 24)"))
+    hidden_size: int = field(default=512, metadata=_cli(
+        "hidden size D (Table 11: Small 512, Base 768, Large-Half 1024)"))
+    num_heads: int = field(default=8, metadata=_cli("attention heads (Table 11: Small 8, Base 12, Large-Half 16)"))
+    head_dim: int = field(default=64, metadata=_cli("dimension of a head (Table 11: 64; Large-Half halves it to 32)"))
+    mlp_size: int = field(default=2048, metadata=_cli(
+        "MLP intermediate size (Table 11: Small 2048, Base 3072, Large-Half 2048, halved)"))
+    max_clip_len: int = field(default=5, metadata=_cli(
+        "the longest clip (frames) the temporal positional table covers (paper: T = 5 pre-training, 10 fine-tuning, "
+        "§4.1); set from the run's clip length", cli=False))
+    token_map: tuple = field(default=(16, 16), metadata=_cli(
+        "(h, w) token map = frame size / 8 (paper: S = 128, then 256, §4.1); the token store's", cli=False))
+    dropout: float = field(default=0.1, metadata=_cli("backbone dropout (Table 12: 0.1)"))
+    layout: str = field(default="T,H|W", metadata=_cli(
+        "attention layout, one of LAYOUTS (paper: T,H|W, §3.4; others in Table 14 and the authors' ablations)"))
+    norm: str = field(default="post", metadata=_cli(
+        "LayerNorm position: post (post-LN, Eq. 9-14, the paper's) or pre (pre-LN, appendix F.1, Table 14)"))
+    layer_norm_eps: float = field(default=1e-12, metadata=_cli(
+        "LayerNorm epsilon (BERT's and the authors' 1e-12)", cli=False))
+    cls_head_hidden: int = field(default=4096, metadata=_cli(
+        "hidden width of the CLS head's MLP (appendix A.2: 4096)", cli=False))
+    cls_head_layers: int = field(default=3, metadata=_cli(
+        "linear layers of the CLS head's MLP (appendix A.2: 3)", cli=False))
+    cls_head_dim: int = field(default=256, metadata=_cli(
+        "output size of the CLS head, the InfoNCE features (Eq. 18: 256)", cli=False))
+    gradient_checkpointing: bool = field(default=False, metadata=_cli(
+        "recompute each layer in the backward pass (saves memory; not in the paper); the loop's option", cli=False))
+    pad_id: int | None = field(default=None, metadata=_cli("[PAD] id; default V", cli=False))
+    mask_id: int | None = field(default=None, metadata=_cli("[MASK] id; default V + 1", cli=False))
+    num_embeddings: int | None = field(default=None, metadata=_cli(
+        "rows of the token embedding; default max(special id) + 1 (the authors' checkpoints: V + 5)", cli=False))
+    cls_pad_rows: str = field(default="exclude", metadata=_cli(
+        "rows made only of [PAD] in the [CLS] average: exclude, or include (the authors' code)", cli=False))
 
-    def __post_init__(self): _check_config(self)
+    def __post_init__(self):
+        _check_config(self)
 
     @classmethod
     def from_preset(cls, name: str, **overrides) -> "VimpacConfig":
         "A config from a named preset (`tiny`, `small`, `base`, `large_half`) with `overrides`."
-        if name not in PRESETS: raise VimpacError(f"preset: expected one of {list(PRESETS)}, got {name!r}")
+        if name not in PRESETS:
+            raise VimpacError(f"preset: expected one of {list(PRESETS)}, got {name!r}")
         return cls(**{**PRESETS[name], **overrides})
+
+    @classmethod
+    def from_dict(cls, saved: dict, source="config") -> "VimpacConfig":
+        """A config from a saved dict of fields (a run's `config.json` without its `kind`, a checkpoint's
+        `model_config`). Old field names (`RENAMED_FIELDS`) read as the new ones without a warning: runs saved before
+        a rename load. Raises `VimpacError` naming `source` for an unknown field."""
+        d = {RENAMED_FIELDS.get(k, k): v for k, v in saved.items()}
+        unknown = sorted(set(d) - {f.name for f in fields(cls)})
+        if unknown:
+            raise VimpacError(f"{source}: unknown config fields {unknown}")
+        return cls(**d)
 
 # %% ../nbs/04_model.ipynb #7cfaf0dc
 def _check_config(c: VimpacConfig):
-    "Normalise and check a `VimpacConfig` (its `__post_init__`): the layout, the norm, the heads per group, the special ids."
+    """Normalise and check a `VimpacConfig` (its `__post_init__`): the layout, the norm, the heads per group, the
+    special ids."""
     c.token_map = tuple(c.token_map)
-    if c.layout not in LAYOUTS: raise VimpacError(f"layout: expected one of {LAYOUTS}, got {c.layout!r}")
-    if c.norm not in ("post", "pre"): raise VimpacError(f"norm: expected 'post' or 'pre', got {c.norm!r}")
+    if c.layout not in LAYOUTS:
+        raise VimpacError(f"layout: expected one of {LAYOUTS}, got {c.layout!r}")
+    if c.norm not in ("post", "pre"):
+        raise VimpacError(f"norm: expected 'post' or 'pre', got {c.norm!r}")
     for n in {b.count("|") + 1 for b in c.layout.split(",")}:
         if c.num_heads % n:
             raise VimpacError(f"num_heads: layout {c.layout} splits the heads of a block into {n} equal groups, "
                               f"got {c.num_heads} heads (not divisible by {n})")
     if c.cls_pad_rows not in ("exclude", "include"):
         raise VimpacError(f"cls_pad_rows: expected 'exclude' or 'include', got {c.cls_pad_rows!r}")
-    if c.pad_id is None: c.pad_id = c.vocab_size
-    if c.mask_id is None: c.mask_id = c.vocab_size + 1
-    if c.num_embeddings is None: c.num_embeddings = max(c.pad_id, c.mask_id) + 1
+    if c.pad_id is None:
+        c.pad_id = c.vocab_size
+    if c.mask_id is None:
+        c.mask_id = c.vocab_size + 1
+    if c.num_embeddings is None:
+        c.num_embeddings = max(c.pad_id, c.mask_id) + 1
     if min(c.pad_id, c.mask_id) < c.vocab_size or max(c.pad_id, c.mask_id) >= c.num_embeddings:
         raise VimpacError(f"special ids: expected [PAD] and [MASK] in [V, num_embeddings) = [{c.vocab_size}, "
                           f"{c.num_embeddings}), got {c.pad_id} and {c.mask_id}")
 
-VimpacConfig.__init__ = renamed_kwargs(max_frames="clip_len")(VimpacConfig.__init__)
+VimpacConfig.__init__ = renamed_kwargs(**RENAMED_FIELDS)(VimpacConfig.__init__)
 
-def _old_max_frames(self) -> int:
-    warnings.warn("VimpacConfig: 'max_frames' is renamed 'clip_len'; the old name goes in the next release", VimpacDeprecationWarning, stacklevel=2)
-    return self.clip_len
-VimpacConfig.max_frames = property(_old_max_frames)
+def _old_field(old: str, new: str) -> property:
+    "The attribute `old` of a config, read and written as `new` with a `VimpacDeprecationWarning`."
+    def warn():
+        warnings.warn(f"VimpacConfig: {old!r} is renamed {new!r}; the old name goes in the next release",
+                      VimpacDeprecationWarning, stacklevel=3)
+    def get(self):
+        warn()
+        return getattr(self, new)
+    def set(self, value):
+        warn()
+        setattr(self, new, value)
+    return property(get, set, doc=f"Deprecated: `{new}`.")
 
+for _old, _new in RENAMED_FIELDS.items():
+    setattr(VimpacConfig, _old, _old_field(_old, _new))
 
 # %% ../nbs/04_model.ipynb #f4d6fad1
 def parse_layout(layout: str) -> list[list[tuple[str, ...]]]:
@@ -152,8 +207,10 @@ class AxialAttentionBlock(nn.Module):
         seq = rearrange(qkv, f"b t h w three n d -> three b {rest} n ({seq_axes}) d")
         n, d, r = seq.shape[-3], seq.shape[-1], len(rest.split())
         c = cqkv.transpose(0, 1).reshape(3, B, *[1] * r, n, 1, d).expand(*seq.shape[:-2], 1, d)
-        if torch.compiler.is_compiling(): q, k, v = (torch.cat([c[i], seq[i]], -2).flatten(0, r) for i in range(3))
-        else: q, k, v = torch.cat([c, seq], -2).flatten(1, r + 1).unbind(0)
+        if torch.compiler.is_compiling():
+            q, k, v = (torch.cat([c[i], seq[i]], -2).flatten(0, r) for i in range(3))
+        else:
+            q, k, v = torch.cat([c, seq], -2).flatten(1, r + 1).unbind(0)
         mask, weight = None, None
         if pad is not None:
             keep = ~rearrange(pad, f"b t h w -> (b {rest}) ({seq_axes})")
@@ -163,29 +220,31 @@ class AxialAttentionBlock(nn.Module):
         c, tok = o.split([1, o.shape[2] - 1], 2)     # `split`: its backward is one cat, not two zero-filled copies
         tok = rearrange(tok, f"(b {rest}) n ({seq_axes}) d -> b t h w n d", b=B, **sizes)   # a view
         c = c.reshape(B, -1, n, d)
-        if weight is None or self.include_pad_rows: c = c.mean(1)
-        else: c = (c * weight[..., None, None]).sum(1) / weight.sum(1).clamp_min(1)[:, None, None]
+        if weight is None or self.include_pad_rows:
+            c = c.mean(1)
+        else:
+            c = (c * weight[..., None, None]).sum(1) / weight.sum(1).clamp_min(1)[:, None, None]
         return tok, c
 
-# %% ../nbs/04_model.ipynb #98e0b957
-@patch
-def forward(self: AxialAttentionBlock, x, cls, pad=None):
-    res_x, res_c = x, cls
-    if not self.post: x, cls = self.norm(x), self.norm(cls)
-    n, d = self.heads, self.head_dim
-    qkv, cqkv = self.qkv(x).unflatten(-1, (3, n, d)), self.qkv(cls).unflatten(-1, (3, n, d))
-    split = len(self.groups) > 1      # `split` (not slicing): its backward is one cat, not a zero-fill per group
-    per = n // len(self.groups)
-    parts = zip(qkv.split(per, -2), cqkv.split(per, -2)) if split else [(qkv, cqkv)]
-    toks, clss = [], []
-    for (g_qkv, g_cqkv), axes in zip(parts, self.groups):
-        t, c = self._group(g_qkv, g_cqkv, pad, axes)
-        toks.append(t)
-        clss.append(c)
-    tok = torch.cat(toks, -2) if len(toks) > 1 else toks[0].contiguous()    # the token outputs written once
-    x = res_x + self.drop(self.out(tok.flatten(-2)))
-    cls = res_c + self.drop(self.out(torch.cat(clss, -2).flatten(-2)))
-    return (self.norm(x), self.norm(cls)) if self.post else (x, cls)
+    def forward(self, x, cls, pad=None):
+        "hidden (B, T, h, w, D), [CLS] (B, D), [PAD] bool (B, T, h, w) or None → hidden and [CLS], same shapes."
+        res_x, res_c = x, cls
+        if not self.post:
+            x, cls = self.norm(x), self.norm(cls)
+        n, d = self.heads, self.head_dim
+        qkv, cqkv = self.qkv(x).unflatten(-1, (3, n, d)), self.qkv(cls).unflatten(-1, (3, n, d))
+        split = len(self.groups) > 1      # `split` (not slicing): its backward is one cat, not a zero-fill per group
+        per = n // len(self.groups)
+        parts = zip(qkv.split(per, -2), cqkv.split(per, -2)) if split else [(qkv, cqkv)]
+        toks, clss = [], []
+        for (g_qkv, g_cqkv), axes in zip(parts, self.groups):
+            t, c = self._group(g_qkv, g_cqkv, pad, axes)
+            toks.append(t)
+            clss.append(c)
+        tok = torch.cat(toks, -2) if len(toks) > 1 else toks[0].contiguous()    # the token outputs written once
+        x = res_x + self.drop(self.out(tok.flatten(-2)))
+        cls = res_c + self.drop(self.out(torch.cat(clss, -2).flatten(-2)))
+        return (self.norm(x), self.norm(cls)) if self.post else (x, cls)
 
 # %% ../nbs/04_model.ipynb #69333c48
 class Embeddings(nn.Module):
@@ -194,7 +253,7 @@ class Embeddings(nn.Module):
         super().__init__()
         self.config = c
         self.token = nn.Embedding(c.num_embeddings, c.hidden_size)
-        self.pos_t = nn.Parameter(torch.zeros(c.clip_len, c.hidden_size))
+        self.pos_t = nn.Parameter(torch.zeros(c.max_clip_len, c.hidden_size))
         self.pos_h = nn.Parameter(torch.zeros(c.token_map[0], c.hidden_size))
         self.pos_w = nn.Parameter(torch.zeros(c.token_map[1], c.hidden_size))
         self.norm = nn.LayerNorm(c.hidden_size, eps=c.layer_norm_eps)
@@ -203,8 +262,9 @@ class Embeddings(nn.Module):
     def forward(self, tokens):
         B, T, H, W = tokens.shape
         c = self.config
-        if T > c.clip_len or (H, W) != tuple(c.token_map):
-            raise VimpacError(f"tokens: expected (B, T<={c.clip_len}, {c.token_map[0]}, {c.token_map[1]}), got {tuple(tokens.shape)}")
+        if T > c.max_clip_len or (H, W) != tuple(c.token_map):
+            raise VimpacError(f"tokens: expected (B, T<={c.max_clip_len}, {c.token_map[0]}, {c.token_map[1]}), "
+                              f"got {tuple(tokens.shape)}")
         pos = self.pos_t[:T, None, None] + self.pos_h[None, :, None] + self.pos_w[None, None, :]
         return self.drop(self.norm(self.token(tokens) + pos))
 
@@ -261,7 +321,7 @@ def _vocab(c: VimpacConfig) -> str:
 def check_tokens(tokens, config: VimpacConfig, device=None) -> torch.Tensor:
     """`tokens` as the model takes them: an int64 tensor (B, T, h, w) on `device` (default: where they are). Any
     integer tensor or numpy array is accepted, e.g. the int16 of `TokenStore.tokens()`, and converted. Raises
-    `VimpacError` for a float, bool or complex dtype, a shape other than (B, 1..clip_len, h, w) of the config's token
+    `VimpacError` for a float, bool or complex dtype, a shape other than (B, 1..max_clip_len, h, w) of the config's token
     map, or ids other than the codes 0..V-1 and [PAD]/[MASK], naming the values and the vocabulary. The id check is
     one reduction, device-side on a GPU (no host sync, see `_refuse_any`). It is skipped while `torch.compile` traces."""
     c = config
@@ -272,8 +332,9 @@ def check_tokens(tokens, config: VimpacConfig, device=None) -> torch.Tensor:
     if tokens.dtype == torch.bool or tokens.is_floating_point() or tokens.is_complex():
         raise VimpacError(f"tokens: expected integer token ids ({_vocab(c)}), got dtype {tokens.dtype}")
     (h, w), shape = c.token_map, tuple(tokens.shape)
-    if len(shape) != 4 or not 1 <= shape[1] <= c.clip_len or shape[2:] != (h, w):
-        raise VimpacError(f"tokens: expected shape (B, T, h, w) = (B, 1..{c.clip_len}, {h}, {w}) for this model, got {shape}")
+    if len(shape) != 4 or not 1 <= shape[1] <= c.max_clip_len or shape[2:] != (h, w):
+        raise VimpacError(f"tokens: expected shape (B, T, h, w) = (B, 1..{c.max_clip_len}, {h}, {w}) for this model, "
+                          f"got {shape}")
     tokens = tokens.to(device=device if device is not None else tokens.device, dtype=torch.long)
     bad = ((tokens < 0) | (tokens >= c.vocab_size)) & (tokens != c.pad_id) & (tokens != c.mask_id)
     _refuse_any(bad, lambda: f"tokens: ids {_some(tokens[bad])} are outside the vocabulary ({_vocab(c)})")
@@ -361,7 +422,7 @@ def interpolate_pos_embed(state_dict: dict, config: VimpacConfig, prefix: str = 
     interpolation (`align_corners=False`, as the authors' code). §4.2: "positional embeddings are interpolated as in
     ViT when input resolution changes". Returns a new dict; tables already at the right length are kept as they are."""
     out = dict(state_dict)
-    for name, n in (("pos_t", config.clip_len), ("pos_h", config.token_map[0]), ("pos_w", config.token_map[1])):
+    for name, n in (("pos_t", config.max_clip_len), ("pos_h", config.token_map[0]), ("pos_w", config.token_map[1])):
         k = prefix + name
         if k in out and out[k].shape[0] != n:
             t = out[k]
@@ -393,8 +454,9 @@ class _Pretrained(nn.Module):
         return sd
 
     @classmethod
+    @renamed_kwargs(**RENAMED_FIELDS)
     def from_pretrained(cls, path, device="cpu", **overrides):
-        """Load a model saved by `save_pretrained`. `overrides` replace config fields, e.g. `clip_len=10,
+        """Load a model saved by `save_pretrained`. `overrides` replace config fields, e.g. `max_clip_len=10,
         token_map=(32, 32)` to continue at frame size 256 (the positional tables are then interpolated,
         `interpolate_pos_embed`) or `dropout=0.0`; `num_classes` goes to the classification model.
         A classification model also loads a pre-training checkpoint (its backbone, with a new zero FC layer).
@@ -402,12 +464,13 @@ class _Pretrained(nn.Module):
         `config.json` or an unreadable `model.safetensors`."""
         path = Path(path)
         cfg, sd = load_weights(path, "a saved vimpac model")   # the files, the JSON and the safetensors, one-line errors
-        kind = cfg.pop("kind", None); saved_classes = cfg.pop("num_classes", None)
-        for d in (cfg, overrides):   # runs saved before the rename (shipped ones are re-saved): T was `max_frames`
-            if "max_frames" in d: d["clip_len"] = d.pop("max_frames")
+        kind = cfg.pop("kind", None)
+        saved_classes = cfg.pop("num_classes", None)
+        cfg = {RENAMED_FIELDS.get(k, k): v for k, v in cfg.items()}    # runs saved before a rename load silently
         names = {f.name for f in fields(VimpacConfig)}
         unknown = sorted(set(cfg) - names)
-        if unknown: raise VimpacError(f"{path}/config.json: unknown config fields {unknown}")
+        if unknown:
+            raise VimpacError(f"{path}/config.json: unknown config fields {unknown}")
         model_kw = {k: overrides.pop(k) for k in list(overrides) if k not in names}
         if cls.kind == "vimpac-classification" and "num_classes" not in model_kw and saved_classes is not None:
             model_kw["num_classes"] = saved_classes
@@ -571,13 +634,14 @@ class VimpacForVideoClassification(_Pretrained):
         return sd
 
 # %% ../nbs/04_model.ipynb #cbb82e14
-def model_flops(config: VimpacConfig, clip_len: int | None = None, mask_ratio: float = 0.15, training: bool = True) -> int:
-    """FLOPs of the pre-training model on one clip of `clip_len` frames (default `config.clip_len`) at the config's
+def model_flops(config: VimpacConfig, clip_len: int | None = None, mask_ratio: float = 0.15,
+                training: bool = True) -> int:
+    """FLOPs of the pre-training model on one clip of `clip_len` frames (default `config.max_clip_len`) at the config's
     token map: forward, and backward (x 3 in all) when `training`. Matmuls only (2 FLOPs per multiply-add): QKV and
     output projections, attention along each head group's rows with their [CLS] copy, the MLP, the token head at a
     `mask_ratio` share of positions, and the CLS head. Embeddings, LayerNorm and softmax are ignored (under 1%)."""
     c = config
-    T, (h, w) = clip_len or c.clip_len, c.token_map
+    T, (h, w) = clip_len or c.max_clip_len, c.token_map
     N, D, inner, sizes = T * h * w, c.hidden_size, c.num_heads * c.head_dim, dict(t=T, h=h, w=w)
     f = 0
     for groups in parse_layout(c.layout):
@@ -593,6 +657,3 @@ def model_flops(config: VimpacConfig, clip_len: int | None = None, mask_ratio: f
     dims = [D] + [c.cls_head_hidden] * (c.cls_head_layers - 1) + [c.cls_head_dim]
     f += sum(2 * a * b for a, b in zip(dims, dims[1:]))       # CLS head
     return int(3 * f if training else f)
-
-# %% ../nbs/04_model.ipynb #15b87338
-from . import official as _official  # noqa: E402,F401 (the authors' checkpoints, chapter 04a: adds from_official)

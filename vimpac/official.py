@@ -10,13 +10,13 @@ import argparse, io, pickle, warnings
 from dataclasses import replace
 from pathlib import Path
 import torch
-from fastcore.basics import patch
-from .utils import VimpacError, load_torch_file
-from .model import (LAYOUTS, VimpacConfig, VimpacForPreTraining, VimpacForVideoClassification, parse_layout,
+from .utils import VimpacError, VimpacDeprecationWarning, load_torch_file, renamed_kwargs
+from .model import (LAYOUTS, RENAMED_FIELDS, VimpacConfig, VimpacForPreTraining, VimpacForVideoClassification, parse_layout,
                           load_checked)
 
 # %% auto #0
-__all__ = ['OFFICIAL_LAYOUTS', 'read_official_args', 'official_config', 'convert_official_state']
+__all__ = ['OFFICIAL_LAYOUTS', 'read_official_args', 'official_config', 'convert_official_state', 'load_official_pretraining',
+           'load_official_classifier']
 
 # %% ../nbs/04a_official.ipynb #a6df0905
 def _official_file(path) -> Path:
@@ -137,6 +137,7 @@ def _official_cls_head(sd: dict) -> dict:
 
 
 # %% ../nbs/04a_official.ipynb #6667a4f6
+@renamed_kwargs(**RENAMED_FIELDS)
 def official_config(sd: dict, num_heads: int | None = None, source="checkpoint", layout: str | None = None,
                     args: argparse.Namespace | None = None, **overrides) -> VimpacConfig:
     """The `VimpacConfig` of an authors' state dict (airsplay/vimpac `classifier.pt`), read from its tensors: hidden
@@ -162,7 +163,7 @@ def official_config(sd: dict, num_heads: int | None = None, source="checkpoint",
     V = rows - 5
     kw = dict(vocab_size=V, pad_id=V + 1, mask_id=V + 4, num_embeddings=rows, num_layers=L, hidden_size=D,
               num_heads=heads, head_dim=inner // heads, mlp_size=sd[f"{pre}0.mlp.c_fc.weight"].shape[0],
-              clip_len=sd[tables[0]].shape[0], token_map=(sd[tables[1]].shape[0], sd[tables[2]].shape[0]),
+              max_clip_len=sd[tables[0]].shape[0], token_map=(sd[tables[1]].shape[0], sd[tables[2]].shape[0]),
               layout=lay, norm="post", layer_norm_eps=1e-12, cls_pad_rows="include", **_official_cls_head(sd))
     if inner % heads: raise VimpacError(f"{source}: attention width {inner} is not divisible by num_heads={heads}")
     return VimpacConfig(**{**kw, **overrides})
@@ -214,31 +215,33 @@ def convert_official_state(sd: dict, config: VimpacConfig, source="checkpoint") 
     return out
 
 # %% ../nbs/04a_official.ipynb #922ebaf4
-@patch(cls_method=True)
-def from_official(cls: VimpacForPreTraining, path, num_heads: int | None = None, layout: str | None = None,
-                  device="cpu", **overrides):
-    """A pre-training model from an authors' pre-training `classifier.pt` (a file, or the folder holding it), loaded
-    with `weights_only=True`. The layout is `layout` if given, else read from the run's `args.pickle` beside the file
-    (`read_official_args`), else from the tensors when they fit only one (`official_config`). `overrides` change
-    config fields (e.g. `token_map=(32, 32)`: the positional tables are interpolated). Raises `VimpacError` for a
-    file that needs more than tensors, is empty or not such a checkpoint, has no pre-training heads, or whose layout
-    is unknown or contradicts its tensors."""
+@renamed_kwargs(**RENAMED_FIELDS)
+def load_official_pretraining(path, num_heads: int | None = None, layout: str | None = None, device="cpu",
+                              **overrides) -> VimpacForPreTraining:
+    """A pre-training model (`VimpacForPreTraining`) from an authors' pre-training `classifier.pt` (a file, or the
+    folder holding it), loaded with `weights_only=True`. The layout is `layout` if given, else read from the run's
+    `args.pickle` beside the file (`read_official_args`), else from the tensors when they fit only one
+    (`official_config`). `overrides` change config fields (e.g. `token_map=(32, 32)`: the positional tables are
+    interpolated). Raises `VimpacError` for a file that needs more than tensors, is empty or not such a checkpoint,
+    has no pre-training heads, or whose layout is unknown or contradicts its tensors."""
     path = _official_file(path)
     sd = _load_official_state(path)
     base = official_config(sd, num_heads, path, layout=layout, args=_official_args(path))
     if "mlm_head.bias" not in sd or not any(k.startswith("cls_head.") for k in sd):
         raise VimpacError(f"{path}: no pre-training heads (mlm_head, cls_head) in this checkpoint; "
-                          f"a fine-tuned classifier loads with VimpacForVideoClassification.from_official")
-    model = cls(replace(base, **overrides))
+                          f"a fine-tuned classifier loads with load_official_classifier")
+    model = VimpacForPreTraining(replace(base, **overrides))
     return load_checked(model, convert_official_state(sd, base, path), path).to(device)
 
-@patch(cls_method=True)
-def from_official(cls: VimpacForVideoClassification, path, num_classes: int | None = None, num_heads: int | None = None,  # noqa: F811 (fastcore @patch)
-                  layout: str | None = None, device="cpu", **overrides):
-    """A classification model from an authors' checkpoint: a fine-tuned `classifier.pt` (backbone and `cls_fc`), or a
-    pre-training one (backbone, with a new zero FC of `num_classes` outputs). `num_classes` defaults to the file's;
-    when it differs, the FC starts again from zero. Loaded with `weights_only=True`; `layout` and `overrides` as
-    `VimpacForPreTraining.from_official`. Raises `VimpacError` as it does, or when `num_classes` is unknown."""
+# %% ../nbs/04a_official.ipynb #a2e5defc
+@renamed_kwargs(**RENAMED_FIELDS)
+def load_official_classifier(path, num_classes: int | None = None, num_heads: int | None = None,
+                             layout: str | None = None, device="cpu", **overrides) -> VimpacForVideoClassification:
+    """A classification model (`VimpacForVideoClassification`) from an authors' checkpoint: a fine-tuned
+    `classifier.pt` (backbone and `cls_fc`), or a pre-training one (backbone, with a new zero FC of `num_classes`
+    outputs). `num_classes` defaults to the file's; when it differs, the FC starts again from zero. Loaded with
+    `weights_only=True`; `layout` and `overrides` as `load_official_pretraining`. Raises `VimpacError` as it does,
+    or when `num_classes` is unknown."""
     path = _official_file(path)
     sd = _load_official_state(path)
     base = official_config(sd, num_heads, path, layout=layout, args=_official_args(path))
@@ -248,9 +251,23 @@ def from_official(cls: VimpacForVideoClassification, path, num_classes: int | No
         raise VimpacError(f"{path}: a pre-training checkpoint has no classifier; pass num_classes")
     num_classes = num_classes or n_file
     if n_file is not None and n_file != num_classes:
-        warnings.warn(f"{path}: the checkpoint's classifier has {n_file} classes, not {num_classes}; the FC layer starts from zero")
+        warnings.warn(f"{path}: the checkpoint's classifier has {n_file} classes, not {num_classes}; the FC layer "
+                      "starts from zero")
         sd = {k: v for k, v in sd.items() if not k.startswith("cls_fc.")}
-    model = cls(replace(base, **overrides), num_classes)
+    model = VimpacForVideoClassification(replace(base, **overrides), num_classes)
     state = convert_official_state(sd, base, path)
     state.update({k: v for k, v in model.state_dict().items() if k.startswith("fc.") and k not in state})
     return load_checked(model, state, path).to(device)
+
+# %% ../nbs/04a_official.ipynb #8e54386f
+def _deprecated_loader(load, new_name: str) -> classmethod:
+    "A `from_official` classmethod that warns and calls `load`, the loader that replaces it."
+    def from_official(cls, path, *args, **kwargs):
+        warnings.warn(f"{cls.__name__}.from_official is replaced by vimpac.official.{new_name}; the old name goes "
+                      "in the next release", VimpacDeprecationWarning, stacklevel=2)
+        return load(path, *args, **kwargs)
+    from_official.__doc__ = f"Deprecated: `vimpac.official.{new_name}`."
+    return classmethod(from_official)
+
+VimpacForPreTraining.from_official = _deprecated_loader(load_official_pretraining, "load_official_pretraining")
+VimpacForVideoClassification.from_official = _deprecated_loader(load_official_classifier, "load_official_classifier")

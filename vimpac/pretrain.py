@@ -85,7 +85,7 @@ def log_record(step: int, stats: torch.Tensor, n_masked, batch: int, cfg: Pretra
     return rec
 
 # %% ../nbs/07_pretrain.ipynb #d5a73be7
-_NOT_COMPARED = ("token_map", "clip_len", "gradient_checkpointing")   # adapted to the store and clip length
+_NOT_COMPARED = ("token_map", "max_clip_len", "clip_len", "gradient_checkpointing")   # adapted to the store and clip length
 
 def _model_spec(model) -> dict:
     "{config field: (value asked for, the option that asked)} of a `pretrain` `model` argument given with resume/init."
@@ -116,12 +116,12 @@ def _init_model(store, model, cfg: PretrainConfig, init) -> VimpacForPreTraining
     saved_model = read_json(init/"config.json", "a saved vimpac model's config.json")
     if model is not None: _check_same_model(model, saved_model, str(init), "--init")
     check_run_tokenizer(store, init, files=("pretrain_config.json",))
-    return VimpacForPreTraining.from_pretrained(init, token_map=store.token_map, clip_len=cfg.clip_len)
+    return VimpacForPreTraining.from_pretrained(init, token_map=store.token_map, max_clip_len=cfg.clip_len)
 
 def _pretrain_model(store, model, cfg: PretrainConfig, state: dict | None, init) -> VimpacForPreTraining:
     "The model `pretrain` starts from: the checkpoint's (`state`), `init`'s, or a new one (see `pretrain`); checked against the store."
     if state is not None:
-        model = VimpacForPreTraining(VimpacConfig(**state["model_config"]))
+        model = VimpacForPreTraining(VimpacConfig.from_dict(state["model_config"]))
         model.load_state_dict(state["model"])
     elif init is not None: model = _init_model(store, model, cfg, init)
     elif model is None or isinstance(model, (str, dict)): model = config_from_spec(model, store, cfg.clip_len)

@@ -6,7 +6,7 @@ Docs: https://vimpac.github.io/vimpac/store.html.md"""
 
 # %% ../nbs/02_store.ipynb #257151fd
 from __future__ import annotations
-import fcntl, hashlib, json, os, re, socket, threading, time
+import contextlib, fcntl, hashlib, json, os, re, socket, struct, threading, time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,9 +14,8 @@ import lmdb
 import numpy as np
 import torch
 from tqdm.auto import tqdm
-from .utils import VimpacError, write_json, disk_full_error
+from .utils import VimpacError, write_json, disk_full_error, read_json
 from .video import iter_views, check_fps, list_videos, VIEW_SETS, CENTER_VIEW, parse_view
-from fastcore.basics import patch
 
 # %% auto #0
 __all__ = ['STORE_FORMAT', 'MAP_SIZE', 'READABLE_FORMATS', 'video_key', 'expand_inputs', 'shard_name', 'StoreSummary',
@@ -86,11 +85,11 @@ def expand_inputs(inputs, skipped: Counter | None = None, root=None) -> list[tup
 
 def shard_name(index: int, num_shards: int) -> str: return f"shard-{index:05d}-of-{num_shards:05d}.lmdb"
 
-_ENVS: dict = {}  # (process id, path) -> (environment, writable). LMDB allows one open environment per database per
+# (process id, path) -> (environment, writable). LMDB allows one open environment per database per process, and an
+# environment must not be used across fork(): a forked DataLoader worker opens its own
+_ENVS: dict = {}
 
 # %% ../nbs/02_store.ipynb #8851f9ea
-# process, and an environment must not be used across fork(): a forked DataLoader worker opens its own
-
 def _env(path, write: bool = False) -> lmdb.Environment:
     """The process's environment for the LMDB shard at `path`; readers open it read-only, a writer reopens it writable.
     A process never uses an environment opened by another: in a forked worker, the copy inherited from the parent is
@@ -113,9 +112,6 @@ def _env(path, write: bool = False) -> lmdb.Environment:
     return env
 
 # %% ../nbs/02_store.ipynb #cd9d1741
-import contextlib, struct
-from .utils import read_json
-
 _MDB_MAGIC, _MDB_VERSION, _P_META = 0xBEEFC0DE, 1, 0x08
 _PAGE_HEAD = struct.Struct("=QHH4x")  # MDB_page: page number, pad, flags, lower/upper bounds: 16 bytes
 # MDB_meta after the page header: magic, version, address (8), map size, 2 x MDB_db of 48 bytes whose first md_pad is
@@ -457,127 +453,139 @@ def _read_meta(f: Path) -> dict:
         raise VimpacError(f"{f}: field classes is {c!r:.80}, expected a list of distinct class names")
     return meta
 
+# %% ../nbs/02_store.ipynb #3c927c13
+def _read_records(shards: list[Path], classes: list[str] | None) -> tuple[dict, dict]:
+    """Every record of the LMDB `shards` (key -> dict: frames, shape, label, ...) and the index of each key's shard
+    (key -> int). With `classes`, every record's label must be a class index; else `VimpacError` naming the shard."""
+    records, where = {}, {}
+    for i, shard in enumerate(shards):
+        with _reading(shard), _env(shard).begin() as txn:
+            for k, v in txn.cursor():
+                if k.startswith(b"m/"):
+                    key = k[2:].decode()
+                    records[key] = json.loads(v)
+                    where[key] = i
+    if classes is not None:
+        n = len(classes)
+        for key in sorted(records):
+            label = records[key].get("label")
+            if not (isinstance(label, int) and 0 <= label < n):
+                raise VimpacError(f"{shards[where[key]]}: record of {key!r} has label {label!r}, expected a class "
+                                  f"index in [0, {n}) (store has classes)")
+    return records, where
+
+def _read_tokens(shard: Path, key: str, view: str, record: dict, dtype, vocab_size: int,
+                 start: int = 0, length: int | None = None) -> np.ndarray:
+    """Frames [start, start + length) (all when `length` is None) of video `key` in `view` from `shard`, as `dtype`
+    (T', h, w): the bytes are checked against the `record`'s shape and the codes against [0, `vocab_size`). Raises
+    `VimpacError` naming the shard when they are missing, of another size, or outside the vocabulary."""
+    T, h, w = record["shape"]
+    dt = np.dtype(dtype)
+    with _reading(shard), _env(shard).begin(buffers=True) as txn:
+        buf = txn.get(f"v/{key}/{view}".encode())
+        if buf is None or len(buf) != T * h * w * dt.itemsize:
+            found = "missing" if buf is None else f"{len(buf)} bytes"
+            raise VimpacError(f"{shard}: tokens of {key!r} in view {view!r} are {found}, expected {T}x{h}x{w} {dt.name}")
+        arr = np.frombuffer(buf, dtype=dt).reshape(T, h, w)
+        end = T if length is None else min(T, start + length)
+        out = arr[start:end].copy()  # copies only the pages of the requested frames out of the memory map
+    if out.size and (out.min() < 0 or out.max() >= vocab_size):   # a damaged or edited store, named where it is
+        raise VimpacError(f"{shard}: video {key!r}, view {view!r}: token ids {int(out.min())}..{int(out.max())} "
+                          f"outside the store's vocabulary 0..{vocab_size - 1}; the store is damaged: tokenize that "
+                          "video again")
+    return out
+
 # %% ../nbs/02_store.ipynb #1f5ac7a3
 class TokenStore:
-    """A token store on disk (all its shards). `len`, `keys()`, `tokens(key, view)` (the whole int16 array
-    (T, h, w)), `clip(key, start, length, view)` (only frames [start, start + length)), `failures()`, and for
-    training `store[i]`: the centre view of video i as int64 (T, h, w). A labelled store (built with `labels`) also
-    has `classes` (the class names, list[str]), `labels` (list[int], aligned with `keys()` and `store[i]`) and
-    `label(key)`; for an unlabelled store `classes` and `labels` are None. `tokenizer_id` is the identity dict
-    (`{'name', 'hash'}`) of the tokenizer that built it. Passing `tokenizer` checks that the store
-    was built by it; otherwise raises `VimpacError`. Also raised, naming the file, for a folder that is not a store,
-    a `meta.json` that is invalid or lacks a field, and a shard that is truncated, not LMDB, or unreadable (every
-    shard is checked against its LMDB header when opened, in each process, so a truncated shard never ends in SIGBUS)."""
+    """A token store on disk (all its shards): `len`, `keys()`, `tokens(key, view)` (the whole int16 array (T, h, w)),
+    `clip(key, start, length, view)` (only frames [start, start + length)), `failures()`, and for training
+    `store[i]`: the centre view of video i as int64 (T, h, w). A labelled store (built with `labels`) also has
+    `classes` (list[str]), `labels` (list[int], aligned with `keys()` and `store[i]`) and `label(key)`; else both are
+    None. `tokenizer_id`: the identity (`{'name', 'hash'}`) of the tokenizer that built it; passing `tokenizer`
+    checks it. Raises `VimpacError`, naming the file, for another tokenizer, a folder that is not a store, an invalid
+    `meta.json`, and a shard that is truncated, not LMDB, or unreadable (each shard is checked against its LMDB
+    header when opened, in each process, so a truncated shard never ends in SIGBUS)."""
     def __init__(self, path, tokenizer=None):
         self.path = Path(path)
         if not (self.path/"meta.json").is_file():
             raise VimpacError(f"{self.path}: not a token store (expected meta.json and shard-*.lmdb)")
         self.meta = _read_meta(self.path/"meta.json")
         if tokenizer is not None and tokenizer.identity != self.meta["tokenizer"]:
-            raise VimpacError(f"{self.path}: store was built by tokenizer {self.meta['tokenizer']}, not by {tokenizer.identity}")
-        self._read_records()
+            raise VimpacError(f"{self.path}: store was built by tokenizer {self.meta['tokenizer']}, "
+                              f"not by {tokenizer.identity}")
+        self.shards = sorted(self.path.glob("shard-*-of-*.lmdb"))
+        self._records, self._where = _read_records(self.shards, self.classes)
+        self._keys = sorted(self._records)
+        self.dtype = _token_dtype(self.meta["vocab_size"])
 
     vocab_size = property(lambda self: self.meta["vocab_size"])
     fps = property(lambda self: self.meta["fps"])
     frame_size = property(lambda self: self.meta["frame_size"])
     token_map = property(lambda self: tuple(self.meta["token_map"]))
     views = property(lambda self: self.meta["views"])
-    train_view = property(lambda self: CENTER_VIEW if CENTER_VIEW in self.views else self.views[0])  # pre-training's view
+    train_view = property(lambda self: CENTER_VIEW if CENTER_VIEW in self.views else self.views[0])  # pre-training's
     tokenizer_id = property(lambda self: self.meta.get("tokenizer"))  # the identity of the tokenizer that built it
     ids = property(lambda self: list(self._keys))
     lengths = property(lambda self: [self._records[k]["frames"] for k in self._keys])
     classes = property(lambda self: self.meta.get("classes"))  # class names of a labelled store, else None
-    def __len__(self): return len(self._keys)
-    def __repr__(self): return (f"TokenStore({self.path}, {len(self)} videos in {len(self.shards)} shard(s), {self.fps:g} FPS, "
-                                f"S={self.frame_size}, views={len(self.views)}, V={self.vocab_size}"
-                                + (f", {len(self.classes)} classes)" if self.classes is not None else ")"))
+
+    @property
+    def labels(self) -> list[int] | None:
+        "The class index of each video, aligned with `keys()` and `store[i]`; None for an unlabelled store."
+        return None if self.classes is None else [self._records[k]["label"] for k in self._keys]
+
+    def __len__(self):
+        return len(self._keys)
+
+    def __repr__(self):
+        classes = f", {len(self.classes)} classes" if self.classes is not None else ""
+        return (f"TokenStore({self.path}, {len(self)} videos in {len(self.shards)} shard(s), {self.fps:g} FPS, "
+                f"S={self.frame_size}, views={len(self.views)}, V={self.vocab_size}{classes})")
 
     def __getitem__(self, i) -> torch.Tensor:
         return torch.from_numpy(self.tokens(self._keys[i], self.train_view).astype(np.int64))
 
+    def label(self, key: str) -> int:
+        "The class index of video `key`. Raises `VimpacError` for an unlabelled store or a key not in the store."
+        if self.classes is None:
+            raise VimpacError(f"{self.path}: store has no labels (tokenize with labels, e.g. vimpac-tokenize "
+                              "--dataset)")
+        self._check_key(key)
+        return self._records[key]["label"]
 
-# %% ../nbs/02_store.ipynb #a7e36762
-@patch
-def _read_records(self: TokenStore):
-    "Read every shard's records (key -> frames, label, ...) and check the labels against the classes."
-    self.shards = sorted(self.path.glob("shard-*-of-*.lmdb"))
-    self._records, self._where = {}, {}
-    for i, shard in enumerate(self.shards):
-        with _reading(shard), _env(shard).begin() as txn:
-            for k, v in txn.cursor():
-                if k.startswith(b"m/"):
-                    key = k[2:].decode(); self._records[key] = json.loads(v); self._where[key] = i
-    self._keys = sorted(self._records)
-    self.dtype = _token_dtype(self.meta["vocab_size"])
-    if self.classes is not None:
-        n = len(self.classes)
-        bad = next((k for k in self._keys if not (isinstance(self._records[k].get("label"), int)
-                                                   and 0 <= self._records[k]["label"] < n)), None)
-        if bad is not None:
-            raise VimpacError(f"{self.shards[self._where[bad]]}: record of {bad!r} has label "
-                              f"{self._records[bad].get('label')!r}, expected a class index in [0, {n}) (store has classes)")
+    def keys(self) -> list[str]:
+        return list(self._keys)
 
+    def record(self, key: str) -> dict:
+        "The stored record of video `key`: frames, shape, views, name, ... (`KeyError` for a key not stored)."
+        return self._records[key]
 
-# %% ../nbs/02_store.ipynb #6edd9f8e
-@patch(as_prop=True)
-def labels(self: TokenStore) -> list[int] | None:
-    "The class index of each video, aligned with `keys()` and `store[i]`; None for an unlabelled store."
-    return None if self.classes is None else [self._records[k]["label"] for k in self._keys]
+    def _check_key(self, key: str):
+        if key not in self._records:
+            raise VimpacError(f"{self.path}: no video {key!r} in the store")
 
-@patch
-def label(self: TokenStore, key: str) -> int:
-    "The class index of video `key`. Raises `VimpacError` for an unlabelled store or a key not in the store."
-    if self.classes is None: raise VimpacError(f"{self.path}: store has no labels (tokenize with labels, e.g. vimpac-tokenize --dataset)")
-    if key not in self._records: raise VimpacError(f"{self.path}: no video {key!r} in the store")
-    return self._records[key]["label"]
+    def clip(self, key: str, start: int, length: int | None, view: str = "1x-center") -> np.ndarray:
+        """Frames [start, start + length) of video `key` in `view` (fewer at the end of the video; all from `start`
+        when `length` is None): int16 (<=length, h, w)."""
+        self._check_key(key)
+        if view not in self.views:
+            raise VimpacError(f"{self.path}: no view {view!r}; the store has {self.views}")
+        shard = self.shards[self._where[key]]
+        return _read_tokens(shard, key, view, self._records[key], self.dtype, self.vocab_size, start, length)
 
-@patch
-def keys(self: TokenStore) -> list[str]: return list(self._keys)
+    def tokens(self, key: str, view: str = "1x-center") -> np.ndarray:
+        "All tokens of video `key` in `view`: int16 (T, h, w)."
+        return self.clip(key, 0, None, view)
 
-@patch
-def record(self: TokenStore, key) -> dict: return self._records[key]
+    def failures(self) -> list[dict]:
+        """The videos that failed to decode, and those stored only in part (a decodable prefix, `partial: True`, with
+        `frames` kept and `expected`): dicts with `key`, `path`, `reason`."""
+        out = []
+        for shard in self.shards:
+            with _reading(shard), _env(shard).begin() as txn:
+                out += [json.loads(v) for k, v in txn.cursor() if k.startswith(b"f/")]
+        return out
 
-@patch
-def _get(self: TokenStore, key, view, start=0, length=None) -> np.ndarray:
-    if key not in self._records: raise VimpacError(f"{self.path}: no video {key!r} in the store")
-    if view not in self.views: raise VimpacError(f"{self.path}: no view {view!r}; the store has {self.views}")
-    T, h, w = self._records[key]["shape"]
-    shard = self.shards[self._where[key]]
-    with _reading(shard), _env(shard).begin(buffers=True) as txn:
-        buf, dt = txn.get(f"v/{key}/{view}".encode()), np.dtype(self.dtype)
-        if buf is None or len(buf) != T * h * w * dt.itemsize:
-            found = "missing" if buf is None else f"{len(buf)} bytes"
-            raise VimpacError(f"{shard}: tokens of {key!r} in view {view!r} are {found}, expected {T}x{h}x{w} {dt.name}")
-        arr = np.frombuffer(buf, dtype=self.dtype).reshape(T, h, w)
-        end = T if length is None else min(T, start + length)
-        out = arr[start:end].copy()  # copies only the pages of the requested frames out of the memory map
-    if out.size and (out.min() < 0 or out.max() >= self.vocab_size):   # a damaged or edited store, named where it is
-        raise VimpacError(f"{shard}: video {key!r}, view {view!r}: token ids {int(out.min())}..{int(out.max())} outside the "
-                          f"store's vocabulary 0..{self.vocab_size - 1}; the store is damaged: tokenize that video again")
-    return out
-
-@patch
-def tokens(self: TokenStore, key: str, view: str = "1x-center") -> np.ndarray:
-    "All tokens of video `key` in `view`: int16 (T, h, w)."
-    return self._get(key, view)
-
-@patch
-def clip(self: TokenStore, key: str, start: int, length: int, view: str = "1x-center") -> np.ndarray:
-    "Frames [start, start + length) of video `key` in `view` (fewer at the end of the video): int16 (<=length, h, w)."
-    return self._get(key, view, start, length)
-
-# %% ../nbs/02_store.ipynb #d16a5b62
-@patch
-def failures(self: TokenStore) -> list[dict]:
-    ("The videos that failed to decode, and those stored only in part (a decodable prefix, `partial: True`, with "
-     "`frames` kept and `expected`): dicts with `key`, `path`, `reason`.")
-    out = []
-    for shard in self.shards:
-        with _reading(shard), _env(shard).begin() as txn:
-            out += [json.loads(v) for k, v in txn.cursor() if k.startswith(b"f/")]
-    return out
-
-@patch
-def code_counts(self: TokenStore) -> torch.Tensor:
-    "How often each of the V codes occurs in the store's first view: int64 (V,)."
-    return sum(torch.bincount(self[i].flatten(), minlength=self.vocab_size) for i in range(len(self)))
+    def code_counts(self) -> torch.Tensor:
+        "How often each of the V codes occurs in the store's first view: int64 (V,)."
+        return sum(torch.bincount(self[i].flatten(), minlength=self.vocab_size) for i in range(len(self)))

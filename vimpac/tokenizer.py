@@ -6,7 +6,7 @@ Docs: https://vimpac.github.io/vimpac/tokenizer.html.md"""
 
 # %% ../nbs/01_tokenizer.ipynb #a137b6e2
 from __future__ import annotations
-import hashlib, importlib.resources, math
+import hashlib, importlib.resources, math, warnings
 from collections import OrderedDict
 from dataclasses import dataclass, asdict, fields
 from pathlib import Path
@@ -15,11 +15,11 @@ from torch import nn
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 from vector_quantize_pytorch import VectorQuantize
-from .utils import VimpacError, make_generator, warmup_linear, load_torch_file, read_json, save_weights, load_weights
-from fastcore.basics import patch
+from .utils import (VimpacError, VimpacDeprecationWarning, make_generator, warmup_linear, load_torch_file,
+                          read_json, save_weights, load_weights)
 
 # %% auto #0
-__all__ = ['LOGIT_LAPLACE_EPS', 'DEFAULT_TOKENIZER', 'to_float_frames', 'check_frame_size', 'check_tokens', 'weights_hash',
+__all__ = ['LOGIT_LAPLACE_EPS', 'DEFAULT_TOKENIZER', 'to_float_frames', 'check_frame_size', 'check_codes', 'weights_hash',
            'VQVAEConfig', 'ResBlock', 'VQVAE', 'psnr', 'codebook_usage', 'train_vqvae', 'tokenizer_report',
            'map_pixels', 'unmap_pixels', 'DalleConv2d', 'DalleEncoderBlock', 'DalleDecoderBlock', 'DalleEncoder',
            'DalleDecoder', 'DalleTokenizer', 'load_tokenizer']
@@ -51,8 +51,8 @@ def check_frame_size(x: torch.Tensor, downsample: int = 8):
     if x.shape[-1] % downsample or x.shape[-2] % downsample:
         raise VimpacError(f"frames: height and width must be multiples of {downsample}, got {tuple(x.shape[-2:])}")
 
-def check_tokens(tokens, vocab_size: int) -> torch.Tensor:
-    """Token maps (N, h, w) of any integer dtype (numpy or torch; e.g. the int16 of `TokenStore.tokens`) as int64.
+def check_codes(tokens, vocab_size: int) -> torch.Tensor:
+    """A tokenizer's codes: token maps (N, h, w) of any integer dtype (numpy or torch; e.g. the int16 of `TokenStore.tokens`) as int64.
     Raises `VimpacError` for float, bool or complex tokens (they would be truncated silently), another shape, or
     codes outside [0, vocab_size)."""
     t = torch.as_tensor(tokens)
@@ -66,6 +66,15 @@ def check_tokens(tokens, vocab_size: int) -> torch.Tensor:
         if lo < 0 or hi >= vocab_size:
             raise VimpacError(f"tokens: codes must lie in [0, {vocab_size}), got range [{lo}, {hi}]")
     return t
+
+# %% ../nbs/01_tokenizer.ipynb #bed441a1
+def __getattr__(name: str):
+    "Old names of this module, kept for one release with a `VimpacDeprecationWarning`."
+    if name == "check_tokens":
+        warnings.warn("vimpac.tokenizer.check_tokens is renamed check_codes (vimpac.model.check_tokens checks a "
+                      "model's input); the old name goes in the next release", VimpacDeprecationWarning, stacklevel=2)
+        return check_codes
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 # %% ../nbs/01_tokenizer.ipynb #769073e5
 def weights_hash(module: nn.Module) -> str:
@@ -132,11 +141,13 @@ class VQVAE(nn.Module):
         self.config = c = config or VQVAEConfig()
         ch = list(c.channels)
         enc = [nn.Conv2d(3, ch[0], 3, padding=1)]
-        for a, b in zip([ch[0]] + ch[:-1], ch): enc += [nn.ReLU(), nn.Conv2d(a, b, 4, stride=2, padding=1)]
+        for a, b in zip([ch[0]] + ch[:-1], ch):
+            enc += [nn.ReLU(), nn.Conv2d(a, b, 4, stride=2, padding=1)]
         enc += [ResBlock(ch[-1]) for _ in range(c.num_res_blocks)] + [nn.ReLU(), nn.Conv2d(ch[-1], c.code_dim, 1)]
         self.encoder = nn.Sequential(*enc)
         dec = [nn.Conv2d(c.code_dim, ch[-1], 3, padding=1)] + [ResBlock(ch[-1]) for _ in range(c.num_res_blocks)]
-        for a, b in zip(ch[::-1], ch[::-1][1:] + [ch[0]]): dec += [nn.ReLU(), nn.ConvTranspose2d(a, b, 4, stride=2, padding=1)]
+        for a, b in zip(ch[::-1], ch[::-1][1:] + [ch[0]]):
+            dec += [nn.ReLU(), nn.ConvTranspose2d(a, b, 4, stride=2, padding=1)]
         dec += [nn.ReLU(), nn.Conv2d(ch[0], 3, 3, padding=1)]
         self.decoder = nn.Sequential(*dec)
         self.quantizer = VectorQuantize(dim=c.code_dim, codebook_size=c.vocab_size, accept_image_fmap=True,
@@ -145,7 +156,15 @@ class VQVAE(nn.Module):
         self._identity = None
 
     @property
-    def vocab_size(self) -> int: return self.config.vocab_size
+    def vocab_size(self) -> int:
+        return self.config.vocab_size
+
+    @property
+    def identity(self) -> dict:
+        "`{'name', 'hash'}`: the config name plus a SHA-256 of the weights (first 16 hex digits)."
+        if self._identity is None:
+            self._identity = dict(name=self.config.name, hash=weights_hash(self))
+        return self._identity
 
     def forward(self, x: torch.Tensor):
         "Training pass on float frames (N, 3, H, W) in [0, 1]: (reconstruction in [0, 1], tokens (N, h, w), VQ loss)."
@@ -154,56 +173,46 @@ class VQVAE(nn.Module):
         zq, idx, vq_loss = self.quantizer(z)
         return (self.decoder(zq) + 1) / 2, idx, vq_loss
 
+    @torch.no_grad()
+    def encode(self, frames) -> torch.Tensor:
+        """uint8 (N, H, W, 3) or float (N, 3, H, W) in [0, 1] → int64 token maps (N, H/8, W/8) in [0, V). Raises
+        `VimpacError` for other shapes or dtypes, float frames outside [0, 1], or H, W not multiples of 8."""
+        x = to_float_frames(frames, next(self.parameters()).device)
+        check_frame_size(x)
+        was = self.training
+        self.eval()
+        _, idx, _ = self.quantizer(self.encoder(x * 2 - 1))
+        self.train(was)
+        return idx.long()
 
-# %% ../nbs/01_tokenizer.ipynb #3f909c32
-@patch
-@torch.no_grad()
-def encode(self: VQVAE, frames) -> torch.Tensor:
-    """uint8 (N, H, W, 3) or float (N, 3, H, W) in [0, 1] → int64 token maps (N, H/8, W/8) in [0, V). Raises
-    `VimpacError` for other shapes or dtypes, float frames outside [0, 1], or H, W not multiples of 8."""
-    dev = next(self.parameters()).device
-    x = to_float_frames(frames, dev); check_frame_size(x)
-    was = self.training; self.eval()
-    _, idx, _ = self.quantizer(self.encoder(x * 2 - 1))
-    self.train(was)
-    return idx.long()
+    @torch.no_grad()
+    def decode(self, tokens) -> torch.Tensor:
+        """Integer token maps (N, h, w) (int64, or any integer dtype such as a store's int16) with codes in [0, V) →
+        float frames (N, 3, 8h, 8w) in [0, 1]. Raises `VimpacError` for float or bool tokens, codes out of range."""
+        codes = check_codes(tokens, self.vocab_size).to(next(self.parameters()).device)
+        zq = self.quantizer.get_output_from_indices(codes)
+        return ((self.decoder(zq) + 1) / 2).clamp(0, 1)
 
-@patch
-@torch.no_grad()
-def decode(self: VQVAE, tokens) -> torch.Tensor:
-    """Integer token maps (N, h, w) (int64, or any integer dtype such as a store's int16) with codes in [0, V) →
-    float frames (N, 3, 8h, 8w) in [0, 1]. Raises `VimpacError` for float or bool tokens, codes out of range."""
-    dev = next(self.parameters()).device
-    zq = self.quantizer.get_output_from_indices(check_tokens(tokens, self.vocab_size).to(dev))
-    return ((self.decoder(zq) + 1) / 2).clamp(0, 1)
+    def save_pretrained(self, path) -> Path:
+        "Write `model.safetensors` and `config.json` to the folder `path` (`vimpac.utils.save_weights`)."
+        return save_weights(path, self, asdict(self.config), "vimpac-vqvae")
 
-@patch(as_prop=True)
-def identity(self: VQVAE) -> dict:
-    "`{'name', 'hash'}`: the config name plus a SHA-256 of the weights (first 16 hex digits)."
-    if self._identity is None: self._identity = dict(name=self.config.name, hash=weights_hash(self))
-    return self._identity
-
-@patch
-def save_pretrained(self: VQVAE, path) -> Path:
-    "Write `model.safetensors` and `config.json` to the folder `path` (`vimpac.utils.save_weights`)."
-    return save_weights(path, self, asdict(self.config), "vimpac-vqvae")
-
-# %% ../nbs/01_tokenizer.ipynb #901cec71
-@patch(cls_method=True)
-def from_pretrained(cls: VQVAE, path, device="cpu") -> "VQVAE":
-    """Load a VQ-VAE saved by `save_pretrained` (a folder with `config.json` and `model.safetensors`). Raises
-    `VimpacError` naming the file when the folder lacks one, `config.json` is not valid JSON, has another `kind`,
-    an unknown key, a missing or wrong-typed field, or `model.safetensors` is corrupt, truncated or does not
-    match the config."""
-    path = Path(path)
-    _, sd = load_weights(path, "a saved VQ-VAE")          # the files, the JSON and the safetensors, one-line errors
-    model = cls(_read_vqvae_config(path/"config.json"))   # every field of the config checked
-    wf = path/"model.safetensors"
-    try: model.load_state_dict(sd)
-    except RuntimeError as e:  # torch's first line is a header; the second names the keys or the shapes
-        lines = [l.strip() for l in str(e).splitlines() if l.strip()]
-        raise VimpacError(f"{wf}: weights do not match {path/'config.json'} ({(lines[1:] or lines)[0][:200]})") from None
-    return model.to(device).eval().requires_grad_(False)
+    @classmethod
+    def from_pretrained(cls, path, device="cpu") -> "VQVAE":
+        """Load a VQ-VAE saved by `save_pretrained` (a folder with `config.json` and `model.safetensors`). Raises
+        `VimpacError` naming the file when the folder lacks one, `config.json` is not valid JSON, has another `kind`,
+        an unknown key, a missing or wrong-typed field, or `model.safetensors` is corrupt, truncated or does not
+        match the config."""
+        path = Path(path)
+        _, sd = load_weights(path, "a saved VQ-VAE")          # the files, the JSON and the safetensors, one-line errors
+        model = cls(_read_vqvae_config(path/"config.json"))   # every field of the config checked
+        try:
+            model.load_state_dict(sd)
+        except RuntimeError as e:  # torch's first line is a header; the second names the keys or the shapes
+            lines = [l.strip() for l in str(e).splitlines() if l.strip()]
+            raise VimpacError(f"{path/'model.safetensors'}: weights do not match {path/'config.json'} "
+                              f"({(lines[1:] or lines)[0][:200]})") from None
+        return model.to(device).eval().requires_grad_(False)
 
 # %% ../nbs/01_tokenizer.ipynb #b6030651
 def psnr(x: torch.Tensor, y: torch.Tensor) -> float:
@@ -429,6 +438,7 @@ class DalleTokenizer(nn.Module):
     """DALL-E's dVAE as a frame tokenizer (paper §3.1): `encode` uint8 (N, H, W, 3) or float (N, 3, H, W) in [0, 1]
     → int64 (N, H/8, W/8) codes in [0, V); `decode` → float (N, 3, H, W) in [0, 1] (needs the decoder)."""
     downsample = 8
+
     def __init__(self, encoder: DalleEncoder, decoder: DalleDecoder | None = None, name: str = "dalle-dvae"):
         super().__init__()
         self.encoder, self.decoder, self.name = encoder, decoder, name
@@ -436,46 +446,48 @@ class DalleTokenizer(nn.Module):
 
     vocab_size = property(lambda self: self.encoder.vocab_size)
 
+    @property
+    def identity(self) -> dict:
+        "`{'name', 'hash'}`: 'dalle-dvae' plus a SHA-256 of the encoder weights (what the tokens depend on)."
+        if self._identity is None:
+            self._identity = dict(name=self.name, hash=weights_hash(self.encoder))
+        return self._identity
+
     @classmethod
     def from_official(cls, encoder_path, decoder_path=None, device="cpu") -> "DalleTokenizer":
         """Load the official `encoder.pkl` (and optionally `decoder.pkl`) safely: no code in the files runs, and any
         reference beyond the known classes and tensors raises `VimpacError`."""
         e = _load_official(encoder_path)
-        if e["kind"] != "encoder": raise VimpacError(f"{encoder_path}: holds a dall_e Decoder, expected the Encoder")
+        if e["kind"] != "encoder":
+            raise VimpacError(f"{encoder_path}: holds a dall_e Decoder, expected the Encoder")
         enc = _build_from_state("encoder", e["state"], encoder_path)
         dec = None
         if decoder_path is not None:
             d = _load_official(decoder_path)
-            if d["kind"] != "decoder": raise VimpacError(f"{decoder_path}: holds a dall_e Encoder, expected the Decoder")
+            if d["kind"] != "decoder":
+                raise VimpacError(f"{decoder_path}: holds a dall_e Encoder, expected the Decoder")
             dec = _build_from_state("decoder", d["state"], decoder_path)
             if dec.vocab_size != enc.vocab_size:
-                raise VimpacError(f"{decoder_path}: decoder vocabulary {dec.vocab_size} differs from the encoder's {enc.vocab_size}")
+                raise VimpacError(f"{decoder_path}: decoder vocabulary {dec.vocab_size} differs from the encoder's "
+                                  f"{enc.vocab_size}")
         return cls(enc, dec).to(device)
 
     @torch.no_grad()
     def encode(self, frames) -> torch.Tensor:
         """uint8 (N, H, W, 3) or float (N, 3, H, W) in [0, 1] → int64 (N, H/8, W/8) codes in [0, V). Raises
         `VimpacError` for other shapes or dtypes, float frames outside [0, 1], or H, W not multiples of 8."""
-        dev = self.encoder.blocks.input.w.device
-        x = to_float_frames(frames, dev); check_frame_size(x)
+        x = to_float_frames(frames, self.encoder.blocks.input.w.device)
+        check_frame_size(x)
         return self.encoder(map_pixels(x)).argmax(1)
 
-
-# %% ../nbs/01_tokenizer.ipynb #f7a2c7e9
-@patch
-@torch.no_grad()
-def decode(self: DalleTokenizer, tokens) -> torch.Tensor:  # noqa: F811 (a method, patched in)
-    """Integer (N, h, w) codes in [0, V) (any integer dtype) → float (N, 3, 8h, 8w) in [0, 1]. Raises `VimpacError`
-    without the decoder, for float or bool tokens, or codes out of range."""
-    if self.decoder is None: raise VimpacError("decode: this DALL-E tokenizer was loaded without decoder.pkl")
-    t = check_tokens(tokens, self.vocab_size).to(self.decoder.blocks.input.w.device)
-    return unmap_pixels(torch.sigmoid(self.decoder.forward_tokens(t)[:, :3].float()))
-
-@patch(as_prop=True)
-def identity(self: DalleTokenizer) -> dict:  # noqa: F811 (a method, patched in)
-    "`{'name', 'hash'}`: 'dalle-dvae' plus a SHA-256 of the encoder weights (what the tokens depend on)."
-    if self._identity is None: self._identity = dict(name=self.name, hash=weights_hash(self.encoder))
-    return self._identity
+    @torch.no_grad()
+    def decode(self, tokens) -> torch.Tensor:
+        """Integer (N, h, w) codes in [0, V) (any integer dtype) → float (N, 3, 8h, 8w) in [0, 1]. Raises
+        `VimpacError` without the decoder, for float or bool tokens, or codes out of range."""
+        if self.decoder is None:
+            raise VimpacError("decode: this DALL-E tokenizer was loaded without decoder.pkl")
+        t = check_codes(tokens, self.vocab_size).to(self.decoder.blocks.input.w.device)
+        return unmap_pixels(torch.sigmoid(self.decoder.forward_tokens(t)[:, :3].float()))
 
 # %% ../nbs/01_tokenizer.ipynb #0b3ca242
 DEFAULT_TOKENIZER = Path(str(importlib.resources.files("vimpac"))) / "weights" / "default"

@@ -247,6 +247,7 @@ def plot_curves(history: list[dict], path=None, baseline: float | None = None):
 from .video import sample_videos, read_video
 from .tokenizer import load_tokenizer
 from .model import VimpacForPreTraining
+from .official import load_official_pretraining
 from .masking import block_mask, iid_mask, copy_accuracy
 from .utils import read_json
 import html, importlib.resources
@@ -259,7 +260,7 @@ def _official_model(src: Path, tokenizer, device) -> VimpacForPreTraining:
         raise VimpacError(f"{src}: the authors' models predict DALL-E dVAE codes; pass their tokenizer with "
                           "--tokenizer dalle:ENCODER.pkl,DECODER.pkl (tokenizer='dalle:...' in Python)")
     if not src.exists(): raise VimpacError(f"{src}: no such file, expected the authors' pre-training classifier.pt")
-    try: return VimpacForPreTraining.from_official(src, device=device)
+    try: return load_official_pretraining(src, device=device)
     except VimpacError as e:
         if "no pre-training heads" not in str(e): raise
         raise VimpacError(f"{src}: a fine-tuned classifier (backbone and cls_fc only) has no token head (mlm_head, "
@@ -289,7 +290,7 @@ def load_reconstruction_model(checkpoint=None, tokenizer=None, official=None, de
     """(model in eval mode, tokenizer) to reconstruct masked tokens with. Give at most one of `checkpoint`, a folder
     written by `save_pretrained` / `vimpac-pretrain` (None: the shipped demo checkpoint, `DEMO_CHECKPOINT`), and
     `official`, the authors' *pre-training* `classifier.pt` (a file or the folder holding it; converted by
-    `VimpacForPreTraining.from_official`). `tokenizer`: a tokenizer or a name for `load_tokenizer`; None means
+    `vimpac.official.load_official_pretraining`). `tokenizer`: a tokenizer or a name for `load_tokenizer`; None means
     `"default"` for a kit checkpoint and is refused with `official`, which needs DALL-E's dVAE
     (`"dalle:ENCODER.pkl,DECODER.pkl"`). Raises `VimpacError` in one line when both are given, when `official` has no
     tokenizer or is a fine-tuned classifier (no token head, appendix A.2), when the tokenizer has no decoder, its
@@ -322,7 +323,7 @@ def explore_state(model, tokenizer="default", video=None, strategy: str = "block
                   ratio: float = 0.5, seed: int = 0, neighbour: str = "spatial", fps: float = 2.0, start: int = 0) -> dict:
     """What the explorer shows, without widgets. `model`: a `VimpacForPreTraining` or a folder saved by
     `save_pretrained` (a run's output); `tokenizer`: a tokenizer or a name for `load_tokenizer`; `video`: a sample's
-    file name (`sample_videos()`), a path, or None (the first sample). The clip is `model.config.clip_len` frames
+    file name (`sample_videos()`), a path, or None (the first sample). The clip is `model.config.max_clip_len` frames
     from frame `start` at `fps`, at the model's resolution (token map x the tokenizer's downsampling). The mask is
     `block_mask` with `num_blocks` (`strategy="block"`) or `iid_mask` with `ratio` (`"iid"`), drawn from `seed`.
     Returns a dict: `frames` uint8 (T, S, S, 3), `tokens` int64 (T, h, w), `mask` bool (T, h, w), `model_accuracy`
@@ -336,7 +337,7 @@ def explore_state(model, tokenizer="default", video=None, strategy: str = "block
     if model is None: raise VimpacError("model: give a VimpacForPreTraining or a folder saved by save_pretrained")
     if isinstance(model, (str, Path)): model = VimpacForPreTraining.from_pretrained(model)
     tok = load_tokenizer(tokenizer) if isinstance(tokenizer, (str, Path)) else tokenizer
-    c = model.config; T, (h, w) = c.clip_len, c.token_map
+    c = model.config; T, (h, w) = c.max_clip_len, c.token_map
     path = _video_path(video)
     frames = read_video(path, fps=fps, frame_size=h * tok.downsample)[start:start + T]
     if len(frames) < T:

@@ -1,0 +1,71 @@
+"""Names renamed in issue 22 keep working for one release: `VimpacConfig.clip_len` (now `max_clip_len`), the
+`from_official` classmethods (now `vimpac.official.load_official_*`), `vimpac.tokenizer.check_tokens` (now
+`check_codes`); runs saved before the rename load without a warning; `vimpac.model` does not import `official`."""
+import json
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+
+from vimpac.demo import DEMO_CHECKPOINT
+from vimpac.model import VimpacConfig, VimpacForPreTraining, VimpacForVideoClassification
+from vimpac.official import load_official_classifier, load_official_pretraining
+from vimpac.utils import VimpacDeprecationWarning
+
+FX = Path(__file__).parent / "fixtures" / "official"
+
+
+def test_model_does_not_import_official():
+    code = "import sys, vimpac.model; print('vimpac.official' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"
+
+
+def test_shipped_checkpoint_with_the_old_field_loads_silently():
+    assert "clip_len" in json.loads((DEMO_CHECKPOINT / "config.json").read_text())   # saved before the rename
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model = VimpacForPreTraining.from_pretrained(DEMO_CHECKPOINT)
+    assert model.config.max_clip_len == 5
+
+
+def test_old_run_folder_and_checkpoint_config_load_silently(tmp_path):
+    model = VimpacForPreTraining(VimpacConfig.from_preset("tiny", vocab_size=16, token_map=(2, 2), max_clip_len=3))
+    model.save_pretrained(tmp_path / "run")
+    saved = json.loads((tmp_path / "run" / "config.json").read_text())
+    saved["clip_len"] = saved.pop("max_clip_len")
+    (tmp_path / "run" / "config.json").write_text(json.dumps(saved))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        again = VimpacForPreTraining.from_pretrained(tmp_path / "run")
+        old_state = {k: v for k, v in saved.items() if k != "kind"}          # a checkpoint's model_config
+        assert VimpacConfig.from_dict(old_state) == model.config
+    assert again.config == model.config
+    assert all(torch.equal(a, b) for a, b in zip(again.state_dict().values(), model.state_dict().values()))
+
+
+def test_old_names_warn():
+    with pytest.warns(VimpacDeprecationWarning, match="'clip_len' is renamed 'max_clip_len'"):
+        c = VimpacConfig(clip_len=4)
+    assert c.max_clip_len == 4
+    with pytest.warns(VimpacDeprecationWarning, match="'clip_len' is renamed 'max_clip_len'"):
+        assert c.clip_len == 4
+    with pytest.warns(VimpacDeprecationWarning, match="'max_frames'"):
+        assert VimpacConfig(max_frames=6).max_clip_len == 6
+    with pytest.warns(VimpacDeprecationWarning, match="check_codes"):
+        from vimpac.tokenizer import check_tokens  # noqa: F401
+    with pytest.raises(TypeError, match="got both"):
+        VimpacConfig(clip_len=4, max_clip_len=5)
+
+
+def test_from_official_shims_warn_and_load_the_same():
+    with pytest.warns(VimpacDeprecationWarning, match="load_official_pretraining"):
+        old = VimpacForPreTraining.from_official(FX / "pretrain_tiny.pt", num_heads=4)
+    new = load_official_pretraining(FX / "pretrain_tiny.pt", num_heads=4)
+    assert all(torch.equal(a, b) for a, b in zip(old.state_dict().values(), new.state_dict().values()))
+    with pytest.warns(VimpacDeprecationWarning, match="load_official_classifier"):
+        clf = VimpacForVideoClassification.from_official(FX / "classifier_tiny.pt", None, 4)
+    assert clf.num_classes == load_official_classifier(FX / "classifier_tiny.pt", num_heads=4).num_classes == 7
