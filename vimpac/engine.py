@@ -18,7 +18,7 @@ from torch.autograd.graph import saved_tensors_hooks
 from fastcore.basics import patch
 from tqdm.auto import tqdm
 from .utils import VimpacError, get_device, check_number, make_generator, derive_seed, atomic_path, write_json, read_json
-from .utils import warmup_linear, load_torch_file, disk_full_error
+from .utils import warmup_linear, load_torch_file, disk_full_error, VimpacDeprecationWarning
 from .model import VimpacConfig
 
 # %% auto #0
@@ -532,41 +532,76 @@ def set_rng_state(s: dict, device):
     torch.set_rng_state(s["torch"])
     if torch.device(device).type == "cuda" and s.get("cuda") is not None: torch.cuda.set_rng_state(s["cuda"], device)
 
-# %% ../nbs/06b_engine.ipynb #9c0b0565
+# %% ../nbs/06b_engine.ipynb #66fbfd2d
+def _distributed(model: nn.Module, run: Run) -> nn.Module | None:
+    "Under `torchrun`: `model` with its BatchNorm synchronised (`sync_batchnorm`), wrapped in DDP; in one process None."
+    if run.world == 1:
+        return None
+    sync_batchnorm(model, run.device)
+    ids = [run.device.index] if run.device.type == "cuda" else None
+    return torch.nn.parallel.DistributedDataParallel(model, device_ids=ids)
+
+def _step_unless(opt: torch.optim.Optimizer, skip: torch.Tensor, fused: bool):
+    """Step `opt` unless the 0-d bool tensor `skip` is true: on the device through the fused kernel's `found_inf`
+    (which leaves parameters, moments and step count as they were where it is 1), else by reading `skip`."""
+    if not fused:
+        if not bool(skip):
+            opt.step()
+        return
+    opt.found_inf = skip.float()
+    try:
+        opt.step()
+    finally:
+        del opt.found_inf
+
+def _pending_rows(pending: list) -> torch.Tensor:
+    """The steps `pending` of `Engine.settle`, [(step, stats, bad, grad_norm, lr, *extra)], as float rows (stats,
+    bad, grad_norm, *extra) on the host: one device-to-host transfer for all of them."""
+    rows = []
+    for _, stats, bad, grad_norm, _, *extra in pending:
+        more = [torch.as_tensor(e, dtype=torch.float, device=stats.device).reshape(1) for e in extra]
+        flags = [bad.float().reshape(1), grad_norm.detach().float().reshape(1)]
+        rows.append(torch.cat([stats.detach().float().reshape(-1), *flags, *more]))
+    return torch.stack(rows).cpu()
+
+# %% ../nbs/06b_engine.ipynb #7a005232
 class Engine:
     """The moving parts of one training run, shared by `pretrain` and `finetune`:
     - the model on `run.device`, in training mode, with `cfg.gradient_checkpointing`; under `torchrun` its
       BatchNorm synchronised (`sync_batchnorm`) and wrapped in DDP; compiled when `cfg.compile`;
-    - AdamW and its schedule over `steps` updates (`make_optimizer`, `make_schedule`);
+    - AdamW and its schedule over `steps` updates (`make_optimizer`, `make_schedule`; `fused` forces the kernel);
     - the precision: autocast dtype and gradient scaler (`run`, from `start_run`);
-    - the non-finite-step policy: a step whose loss statistics or gradient are not finite is skipped, and
-      `cfg.max_bad_steps` of them in a row stop the run (`check_bad_steps`);
+    - one step for both loops: `accumulate` (forward and backward of each micro-batch, DDP's all-reduce on the last)
+      then `update_async` (clip, step, schedule, nothing read on the host), the steps read later by `settle`;
+    - the non-finite-step policy: a bad step is skipped, `cfg.max_bad_steps` in a row stop the run (`check_bad_steps`);
     - checkpoints with every process's random state (`save`, `restore`), for an exact resume, also across devices,
-      process counts and AdamW kernels (`load_optimizer_state`). `fused` forces the kernel (`make_optimizer`).
-    A step is `accumulate` (forward and backward of each micro-batch, gradients summed, DDP's all-reduce only on the
-    last) then `update` (clip, step, schedule)."""
+      process counts and AdamW kernels (`load_optimizer_state`)."""
     def __init__(self, model: nn.Module, cfg: TrainConfig, steps: int, run: Run, fused: bool | None = None):
         self.model, self.cfg, self.steps, self.run = model, cfg, steps, run
-        if hasattr(model, "config"): model.config.gradient_checkpointing = cfg.gradient_checkpointing
+        if hasattr(model, "config"):
+            model.config.gradient_checkpointing = cfg.gradient_checkpointing
         model.to(run.device).train()
-        if run.world > 1: sync_batchnorm(model, run.device)
-        self.ddp = torch.nn.parallel.DistributedDataParallel(
-            model, device_ids=[run.device.index] if run.device.type == "cuda" else None) if run.world > 1 else None
+        self.ddp = _distributed(model, run)
         self._fwd = self.ddp or model
-        if cfg.compile: self._fwd = torch.compile(self._fwd, fullgraph=run.world == 1)   # one graph: a break is an error
+        if cfg.compile:
+            self._fwd = torch.compile(self._fwd, fullgraph=run.world == 1)   # one graph: a break is an error
         self.scaler = torch.amp.GradScaler(run.device.type, enabled=run.use_scaler)
         self.opt = make_optimizer(model, cfg, run.device, fused)
         self.sched = make_schedule(self.opt, steps, cfg.warmup_ratio)
-        self.bad, self.lr, self.fused = 0, cfg.lr, bool(self.opt.defaults.get("fused"))  # fused: whatever a checkpoint says
+        self.bad, self.lr = 0, cfg.lr
+        self.fused = bool(self.opt.defaults.get("fused"))   # the optimizer's kernel, whatever a checkpoint says
 
     def restore(self, state: dict | None = None) -> int:
         """Load the optimizer, schedule, scaler and this process's random state of a checkpoint `state` (the model is
         the caller's, built from it) and return its step; without one, seed this process's random stream (dropout)
         from (`cfg.seed`, "dropout", rank) and return 0."""
         if state is None:
-            torch.manual_seed(derive_seed(self.cfg.seed, "dropout", self.run.rank)); return 0
-        load_optimizer_state(self.opt, state["optimizer"]); self.sched.load_state_dict(state["scheduler"])
-        if state.get("scaler"): self.scaler.load_state_dict(state["scaler"])
+            torch.manual_seed(derive_seed(self.cfg.seed, "dropout", self.run.rank))
+            return 0
+        load_optimizer_state(self.opt, state["optimizer"])
+        self.sched.load_state_dict(state["scheduler"])
+        if state.get("scaler"):
+            self.scaler.load_state_dict(state["scaler"])
         rngs = state["rng"]
         set_rng_state(rngs[self.run.rank] if len(rngs) == self.run.world else rngs[0], self.run.device)
         return state["step"]
@@ -576,47 +611,85 @@ class Engine:
         with torch.autocast(self.run.device.type, dtype=self.run.amp_dtype, enabled=self.run.amp_dtype is not None):
             return self._fwd(*args, **kwargs)
 
-# %% ../nbs/06b_engine.ipynb #b371bf65
+    def accumulate(self, micro_batches: list, loss_fn) -> torch.Tensor:
+        """Forward and backward of each micro-batch: `loss_fn(micro_batch)` returns (loss, stats), the loss already
+        scaled so that the micro-batches' gradients add up to the global batch's (see `pretrain`, `finetune`), and a
+        float tensor of statistics to sum. DDP synchronises the gradients on the last micro-batch only. Returns the
+        summed statistics of this process."""
+        total = None
+        for j, mb in enumerate(micro_batches):
+            last = j == len(micro_batches) - 1
+            with self.ddp.no_sync() if self.ddp is not None and not last else contextlib.nullcontext():
+                loss, stats = loss_fn(mb)
+                self.scaler.scale(loss).backward()
+            total = stats.detach().float() if total is None else total + stats.detach()
+        return total
+
+    def update_async(self, stats: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, float]:
+        """End a step, nothing read on the host when the optimizer is fused (`Engine.fused`): sum `stats` over
+        processes, unscale and clip the gradients to `cfg.grad_clip`, step the optimizer unless the step is bad,
+        step the schedule. Returns (global stats, `bad` a 0-d bool tensor, the gradient norm a 0-d tensor, the
+        learning rate the step used); `settle` reads them. Bad: a non-finite statistic (the loss), or a non-finite
+        gradient without a scaler (an fp16 overflow is the scaler's: the step is skipped, the scale lowered)."""
+        if self.run.world > 1:
+            dist.all_reduce(stats)
+        self.scaler.unscale_(self.opt)
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.grad_clip)
+        stats_ok, grads_ok = torch.isfinite(stats).all(), torch.isfinite(grad_norm)
+        skip = ~(stats_ok & grads_ok)
+        bad = ~stats_ok if self.run.use_scaler else skip
+        _step_unless(self.opt, skip, self.fused)
+        self.scaler.update()                        # the scaler's own overflow record is from unscale_
+        self.opt.zero_grad(set_to_none=True)
+        lr = self.opt.param_groups[0]["lr"]
+        self.sched.step()
+        return stats, bad, grad_norm, lr
+
+# %% ../nbs/06b_engine.ipynb #37108290
 @patch
-def accumulate(self: Engine, micro_batches: list, loss_fn) -> torch.Tensor:
-    """Forward and backward of each micro-batch: `loss_fn(micro_batch)` returns (loss, stats), the loss already
-    scaled so that the micro-batches' gradients add up to the global batch's (see `pretrain`, `finetune`), and a
-    float tensor of statistics to sum. DDP synchronises the gradients on the last micro-batch only. Returns the
-    summed statistics of this process."""
-    total = None
-    for j, mb in enumerate(micro_batches):
-        last = j == len(micro_batches) - 1
-        with self.ddp.no_sync() if self.ddp is not None and not last else contextlib.nullcontext():
-            loss, stats = loss_fn(mb)
-            self.scaler.scale(loss).backward()
-        total = stats.detach().float() if total is None else total + stats.detach()
-    return total
+def read_due(self: Engine, step: int) -> bool:
+    "Whether the loop reads the device after `step` (0-based): a log step (every `cfg.log_every`, the last) or a checkpoint's."
+    done, cfg = step + 1, self.cfg
+    checkpoint = self.run.out is not None and cfg.save_every and done % cfg.save_every == 0
+    return step % cfg.log_every == 0 or done == self.steps or bool(checkpoint)
+
+@patch
+def settle(self: Engine, pending: list):
+    """Read the steps `pending`, [(step, stats, bad, grad_norm, lr, *extra)] as `update_async` left them (extra: 0-d
+    tensors or numbers), in one device-to-host transfer, and yield per step, in order, (step, stats float tensor on
+    the CPU, finite, grad_norm float, lr, *extra floats), counting the bad steps in a row, so that
+    `check_bad_steps(step)` after each holds. Empties `pending`."""
+    if not pending:
+        return
+    host, items = _pending_rows(pending), list(pending)
+    pending.clear()
+    for (step, stats, _, _, lr, *_), row in zip(items, host):
+        n = stats.numel()
+        finite = not bool(row[n])
+        self.bad = 0 if finite else self.bad + 1
+        self.lr = lr
+        yield (step, row[:n].reshape(stats.shape), finite, float(row[n + 1]), lr, *row[n + 2:].tolist())
 
 @patch
 def update(self: Engine, stats: torch.Tensor) -> tuple[torch.Tensor, bool, float, float]:
-    """End a step: sum `stats` over processes, unscale and clip the gradients to `cfg.grad_clip`, step the
-    optimizer unless the step is bad, step the schedule. Returns (global stats, finite, gradient norm, the
-    learning rate the step used). fp16 gradient overflow is the scaler's business (it skips the step and lowers
-    the scale); a non-finite statistic (the loss), or a non-finite gradient without a scaler, is a bad step."""
-    if self.run.world > 1: dist.all_reduce(stats)
-    self.scaler.unscale_(self.opt)
-    grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.grad_clip)
-    finite = bool(torch.isfinite(stats).all()) and (self.run.use_scaler or bool(torch.isfinite(grad_norm)))
-    if finite: self.scaler.step(self.opt); self.bad = 0
-    else: self.bad += 1
-    self.scaler.update(); self.opt.zero_grad(set_to_none=True)
-    self.lr = self.opt.param_groups[0]["lr"]; self.sched.step()
-    return stats, finite, float(grad_norm), self.lr
+    """Deprecated for one release (`VimpacDeprecationWarning`): `update_async` then `settle` of that one step, read
+    at once. Returns (global stats, finite, gradient norm, the learning rate the step used)."""
+    warnings.warn("Engine.update is deprecated: step with Engine.update_async and read the steps with Engine.settle",
+                  VimpacDeprecationWarning, stacklevel=2)
+    stats, bad, grad_norm, lr = self.update_async(stats)
+    (_, _, finite, norm, _), = self.settle([(0, stats, bad, grad_norm, lr)])
+    return stats, finite, norm, lr
 
-# %% ../nbs/06b_engine.ipynb #48eb38f8
+# %% ../nbs/06b_engine.ipynb #84cbdc83
 @patch
 def check_bad_steps(self: Engine, step: int, what: str = "training"):
     "Raise `VimpacError` once `cfg.max_bad_steps` steps in a row were bad, naming the step, the lr and the last checkpoint."
-    if self.bad >= self.cfg.max_bad_steps:
-        out = self.run.out
-        last = (list_checkpoints(out) or ["none"])[-1] if out is not None else "none"
-        raise VimpacError(f"{what} stopped at step {step}: {self.bad} steps in a row had a non-finite loss or "
-                          f"gradient (learning rate {self.lr:.3g}); last checkpoint: {last}")
+    if self.bad < self.cfg.max_bad_steps:
+        return
+    out = self.run.out
+    last = (list_checkpoints(out) or ["none"])[-1] if out is not None else "none"
+    raise VimpacError(f"{what} stopped at step {step}: {self.bad} steps in a row had a non-finite loss or "
+                      f"gradient (learning rate {self.lr:.3g}); last checkpoint: {last}")
 
 @patch
 def save(self: Engine, done: int, kind: str, **extra):
@@ -624,15 +697,17 @@ def save(self: Engine, done: int, kind: str, **extra):
     kind `kind` to the run folder: model, optimizer, schedule, scaler, every process's random state, the world
     size and `extra` (configs...). Every process must call it (the random states are gathered); rank 0 writes."""
     run, cfg = self.run, self.cfg
-    if run.out is None or not (done == self.steps or (cfg.save_every and done % cfg.save_every == 0)): return
-    rngs = [None] * run.world
-    if run.world > 1: dist.all_gather_object(rngs, rng_state(run.device))
-    else: rngs = [rng_state(run.device)]
+    if run.out is None or not (done == self.steps or (cfg.save_every and done % cfg.save_every == 0)):
+        return
+    rngs = [rng_state(run.device)]
+    if run.world > 1:
+        rngs = [None] * run.world
+        dist.all_gather_object(rngs, rng_state(run.device))
     if run.rank == 0:
-        save_checkpoint(run.out, dict(kind=kind, step=done, model=self.model.state_dict(), optimizer=self.opt.state_dict(),
-                                      scheduler=self.sched.state_dict(),
-                                      scaler=self.scaler.state_dict() if run.use_scaler else {}, rng=rngs,
-                                      world_size=run.world, **extra), cfg.keep_last)
+        scaler = self.scaler.state_dict() if run.use_scaler else {}
+        state = dict(kind=kind, step=done, model=self.model.state_dict(), optimizer=self.opt.state_dict(),
+                     scheduler=self.sched.state_dict(), scaler=scaler, rng=rngs, world_size=run.world, **extra)
+        save_checkpoint(run.out, state, cfg.keep_last)
 
 @patch
 def finish(self: Engine, files: dict[str, dict]) -> nn.Module:
@@ -641,109 +716,79 @@ def finish(self: Engine, files: dict[str, dict]) -> nn.Module:
     self.model.eval()
     if self.run.out is not None and self.run.rank == 0:
         self.model.save_pretrained(self.run.out)
-        for name, obj in files.items(): write_json(self.run.out/name, obj)
-    if self.run.world > 1: dist.barrier()
+        for name, obj in files.items():
+            write_json(self.run.out/name, obj)
+    if self.run.world > 1:
+        dist.barrier()
     return self.model
 
-# %% ../nbs/06b_engine.ipynb #4b3eb3b2
-@patch
-def update_async(self: Engine, stats: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, float]:
-    """`update` with nothing read on the host when the engine's optimizer is fused (`Engine.fused`): returns (global
-    stats, `bad` a 0-d bool tensor, the gradient norm a 0-d tensor, the learning rate the step used). The step is
-    skipped when the statistics or the gradient are not finite, on the device, through the fused kernel's
-    `found_inf`; a non-fused optimizer reads that flag instead. `bad` is `update`'s bad step (a non-finite statistic,
-    or a non-finite gradient without a scaler: fp16 overflow is the scaler's business). Read the flags later with
-    `settle`."""
-    if self.run.world > 1: dist.all_reduce(stats)
-    self.scaler.unscale_(self.opt)
-    grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.grad_clip)
-    stats_ok, grads_ok = torch.isfinite(stats).all(), torch.isfinite(grad_norm)
-    skip = ~(stats_ok & grads_ok)
-    bad = ~stats_ok if self.run.use_scaler else skip
-    if self.fused:
-        self.opt.found_inf = skip.float()             # the fused kernel leaves everything as it was where found_inf is 1
-        try: self.opt.step()
-        finally: del self.opt.found_inf
-    elif not bool(skip): self.opt.step()
-    self.scaler.update(); self.opt.zero_grad(set_to_none=True)   # the scaler's own overflow record is from unscale_
-    lr = self.opt.param_groups[0]["lr"]; self.sched.step()
-    return stats, bad, grad_norm, lr
-
-# %% ../nbs/06b_engine.ipynb #22e133fd
-@patch
-def read_due(self: Engine, step: int) -> bool:
-    "Whether the loop reads the device after `step` (0-based): a log step (every `cfg.log_every`, the last) or a checkpoint's."
-    done, cfg = step + 1, self.cfg
-    return step % cfg.log_every == 0 or done == self.steps or bool(
-        self.run.out is not None and cfg.save_every and done % cfg.save_every == 0)
-
-@patch
-def settle(self: Engine, pending: list):
-    """Read the steps `pending`, [(step, stats, bad, grad_norm, lr, *extra)] as `update_async` left them (extra: 0-d
-    tensors or numbers), in one device-to-host transfer, and yield per step, in order, (step, stats float tensor on
-    the CPU, finite, grad_norm float, lr, *extra floats), counting bad steps in a row as `update` does, so that
-    `check_bad_steps(step)` after each holds. Empties `pending`."""
-    if not pending: return
-    rows = [torch.cat([st.detach().float().reshape(-1), b.float().reshape(1), g.detach().float().reshape(1),
-                       *[torch.as_tensor(e, dtype=torch.float, device=st.device).reshape(1) for e in ex]])
-            for _, st, b, g, _, *ex in pending]
-    host, items = torch.stack(rows).cpu(), list(pending)
-    pending.clear()
-    for (step, st, _, _, lr, *ex), row in zip(items, host):
-        n = st.numel(); finite = not bool(row[n])
-        self.bad = 0 if finite else self.bad + 1
-        self.lr = lr
-        yield (step, row[:n].reshape(st.shape), finite, float(row[n + 1]), lr, *row[n + 2:].tolist())
-
 # %% ../nbs/06b_engine.ipynb #07084261
+def _open_metrics(out: Path, start: int, resume: bool):
+    """Rank 0's record files in the run folder `out`: `metrics.jsonl` opened to append (on `resume` without the lines
+    of steps >= `start`, written after the checkpoint), and a TensorBoard writer in `out/tensorboard` (None when
+    `tensorboard` is not installed)."""
+    out.mkdir(parents=True, exist_ok=True)
+    path, kept = out/"metrics.jsonl", []
+    if resume and path.is_file():
+        kept = [line for line in path.read_text().splitlines() if json.loads(line)["step"] < start]
+    path.write_text("".join(line + "\n" for line in kept))
+    try:
+        from torch.utils.tensorboard import SummaryWriter     # optional: the kit runs without it
+        tb = SummaryWriter(str(out/"tensorboard"))
+    except ImportError:
+        tb = None
+    return open(path, "a"), tb
+
 class MetricsLog:
     """The record of a run, on rank 0: a progress bar (`tqdm.auto`) over steps [start, steps), and per logged step one
     JSON line in `out/metrics.jsonl`, TensorBoard scalars in `out/tensorboard` when `tensorboard` is installed, and a
     dict in `history`. On `resume` the records of steps >= `start` (written after the checkpoint) are dropped first,
     so no step is logged twice. `count(n)` adds n samples; `rate()` gives (samples, seconds) since the last record."""
     def __init__(self, run: Run, start: int, steps: int, resume: bool = False, desc: str = "train", progress: bool = True):
-        self.run, self.start, self.steps, self.history, self.file, self.tb = run, start, steps, [], None, None
-        out = run.out
-        if out is not None and run.rank == 0:
-            out.mkdir(parents=True, exist_ok=True)
-            kept = [l for l in (out/"metrics.jsonl").read_text().splitlines() if json.loads(l)["step"] < start] \
-                if resume and (out/"metrics.jsonl").is_file() else []
-            (out/"metrics.jsonl").write_text("".join(l + "\n" for l in kept))
-            self.file = open(out/"metrics.jsonl", "a")
-            try:
-                from torch.utils.tensorboard import SummaryWriter
-                self.tb = SummaryWriter(str(out/"tensorboard"))
-            except ImportError: self.tb = None
-        self.bar = tqdm(range(start, steps), desc=desc, disable=not progress or run.rank != 0, initial=start, total=steps)
+        self.run, self.start, self.steps, self.history = run, start, steps, []
+        self.file, self.tb = None, None
+        if run.out is not None and run.rank == 0:
+            self.file, self.tb = _open_metrics(run.out, start, resume)
+        quiet = not progress or run.rank != 0
+        self.bar = tqdm(range(start, steps), desc=desc, disable=quiet, initial=start, total=steps)
         self.t0, self.samples = time.perf_counter(), 0
 
-    def __iter__(self): return iter(self.bar)
+    def __iter__(self):
+        return iter(self.bar)
 
-    def count(self, n: int): self.samples += n
+    def count(self, n: int):
+        self.samples += n
 
-    def rate(self) -> tuple[int, float]: return self.samples, time.perf_counter() - self.t0
+    def rate(self) -> tuple[int, float]:
+        return self.samples, time.perf_counter() - self.t0
 
     def due(self, step: int, every: int, finite: bool = True) -> bool:
         "Whether `step` is logged: rank 0, every `every` steps, the last step, and every bad step."
         return self.run.rank == 0 and (not finite or step % every == 0 or step == self.steps - 1)
 
-# %% ../nbs/06b_engine.ipynb #4877c09a
-@patch
-def write(self: MetricsLog, rec: dict, finite: bool = True, show=()) -> dict:
-    """Log the record `rec` (with its `step`): adds `peak_mem_gb` on a GPU and `skipped` for a bad step, writes it,
-    shows the fields `show` on the progress bar, and restarts the `rate` clock. Returns it."""
-    if self.run.device.type == "cuda": rec["peak_mem_gb"] = torch.cuda.max_memory_allocated(self.run.device) / 1e9
-    if not finite: rec["skipped"] = "non-finite loss or gradient"
-    self.history.append(rec)
-    if self.file: self.file.write(json.dumps(rec) + "\n"); self.file.flush()
-    if self.tb:
-        for k, v in rec.items():
-            if isinstance(v, (int, float)) and k != "step": self.tb.add_scalar(k, v, rec["step"])
-    if show: self.bar.set_postfix({k: f"{rec[k]:.3f}" for k in show})
-    self.t0, self.samples = time.perf_counter(), 0
-    return rec
+    def write(self, rec: dict, finite: bool = True, show=()) -> dict:
+        """Log the record `rec` (with its `step`): adds `peak_mem_gb` on a GPU and `skipped` for a bad step, writes it,
+        shows the fields `show` on the progress bar, and restarts the `rate` clock. Returns it."""
+        if self.run.device.type == "cuda":
+            rec["peak_mem_gb"] = torch.cuda.max_memory_allocated(self.run.device) / 1e9
+        if not finite:
+            rec["skipped"] = "non-finite loss or gradient"
+        self.history.append(rec)
+        if self.file:
+            self.file.write(json.dumps(rec) + "\n")
+            self.file.flush()
+        if self.tb:
+            for k, v in rec.items():
+                if isinstance(v, (int, float)) and k != "step":
+                    self.tb.add_scalar(k, v, rec["step"])
+        if show:
+            self.bar.set_postfix({k: f"{rec[k]:.3f}" for k in show})
+        self.t0, self.samples = time.perf_counter(), 0
+        return rec
 
-@patch
-def close(self: MetricsLog):
-    if self.file: self.file.close()
-    if self.tb: self.tb.close()
+    def close(self):
+        "Close the record files."
+        if self.file:
+            self.file.close()
+        if self.tb:
+            self.tb.close()
