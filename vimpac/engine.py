@@ -7,7 +7,7 @@ Docs: https://vimpac.github.io/vimpac/engine.html.md"""
 # %% ../nbs/06b_engine.ipynb #05f9147c
 from __future__ import annotations
 import contextlib, json, math, os, re, time, warnings
-from dataclasses import dataclass, asdict, fields
+from dataclasses import dataclass, asdict, field, fields
 from pathlib import Path
 import torch
 from torch import nn
@@ -15,6 +15,7 @@ import torch.distributed as dist
 import torch.distributed.nn.functional as dist_nn
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.autograd.graph import saved_tensors_hooks
+from typing import NamedTuple
 from fastcore.basics import patch
 from tqdm.auto import tqdm
 from .utils import VimpacError, get_device, check_number, make_generator, derive_seed, atomic_path, write_json, read_json
@@ -27,7 +28,7 @@ __all__ = ['PRECISIONS', 'KEEP_LAST_HINT', 'RUNTIME_FIELDS', 'GPU_PEAK_FLOPS', '
            'init_distributed', 'resolve_precision', 'inference_precision', 'Run', 'start_run', 'GlobalBatchNorm1d',
            'batchnorm_sync', 'sync_batchnorm', 'peak_flops_for', 'peak_flops', 'choose_precision', 'device_capability',
            'dist_backend', 'param_groups', 'make_optimizer', 'load_optimizer_state', 'make_schedule', 'MemoryModel',
-           'device_memory', 'gib', 'saved_activation_bytes', 'memory_model', 'plan_steps', 'batch_indices',
+           'device_memory', 'gib', 'saved_activation_bytes', 'memory_model', 'StepPlan', 'plan_steps', 'batch_indices',
            'StepBatches', 'step_loader', 'plan_run', 'config_from_spec', 'check_store_tokenizer', 'check_run_tokenizer',
            'list_checkpoints', 'load_checkpoint', 'latest_checkpoint', 'save_checkpoint', 'rng_state', 'set_rng_state',
            'Engine', 'MetricsLog']
@@ -39,42 +40,68 @@ class TrainConfig:
     batch and its micro-batches, the clip length T, the optimisation of Table 12 (AdamW `lr`, `weight_decay`,
     `betas`, `eps`, warm-up ratio then linear decay, gradient clipping), the seed, logging and checkpoints, the
     precision, and the bad-step policy. `PretrainConfig` and `FinetuneConfig` extend it with their own fields and
-    defaults. Every field is checked when the config is made: a value out of range raises `VimpacError` naming the
-    field, what is allowed and the value given."""
-    steps: int = 300               # 0: no update (the initial model is returned)
-    epochs: float | None = None    # instead of steps: passes over the store
-    batch_size: int = 8            # global samples per update, at most one per video
-    micro_batch_size: int | None = None  # samples per process and forward; None: auto (the most that fit a GPU, `plan_steps`)
-    clip_len: int = 5              # T
-    lr: float = 1e-3
-    warmup_ratio: float = 0.05
-    weight_decay: float = 0.05
-    betas: tuple = (0.9, 0.98)
-    eps: float = 1e-8
-    grad_clip: float = 1.0
-    seed: int = 0
-    log_every: int = 10
-    save_every: int = 0            # checkpoint every N steps (0: only at the end)
-    keep_last: int = 3             # checkpoints kept, at least 1 (a run that keeps none cannot resume)
-    precision: str = "auto"        # auto | bf16 | fp16 | fp32
-    compile: bool = False
-    gradient_checkpointing: bool = False
-    num_workers: int = 0           # data-loading processes
-    max_bad_steps: int = 5         # non-finite steps in a row before the run stops
-    peak_tflops: float | None = None  # the device's peak TFLOP/s for MFU; None: `GPU_PEAK_FLOPS` (known GPUs only)
+    defaults. Each field's `metadata["help"]` says what it is (the command-line help). Every field is checked when
+    the config is made: a value out of range raises `VimpacError` naming the field, what is allowed and the value."""
+    steps: int = field(default=300, metadata={"help": "optimizer updates to run; 0: none, the initial model is "
+                       "returned (paper: 120K for Pre-Train-S, 12K for Pre-Train-L, Table 12)"})
+    epochs: float | None = field(default=None, metadata={"help": "passes over the store instead of steps; each pass "
+                                 "is videos // batch size updates (paper: 100 and 10 pre-training, 22-50 fine-tuning)"})
+    batch_size: int = field(default=8, metadata={"help": "global samples per update over all processes, at most one "
+                            "per video (paper: 1024 clip pairs pre-training, 128 clips fine-tuning, Table 12)"})
+    micro_batch_size: int | None = field(default=None, metadata={"help": "samples per process and forward pass; the "
+                                         "rest is gradient accumulation; auto: the most predicted to fit the GPU"})
+    clip_len: int = field(default=5, metadata={"help": "T, frames per training clip (paper: 5 pre-training, 10 "
+                          "fine-tuning, §4.1-4.2)"})
+    lr: float = field(default=1e-3, metadata={"help": "peak AdamW learning rate (paper: 1e-3 Pre-Train-L, 3e-4 "
+                      "Pre-Train-S, Table 12)"})
+    warmup_ratio: float = field(default=0.05, metadata={"help": "share of the steps of linear warm-up before the "
+                                "linear decay to 0 (paper: 0.05 Pre-Train-S, 0.1 Pre-Train-L and fine-tuning)"})
+    weight_decay: float = field(default=0.05, metadata={"help": "AdamW weight decay, not on biases, norms and "
+                                "embeddings (paper: 0.05 pre-training, 0.01 fine-tuning, Table 12)"})
+    betas: tuple = field(default=(0.9, 0.98), metadata={"help": "AdamW (beta1, beta2) (paper: (0.9, 0.98) "
+                         "pre-training, (0.9, 0.999) fine-tuning, Table 12)"})
+    eps: float = field(default=1e-8, metadata={"help": "AdamW epsilon (paper: 1e-8, Table 12)"})
+    grad_clip: float = field(default=1.0, metadata={"help": "largest gradient norm; larger ones are scaled down "
+                             "(paper: 1.0, Table 12)"})
+    seed: int = field(default=0, metadata={"help": "seed of every random draw: initial model, clips, masks, dropout"})
+    log_every: int = field(default=10, metadata={"help": "steps between records in metrics.jsonl (the last step and "
+                           "every bad step are logged too)"})
+    save_every: int = field(default=0, metadata={"help": "steps between checkpoints; 0: only at the end"})
+    keep_last: int = field(default=3, metadata={"help": "checkpoints kept, at least 1 (a run that keeps none cannot "
+                           "resume)"})
+    precision: str = field(default="auto", metadata={"help": "auto, bf16, fp16 or fp32; auto: bf16 on a GPU that has "
+                           "it, else fp16 with a gradient scaler, fp32 on a CPU"})
+    compile: bool = field(default=False, metadata={"help": "run the model through torch.compile (one graph)"})
+    gradient_checkpointing: bool = field(default=False, metadata={"help": "recompute each layer's activations in "
+                                         "the backward pass: less memory, about a third more compute"})
+    num_workers: int = field(default=0, metadata={"help": "data-loading processes; 0: in the training process"})
+    max_bad_steps: int = field(default=5, metadata={"help": "steps in a row with a non-finite loss or gradient "
+                               "(each skipped) before the run stops"})
+    peak_tflops: float | None = field(default=None, metadata={"help": "the device's peak TFLOP/s for the logged "
+                                      "MFU; default: the dense bf16 peak of a known GPU (GPU_PEAK_FLOPS)"})
     min_batch_size = 1             # (a class constant, not a field) the smallest global batch that can train
 
     def _check(self, name, **bounds):
-        if getattr(self, name) is not None: check_number(name, getattr(self, name), **bounds)
+        if getattr(self, name) is not None:
+            check_number(name, getattr(self, name), **bounds)
 
     def __post_init__(self):
-        for name in ("steps", "save_every", "num_workers"): self._check(name, integer=True, ge=0)
-        self._check("keep_last", integer=True, ge=1, hint=KEEP_LAST_HINT); self._check("weight_decay", ge=0); self._check("warmup_ratio", ge=0, le=1)
-        for name in ("micro_batch_size", "clip_len", "log_every", "max_bad_steps"): self._check(name, integer=True, ge=1)
-        self._check("batch_size", integer=True, ge=self.min_batch_size); self._check("peak_tflops", gt=0); self._check("seed", integer=True)
-        for name in ("epochs", "lr", "grad_clip", "eps"): self._check(name, gt=0)
-        for b in self.betas: check_number("betas", b, ge=0, lt=1)
-        if self.precision not in PRECISIONS: raise VimpacError(f"precision: expected one of {', '.join(PRECISIONS)}, got {self.precision!r}")
+        for name in ("steps", "save_every", "num_workers"):
+            self._check(name, integer=True, ge=0)
+        self._check("keep_last", integer=True, ge=1, hint=KEEP_LAST_HINT)
+        self._check("weight_decay", ge=0)
+        self._check("warmup_ratio", ge=0, le=1)
+        for name in ("micro_batch_size", "clip_len", "log_every", "max_bad_steps"):
+            self._check(name, integer=True, ge=1)
+        self._check("batch_size", integer=True, ge=self.min_batch_size)
+        self._check("peak_tflops", gt=0)
+        self._check("seed", integer=True)
+        for name in ("epochs", "lr", "grad_clip", "eps"):
+            self._check(name, gt=0)
+        for b in self.betas:
+            check_number("betas", b, ge=0, lt=1)
+        if self.precision not in PRECISIONS:
+            raise VimpacError(f"precision: expected one of {', '.join(PRECISIONS)}, got {self.precision!r}")
 
 # %% ../nbs/06b_engine.ipynb #9f34bc31
 # The precisions a run may ask for; the fields a resumed run may change (the others must match the checkpoint).
@@ -92,8 +119,10 @@ def as_json_value(v):
 def check_resume_settings(saved: dict, cfg: TrainConfig, ckpt):
     """Raise `VimpacError` when `cfg` differs from the config `saved` in the checkpoint `ckpt` in a field that is not a
     `RUNTIME_FIELDS` one: a resumed run goes on with the settings it started with."""
-    diff = {k: (saved[k], v) for k, v in asdict(cfg).items() if k not in RUNTIME_FIELDS and k in saved and as_json_value(saved[k]) != as_json_value(v)}
-    if diff: raise VimpacError(f"--resume: settings differ from the checkpoint {ckpt} (checkpoint, now): {diff}")
+    diff = {k: (saved[k], v) for k, v in asdict(cfg).items()
+            if k not in RUNTIME_FIELDS and k in saved and as_json_value(saved[k]) != as_json_value(v)}
+    if diff:
+        raise VimpacError(f"--resume: settings differ from the checkpoint {ckpt} (checkpoint, now): {diff}")
 
 # %% ../nbs/06b_engine.ipynb #602ffb8b
 def init_distributed(device=None) -> tuple[int, int, torch.device]:
@@ -362,9 +391,16 @@ def memory_model(model: nn.Module, make_inputs, amp_dtype: torch.dtype | None = 
                        math.ceil(MEMORY_MARGIN * (two - one)))
 
 # %% ../nbs/06b_engine.ipynb #7b93ce1d
+class StepPlan(NamedTuple):
+    "How a run steps (`plan_steps`): the global `batch` G = `micro` x processes x `accum`, over `steps` updates."
+    batch: int
+    micro: int
+    accum: int
+    steps: int
+
 def plan_steps(cfg: TrainConfig, num_videos: int, world: int, memory: MemoryModel | None = None,
-               device_bytes: int | None = None, sample: str = "sample", least: int = 1) -> tuple[int, int, int, int]:
-    """(global batch G, micro-batch, accumulation steps, total steps) of a run over `num_videos` videos on `world`
+               device_bytes: int | None = None, *, sample: str = "sample", least: int = 1) -> StepPlan:
+    """The `StepPlan` (global batch G, micro-batch, accumulation steps, total steps) of a run over `num_videos` videos on `world`
     processes: G = min(`cfg.batch_size`, videos) = micro-batch x processes x accumulation steps, and `cfg.steps`, or
     `cfg.epochs` passes of `num_videos // G` steps. With a `memory` model and `device_bytes` (a GPU's free memory,
     `device_memory`), `cfg.micro_batch_size=None` takes the largest micro-batch predicted to fit
@@ -388,7 +424,7 @@ def plan_steps(cfg: TrainConfig, num_videos: int, world: int, memory: MemoryMode
     if G % (world * micro):
         raise VimpacError(f"batch size {G} is not divisible by processes x micro-batch = {world} x {micro}")
     steps = cfg.steps if cfg.epochs is None else math.ceil(cfg.epochs * (num_videos // G))
-    return G, micro, G // (world * micro), steps
+    return StepPlan(G, micro, G // (world * micro), steps)
 
 # %% ../nbs/06b_engine.ipynb #ffedd41d
 def batch_indices(num_videos: int, batch_size: int, step: int, seed: int) -> list[int]:
@@ -401,14 +437,18 @@ def batch_indices(num_videos: int, batch_size: int, step: int, seed: int) -> lis
 
 # %% ../nbs/06b_engine.ipynb #f0d307cc
 class StepBatches(torch.utils.data.Sampler):
-    """This process's micro-batches for steps [start, steps), each a list of (epoch, video) keys: the `batch_indices`
-    of a step cut into `accum` x `world` micro-batches of `micro`, micro-batch j of process `rank` being slice
-    j * world + rank. Each sample is keyed by (epoch, video), so it is the same whatever the number of processes."""
-    def __init__(self, num_videos, G, micro, accum, world, rank, start, steps, seed):
+    """This process's micro-batches for steps [start, `plan.steps`), each a list of (epoch, video) keys: the
+    `batch_indices` of a step cut into `plan.accum` x `world` micro-batches of `plan.micro`, micro-batch j of process
+    `rank` being slice j * world + rank. Each sample is keyed by (epoch, video), so it is the same whatever the
+    number of processes."""
+    def __init__(self, num_videos: int, plan: StepPlan, world: int = 1, rank: int = 0, start: int = 0, seed: int = 0):
         super().__init__()
-        self.n, self.G, self.micro, self.accum, self.world, self.rank = num_videos, G, micro, accum, world, rank
-        self.start, self.steps, self.seed = start, steps, seed
-    def __len__(self): return (self.steps - self.start) * self.accum
+        self.n, self.G, self.micro, self.accum, self.steps = num_videos, *plan
+        self.world, self.rank, self.start, self.seed = world, rank, start, seed
+
+    def __len__(self):
+        return (self.steps - self.start) * self.accum
+
     def __iter__(self):
         for step in range(self.start, self.steps):
             idx, epoch = batch_indices(self.n, self.G, step, self.seed), step // (self.n // self.G)
@@ -424,8 +464,8 @@ def step_loader(dataset, sampler: StepBatches, cfg: TrainConfig, device, collate
                                        pin_memory=torch.device(device).type == "cuda", generator=make_generator(cfg.seed))
 
 # %% ../nbs/06b_engine.ipynb #abc5f0f0
-def plan_run(cfg: TrainConfig, num_videos: int, run: Run, model: nn.Module, make_inputs,
-             sample: str = "sample", least: int = 1) -> tuple[int, int, int, int]:
+def plan_run(cfg: TrainConfig, num_videos: int, run: Run, model: nn.Module, make_inputs, *,
+             sample: str = "sample", least: int = 1) -> StepPlan:
     """`plan_steps` for `run`. On a GPU (`device_memory` is not None) it is given the `memory_model` of `model` (its
     forward on `make_inputs(n)`, see `saved_activation_bytes`, with `cfg.gradient_checkpointing` and the run's autocast
     dtype) and the smallest free memory over the run's processes, so that every process takes the same micro-batch.
@@ -440,7 +480,7 @@ def plan_run(cfg: TrainConfig, num_videos: int, run: Run, model: nn.Module, make
     try: memory = memory_model(model, make_inputs, run.amp_dtype)
     finally:
         if c is not None: c.gradient_checkpointing = was
-    return plan_steps(cfg, num_videos, run.world, memory, free, sample, least)
+    return plan_steps(cfg, num_videos, run.world, memory, free, sample=sample, least=least)
 
 # %% ../nbs/06b_engine.ipynb #96a49c6d
 def config_from_spec(model, store, clip_len: int) -> VimpacConfig:
@@ -532,7 +572,7 @@ def set_rng_state(s: dict, device):
     torch.set_rng_state(s["torch"])
     if torch.device(device).type == "cuda" and s.get("cuda") is not None: torch.cuda.set_rng_state(s["cuda"], device)
 
-# %% ../nbs/06b_engine.ipynb #66fbfd2d
+# %% ../nbs/06b_engine.ipynb #709f8cd6
 def _distributed(model: nn.Module, run: Run) -> nn.Module | None:
     "Under `torchrun`: `model` with its BatchNorm synchronised (`sync_batchnorm`), wrapped in DDP; in one process None."
     if run.world == 1:
@@ -564,7 +604,7 @@ def _pending_rows(pending: list) -> torch.Tensor:
         rows.append(torch.cat([stats.detach().float().reshape(-1), *flags, *more]))
     return torch.stack(rows).cpu()
 
-# %% ../nbs/06b_engine.ipynb #7a005232
+# %% ../nbs/06b_engine.ipynb #03645e02
 class Engine:
     """The moving parts of one training run, shared by `pretrain` and `finetune`:
     - the model on `run.device`, in training mode, with `cfg.gradient_checkpointing`; under `torchrun` its
@@ -645,7 +685,7 @@ class Engine:
         self.sched.step()
         return stats, bad, grad_norm, lr
 
-# %% ../nbs/06b_engine.ipynb #37108290
+# %% ../nbs/06b_engine.ipynb #364f14d0
 @patch
 def read_due(self: Engine, step: int) -> bool:
     "Whether the loop reads the device after `step` (0-based): a log step (every `cfg.log_every`, the last) or a checkpoint's."
@@ -680,7 +720,7 @@ def update(self: Engine, stats: torch.Tensor) -> tuple[torch.Tensor, bool, float
     (_, _, finite, norm, _), = self.settle([(0, stats, bad, grad_norm, lr)])
     return stats, finite, norm, lr
 
-# %% ../nbs/06b_engine.ipynb #84cbdc83
+# %% ../nbs/06b_engine.ipynb #4201645b
 @patch
 def check_bad_steps(self: Engine, step: int, what: str = "training"):
     "Raise `VimpacError` once `cfg.max_bad_steps` steps in a row were bad, naming the step, the lr and the last checkpoint."
