@@ -26,7 +26,7 @@ def take_clip(tokens: torch.Tensor, start: int, clip_len: int, pad_id: int) -> t
         clip = torch.cat([clip, clip.new_full((clip_len - len(clip), *clip.shape[1:]), pad_id)])
     return clip
 
-# %% ../nbs/06_data.ipynb #b2e2d0dc
+# %% ../nbs/06_data.ipynb #ee51fa40
 MASK_STRATEGIES = ("block", "iid")       # §3.1's block masking, the paper's; BERT's i.i.d. masking, its comparison
 
 @dataclass(frozen=True)
