@@ -26,7 +26,7 @@ def take_clip(tokens: torch.Tensor, start: int, clip_len: int, pad_id: int) -> t
         clip = torch.cat([clip, clip.new_full((clip_len - len(clip), *clip.shape[1:]), pad_id)])
     return clip
 
-# %% ../nbs/06_data.ipynb #ee51fa40
+# %% ../nbs/06_data.ipynb #1b6ef44e
 MASK_STRATEGIES = ("block", "iid")       # §3.1's block masking, the paper's; BERT's i.i.d. masking, its comparison
 
 @dataclass(frozen=True)
@@ -48,7 +48,7 @@ class MaskSpec:
             raise VimpacError(f"mask_ratio: expected a number in (0, 1), got {self.mask_ratio!r}")
 
     def blocks(self, T: int, h: int, w: int) -> int:
-        "K, the number of blocks of a block mask of a T x h x w clip: `num_blocks`, else `blocks_for_ratio` (appendix B.1)."
+        "K, the blocks of a block mask of a T x h x w clip: `num_blocks`, else `blocks_for_ratio` (appendix B.1)."
         return self.num_blocks or blocks_for_ratio(T, h, w, self.mask_ratio)
 
     def uniforms_shape(self, T: int, h: int, w: int) -> tuple[int, ...]:
@@ -148,7 +148,8 @@ class LabelledClipDataset(torch.utils.data.Dataset):
         else: views = list(views)
         missing = [v for v in views if v not in store.views]
         if not views or missing:
-            raise VimpacError(f"views: {missing[0] if missing else 'none given'}: not a view of {store.path}; it has {', '.join(store.views)}")
+            raise VimpacError(f"views: {missing[0] if missing else 'none given'}: not a view of {store.path}; "
+                              f"it has {', '.join(store.views)}")
         self.store, self.clip_len, self.seed, self.views, self.epoch = store, clip_len, seed, views, 0
         self.keys, self.labels, self.lengths = store.keys(), list(store.labels), list(store.lengths)
         self.pad_id = store.vocab_size

@@ -155,7 +155,8 @@ def inference_precision(precision: str, device) -> torch.dtype | None:
 # %% ../nbs/06b_engine.ipynb #c6a00fa2
 @dataclass
 class Run:
-    "Where a run executes: this process's `rank` of `world`, its `device`, the autocast dtype and scaler use, the run folder."
+    """Where a run executes: this process's `rank` of `world`, its `device`, the autocast dtype and scaler use, the
+    run folder."""
     rank: int
     world: int
     device: torch.device
@@ -266,7 +267,8 @@ def choose_precision(precision: str, device_type: str, capability: tuple[int, in
         raise VimpacError(f"precision: expected one of {', '.join(PRECISIONS)}, got {precision!r}")
     if device_type != "cuda":
         if precision in ("fp16", "bf16"):
-            raise VimpacError(f"precision {precision}: mixed precision needs a CUDA GPU, the device is {device_type}; use fp32 or auto")
+            raise VimpacError(f"precision {precision}: mixed precision needs a CUDA GPU, the device is {device_type}; "
+                              "use fp32 or auto")
         return None, False
     cap = tuple(capability or (0, 0))
     if precision == "bf16" and cap < (8, 0):
@@ -343,11 +345,11 @@ class MemoryModel:
     per_sample: int
     def peak(self, micro: int) -> int: return self.fixed + micro * self.per_sample
     def largest_micro(self, batch: int, device_bytes: int, least: int = 1) -> int:
-        "The largest divisor >= `least` of `batch` (a process's samples per step) whose `peak` fits `device_bytes`, else 0."
+        "The largest divisor >= `least` of `batch` (a process's samples a step) whose `peak` fits `device_bytes`, or 0."
         return max((d for d in range(least, batch + 1) if batch % d == 0 and self.peak(d) <= device_bytes), default=0)
 
 def device_memory(device) -> int | None:
-    "The free memory of a CUDA `device` in bytes (`torch.cuda.mem_get_info`); None elsewhere (host memory is not planned)."
+    "The free memory of a CUDA `device` in bytes (`torch.cuda.mem_get_info`); None elsewhere (host memory: no plan)."
     device = torch.device(device)
     return torch.cuda.mem_get_info(device)[0] if device.type == "cuda" else None
 
@@ -400,8 +402,9 @@ class StepPlan(NamedTuple):
 
 def plan_steps(cfg: TrainConfig, num_videos: int, world: int, memory: MemoryModel | None = None,
                device_bytes: int | None = None, *, sample: str = "sample", least: int = 1) -> StepPlan:
-    """The `StepPlan` (global batch G, micro-batch, accumulation steps, total steps) of a run over `num_videos` videos on `world`
-    processes: G = min(`cfg.batch_size`, videos) = micro-batch x processes x accumulation steps, and `cfg.steps`, or
+    """The `StepPlan` (global batch G, micro-batch, accumulation steps, total steps) of a run over `num_videos` videos
+    on `world` processes: G = min(`cfg.batch_size`, videos) = micro-batch x processes x accumulation steps, and
+    `cfg.steps`, or
     `cfg.epochs` passes of `num_videos // G` steps. With a `memory` model and `device_bytes` (a GPU's free memory,
     `device_memory`), `cfg.micro_batch_size=None` takes the largest micro-batch predicted to fit
     (`MemoryModel.largest_micro`, at least `least` samples), and one given that is predicted not to fit warns; without
@@ -415,7 +418,8 @@ def plan_steps(cfg: TrainConfig, num_videos: int, world: int, memory: MemoryMode
             what = f"one {sample} is" if least == 1 else f"{least} {sample}s (the least a micro-batch takes) are"
             raise VimpacError(f"micro-batch: {what} predicted to need {gib(least * memory.per_sample)} of activations, "
                               f"and the step {gib(memory.fixed)} besides (weights, gradients, AdamW, reserve): more than "
-                              f"the {gib(device_bytes)} free on the GPU; use --gradient-checkpointing, shorter clips or a smaller preset")
+                              f"the {gib(device_bytes)} free on the GPU; use --gradient-checkpointing, shorter clips "
+                              "or a smaller preset")
         if micro is not None and memory.peak(micro) > device_bytes:
             warnings.warn(f"micro-batch {micro}: predicted to need {gib(memory.peak(micro))}, more than the {gib(device_bytes)} "
                           f"free on the GPU (--micro-batch-size auto would take {fit or 'none: one does not fit'})")
@@ -469,7 +473,8 @@ def plan_run(cfg: TrainConfig, num_videos: int, run: Run, model: nn.Module, make
     """`plan_steps` for `run`. On a GPU (`device_memory` is not None) it is given the `memory_model` of `model` (its
     forward on `make_inputs(n)`, see `saved_activation_bytes`, with `cfg.gradient_checkpointing` and the run's autocast
     dtype) and the smallest free memory over the run's processes, so that every process takes the same micro-batch.
-    Elsewhere it is plain `plan_steps`. `least`: the smallest micro-batch the loss can take. Raises what `plan_steps` raises."""
+    Elsewhere it is plain `plan_steps`. `least`: the smallest micro-batch the loss can take. Raises what `plan_steps`
+    raises."""
     free = device_memory(run.device)
     if free is None: return plan_steps(cfg, num_videos, run.world, sample=sample, least=least)
     if run.world > 1:
@@ -505,7 +510,8 @@ def check_store_tokenizer(store, trained_on: dict | None, where, strict: bool = 
 
 def check_run_tokenizer(store, run, files=("pretrain_config.json", "finetune_config.json")):
     """`check_store_tokenizer` against the identity that each of `files` of the kit run folder `run` records (a file
-    the folder lacks, or one without the field, passes). Raises `VimpacError` for a mismatch or a file that is not JSON."""
+    the folder lacks, or one without the field, passes). Raises `VimpacError` for a mismatch or a file that is not
+    JSON."""
     for name in files:
         p = Path(run)/name
         check_store_tokenizer(store, read_json(p, f"a run's {name}").get("tokenizer") if p.is_file() else None, run)
@@ -688,7 +694,7 @@ class Engine:
 # %% ../nbs/06b_engine.ipynb #364f14d0
 @patch
 def read_due(self: Engine, step: int) -> bool:
-    "Whether the loop reads the device after `step` (0-based): a log step (every `cfg.log_every`, the last) or a checkpoint's."
+    "Whether the loop reads the device after `step` (0-based): a log step (each `log_every`, the last), a checkpoint's."
     done, cfg = step + 1, self.cfg
     checkpoint = self.run.out is not None and cfg.save_every and done % cfg.save_every == 0
     return step % cfg.log_every == 0 or done == self.steps or bool(checkpoint)
@@ -723,7 +729,7 @@ def update(self: Engine, stats: torch.Tensor) -> tuple[torch.Tensor, bool, float
 # %% ../nbs/06b_engine.ipynb #4201645b
 @patch
 def check_bad_steps(self: Engine, step: int, what: str = "training"):
-    "Raise `VimpacError` once `cfg.max_bad_steps` steps in a row were bad, naming the step, the lr and the last checkpoint."
+    "Raise `VimpacError` once `cfg.max_bad_steps` steps in a row were bad, naming the step, lr and last checkpoint."
     if self.bad < self.cfg.max_bad_steps:
         return
     out = self.run.out

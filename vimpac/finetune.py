@@ -72,7 +72,7 @@ def check_labelled(store, test_store=None) -> list[str]:
 
 # %% ../nbs/08_finetune.ipynb #86809280
 def _head(model: VimpacForVideoClassification, n: int, new_head: bool, source, store) -> VimpacForVideoClassification:
-    "`model` with a head of `n` classes: its own when it has `n`, a new zero FC layer when `new_head`, else `VimpacError`."
+    "`model` with a head of `n` classes: its own when it has `n`, a new zero FC layer when `new_head`, else an error."
     if model.num_classes == n: return model
     if not new_head:
         raise VimpacError(f"{source}: its classification head has {model.num_classes} classes, the store {store.path} has "
@@ -90,7 +90,8 @@ def _from_run(store, init, n: int, over: dict) -> VimpacForVideoClassification:
     return VimpacForVideoClassification.from_pretrained(init, num_classes=k or n, **over)
 
 def _from_official(official, n: int, num_heads: int | None, over: dict) -> VimpacForVideoClassification:
-    "The model of an authors' `classifier.pt`: a fine-tuned one with its head, a pre-training one with a new head of `n` classes."
+    """The model of an authors' `classifier.pt`: a fine-tuned one with its head, a pre-training one with a new head
+    of `n` classes."""
     try: return VimpacForVideoClassification.from_official(official, num_heads=num_heads, **over)
     except VimpacError as e:               # a pre-training classifier.pt has no head: a new one for the store
         if not str(e).endswith("pass num_classes"): raise

@@ -42,6 +42,7 @@ def info_nce(f1: torch.Tensor, f2: torch.Tensor, temperature: float = 0.2) -> tu
         ce = F.cross_entropy(sim, target, reduction="none")
     return ce[:n].mean() + ce[n:].mean(), (sim.argmax(-1) == target).float().mean()
 
+# %% ../nbs/05_losses.ipynb #1a5a50ae
 def info_nce_distributed(f1: torch.Tensor, f2: torch.Tensor, temperature: float = 0.2,
                          group: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """InfoNCE with negatives from every process (§3.2: the negatives are the batch's other videos; §4.2 uses 255 of them, more than one GPU holds). Each process

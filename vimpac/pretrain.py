@@ -20,7 +20,7 @@ from .data import ClipPairDataset, MaskSpec
 from .engine import (TrainConfig, Engine, MetricsLog, StepBatches, StepPlan, start_run, plan_run, step_loader, batch_indices,
                            check_resume_settings, latest_checkpoint, peak_flops, config_from_spec, as_json_value,
                            check_store_tokenizer, check_run_tokenizer, inference_precision)
-from .engine import PRECISIONS, list_checkpoints, param_groups  # noqa: F401 (re-exported: the CLI, the chapter's checks)
+from .engine import PRECISIONS, list_checkpoints, param_groups  # noqa: F401 (for the CLI and the checks)
 
 # %% auto #0
 __all__ = ['CHECKPOINT_FIELDS', 'CHECKPOINT', 'EVAL_MICRO_BATCH', 'PretrainConfig', 'mask_clip_pairs', 'LogContext',
@@ -143,7 +143,8 @@ def _model_spec(model) -> dict:
         return {k: (v, k) for k, v in asdict(model).items() if k not in _NOT_COMPARED}
     if isinstance(model, str): model = dict(preset=model)
     if not isinstance(model, dict):
-        raise VimpacError(f"model: expected a preset name, a dict of config fields, a VimpacConfig or a model, got {type(model).__name__}")
+        raise VimpacError("model: expected a preset name, a dict of config fields, a VimpacConfig or a model, got "
+                          f"{type(model).__name__}")
     spec, preset = {}, model.get("preset")
     if preset is not None:
         if preset not in PRESETS: raise VimpacError(f"preset: expected one of {list(PRESETS)}, got {preset!r}")
@@ -168,7 +169,8 @@ def _init_model(store, model, cfg: PretrainConfig, init) -> VimpacForPreTraining
     return VimpacForPreTraining.from_pretrained(init, token_map=store.token_map, clip_len=cfg.clip_len)
 
 def _pretrain_model(store, model, cfg: PretrainConfig, state: dict | None, init) -> VimpacForPreTraining:
-    "The model `pretrain` starts from: the checkpoint's (`state`), `init`'s, or a new one (see `pretrain`); checked against the store."
+    """The model `pretrain` starts from: the checkpoint's (`state`), `init`'s, or a new one (see `pretrain`); checked
+    against the store."""
     if state is not None:
         model = VimpacForPreTraining(VimpacConfig(**state["model_config"]))
         model.load_state_dict(state["model"])
@@ -176,7 +178,8 @@ def _pretrain_model(store, model, cfg: PretrainConfig, state: dict | None, init)
     elif model is None or isinstance(model, (str, dict)): model = config_from_spec(model, store, cfg.clip_len)
     if isinstance(model, VimpacConfig): torch.manual_seed(cfg.seed); model = VimpacForPreTraining(model)
     if not isinstance(model, VimpacForPreTraining):
-        raise VimpacError(f"model: expected a preset name, a dict of config fields, a VimpacConfig or a model, got {type(model).__name__}")
+        raise VimpacError("model: expected a preset name, a dict of config fields, a VimpacConfig or a model, got "
+                          f"{type(model).__name__}")
     c = model.config
     check_number("dropout", c.dropout, ge=0, lt=1)
     if c.vocab_size != store.vocab_size or tuple(c.token_map) != tuple(store.token_map):
@@ -211,7 +214,9 @@ def _pair_batches(store, cfg: PretrainConfig, c: VimpacConfig, plan: StepPlan, r
 class _MaskedPairs:
     """The loader's collate: a micro-batch of (clip pair, mask uniforms) → (inputs, labels, label positions, has [PAD],
     clip pairs), all found on the host."""
-    def __init__(self, c: VimpacConfig, cfg: PretrainConfig): self.c, self.cfg = c, cfg
+    def __init__(self, c: VimpacConfig, cfg: PretrainConfig):
+        self.c, self.cfg = c, cfg
+
     def __call__(self, items):
         pairs, u = _collate(items)
         inputs, labels, _ = mask_clip_pairs(pairs, self.c, self.cfg, mask_u=u)
@@ -230,9 +235,9 @@ def _masked_step(it, accum: int, run) -> tuple[list, torch.Tensor]:
     return [(*mb, n_masked) for mb in mbs], n_masked
 
 def _loss_fn(eng: Engine, cfg: PretrainConfig, world: int, accum: int):
-    """The loss of one micro-batch (inputs, labels, label positions, has [PAD], m clip pairs, n_masked) and its stats for
-    `log_record`. Compiled (`cfg.compile`), the model gets no [PAD] flag (it then masks every batch) and the masked
-    count M is marked dynamic: one graph serves every batch (chapter 04, "Rows for the fused kernels")."""
+    """The loss of one micro-batch (inputs, labels, label positions, has [PAD], m clip pairs, n_masked) and its
+    stats for `step_record`. Compiled (`cfg.compile`), the model gets no [PAD] flag (it then masks every batch) and
+    the masked count M is marked dynamic: one graph serves every batch (chapter 04, "Rows for the fused kernels")."""
     def loss_fn(mb):        # the token loss over the global batch's masked tokens, InfoNCE over all processes
                             # (in groups of `cfg.negatives` + 1 pairs when set)
         inputs, labels, positions, has_pad, m, n_masked = mb
@@ -274,13 +279,15 @@ def pretrain(store, model: VimpacForPreTraining | VimpacConfig | dict | str | No
              cfg: PretrainConfig | None = None, *, device=None, out=None, progress: bool = True, resume: bool = False,
              init=None) -> tuple[VimpacForPreTraining, list[dict]]:
     """Pre-train on a `TokenStore` with both losses (§3.3, Table 12), in one process or under `torchrun`.
-    - `model`: a model, a `VimpacConfig`, or a preset name or dict for `config_from_spec` (None: `tiny`). With `resume`
-      or `init` the model is the saved one: a `model` given too must agree with it, else `VimpacError` names what differs.
+    - `model`: a model, a `VimpacConfig`, or a preset name or dict for `config_from_spec` (None: `tiny`). With
+      `resume` or `init` the model is the saved one: a `model` given too must agree with it, else `VimpacError` names
+      what differs.
     - `init`: a folder saved by `save_pretrained` to start from, its positional tables interpolated to this store's
       token map (§4.2: the stage at S = 256 continues from the stage at S = 128).
-    - `out`: the run folder: `metrics.jsonl` (a `step_record` per logged step), `checkpoints/`, TensorBoard events when
-      installed; at the end `model.safetensors`, `config.json`, `pretrain_config.json` (the `batch_size` used). `resume`:
-      continue from the newest checkpoint in `out` that loads (newer ones that do not are passed over with one warning).
+    - `out`: the run folder: `metrics.jsonl` (a `step_record` per logged step), `checkpoints/`, TensorBoard events
+      when installed; at the end `model.safetensors`, `config.json`, `pretrain_config.json` (the `batch_size` used).
+      `resume`: continue from the newest checkpoint in `out` that loads (newer ones that do not are passed over with
+      one warning).
 
     Returns the model (unwrapped, eval mode) and the logged records; a step with a non-finite loss or gradient is
     skipped and logged. Warns when `cfg.batch_size` exceeds the store's videos. Raises `VimpacError`, before anything
