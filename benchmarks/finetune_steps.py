@@ -1,5 +1,5 @@
 """Fine-tuning step throughput (issue 12, Speed): one optimizer step of `vimpac.finetune`'s path on the shared engine
-(`Engine.accumulate` over micro-batches of the classification model's own loss, then `Engine.update`: clip, AdamW,
+(`Engine.accumulate` over micro-batches of the classification model's own loss, then `Engine.update_async`: clip, AdamW,
 schedule), on random tokens, in clips/s. Prints step time, FLOPs per clip (forward + backward of the backbone,
 `model_flops` without the pre-training heads' share is within 1%) and peak memory. Asserts nothing about time.
 

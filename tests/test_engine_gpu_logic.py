@@ -1,5 +1,5 @@
 """The engine's GPU-only logic, on CPU stand-ins (issue 20): torch's fused AdamW runs on a CPU (torch >= 2.4), so the
-fused path of a GPU run (`Engine(fused=True)`, `update_async`'s device-side skip, `GradScaler.step`) is exercised
+fused path of a GPU run (`Engine(fused=True)`, `update_async`'s device-side skip, the fp16 `GradScaler`) is exercised
 here; `GlobalBatchNorm1d`'s all-reduce path in a one-process gloo group, op by op, for host reads; the MFU peak of
 GPUs by name; fine-tuning's host reads; the torch floor."""
 import contextlib, re, socket, sys
@@ -31,11 +31,11 @@ def loss_fn(eng):
     return f
 
 
-def train(eng, start, stop, async_=True):
-    "Steps [start, stop) on the one batch, through `update_async` (the loops' path) or `update`; a checkpoint each step."
+def train(eng, start, stop):
+    "Steps [start, stop) on the one batch through `update_async` (the loops' one step method); a checkpoint each step."
     for step in range(start, stop):
         stats = eng.accumulate([(TOKS, Y)], loss_fn(eng))
-        eng.update_async(stats) if async_ else eng.update(stats)
+        eng.update_async(stats)
         eng.save(step + 1, "test-checkpoint")
 
 
@@ -66,10 +66,9 @@ def test_resume_across_optimizer_implementations(tmp_path, written_fused, resume
         torch.testing.assert_close(a, b, rtol=0, atol=1e-6)
 
 
-@pytest.mark.parametrize("async_", [False, True])
-def test_grad_scaler_fused_step_after_nonfused_checkpoint(tmp_path, async_):
+def test_grad_scaler_fused_step_after_nonfused_checkpoint(tmp_path):
     """The fp16 path: an enabled `GradScaler` ("cpu" here, "cuda" on a GPU) and a fused AdamW restored from a non-fused
-    checkpoint step without the assertion, through `GradScaler.step` (`update`) and through `update_async`."""
+    checkpoint step without the assertion, through `update_async`."""
     cfg = TrainConfig(lr=1e-3, save_every=1, keep_last=1, batch_size=8)
     writer = Engine(fresh(), cfg, 4, cpu_run(tmp_path / "w", use_scaler=True), fused=False); writer.restore()
     train(writer, 0, 2)
@@ -79,10 +78,48 @@ def test_grad_scaler_fused_step_after_nonfused_checkpoint(tmp_path, async_):
     eng = Engine(m, cfg, 4, cpu_run(None, use_scaler=True), fused=True)
     assert eng.scaler.is_enabled() and eng.restore(state) == 2
     before = [p.detach().clone() for p in eng.model.parameters()]
-    train(eng, 2, 3, async_)
+    train(eng, 2, 3)
     assert all(int(s["step"]) == 3 for s in eng.opt.state.values())               # the step was taken
     assert any(not torch.equal(a, b) for a, b in zip(before, eng.model.parameters()))
     assert all(torch.isfinite(p).all() for p in eng.model.parameters())
+
+
+def test_update_is_deprecated_and_still_steps():
+    """`Engine.update` (the step that read everything at once) warns `VimpacDeprecationWarning` for one release and
+    still takes the step `update_async` takes, reading it as `settle` does: the same weights bit for bit."""
+    from vimpac.utils import VimpacDeprecationWarning
+    cfg = TrainConfig(lr=1e-3, batch_size=8)
+    old, new = (Engine(fresh(), cfg, 4, cpu_run(None)) for _ in range(2))
+    got = {}
+    for eng in (old, new):                          # one after the other: each draws its dropout from its seed
+        eng.restore()
+        for step in range(2):
+            stats = eng.accumulate([(TOKS, Y)], loss_fn(eng))
+            if eng is old:
+                with pytest.warns(VimpacDeprecationWarning, match="Engine.update is deprecated"):
+                    st, finite, norm, lr = eng.update(stats)
+                got.setdefault(eng, []).append((st.cpu(), finite, norm, lr))
+            else:
+                (_, st, finite, norm, lr), = eng.settle([(step, *eng.update_async(stats))])
+                got.setdefault(eng, []).append((st, finite, norm, lr))
+    for (a, fa, na, la), (b, fb, nb, lb) in zip(got[old], got[new]):
+        assert torch.equal(a, b) and fa and fb and isinstance(na, float) and na == nb and la == lb
+    for a, b in zip(old.model.parameters(), new.model.parameters()):
+        assert torch.equal(a, b)
+    nan = old.accumulate([(TOKS, Y)], lambda mb: (old.forward(*mb).loss * float("nan"), torch.full((2,), float("nan"))))
+    with pytest.warns(VimpacDeprecationWarning):
+        assert old.update(nan)[1] is False and old.bad == 1
+
+
+def test_nothing_in_the_kit_calls_update():
+    "The deprecated `Engine.update` is called by no module, notebook, benchmark or tool of the kit (only its own test)."
+    hits = []
+    for p in [*ROOT.glob("vimpac/*.py"), *ROOT.glob("nbs/*.ipynb"), *ROOT.glob("benchmarks/*.py"), *ROOT.glob("tools/*.py")]:
+        text = p.read_text()
+        for m in re.finditer(r"\b(eng|engine|one|acc|ref|full|part|again|self|old_way)\.update\(", text):
+            hits.append(f"{p.name}: {text[max(0, m.start() - 30):m.end()]!r}")
+    allowed = [h for h in hits if "old_way.update(" in h]     # the chapter's own check that it warns
+    assert hits == allowed, hits
 
 
 # --- GlobalBatchNorm1d: no host read, on every device

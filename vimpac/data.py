@@ -6,13 +6,17 @@ Docs: https://vimpac.github.io/vimpac/data.html.md"""
 
 # %% ../nbs/06_data.ipynb #56ac4501
 from __future__ import annotations
+import csv, json, re, warnings
+from dataclasses import dataclass, field, asdict
+from pathlib import Path
 import torch
-from .utils import VimpacError, make_generator, derive_seed
-from .masking import blocks_for_ratio
-from .video import VIEW_SETS
+from .utils import VimpacError, VimpacDeprecationWarning, make_generator, derive_seed, read_json
+from .masking import block_mask, block_mask_from_uniform, blocks_for_ratio
+from .video import VIEW_SETS, scan_folder
 
 # %% auto #0
-__all__ = ['SPLIT_DATASETS', 'NUM_SPLITS', 'take_clip', 'ClipPairDataset', 'LabelledClipDataset', 'Split', 'read_split']
+__all__ = ['MASK_STRATEGIES', 'SPLIT_DATASETS', 'NUM_SPLITS', 'take_clip', 'MaskSpec', 'ClipPairDataset', 'LabelledClipDataset',
+           'Split', 'read_split']
 
 # %% ../nbs/06_data.ipynb #bdc2d7d1
 def take_clip(tokens: torch.Tensor, start: int, clip_len: int, pad_id: int) -> torch.Tensor:
@@ -22,40 +26,101 @@ def take_clip(tokens: torch.Tensor, start: int, clip_len: int, pad_id: int) -> t
         clip = torch.cat([clip, clip.new_full((clip_len - len(clip), *clip.shape[1:]), pad_id)])
     return clip
 
+# %% ../nbs/06_data.ipynb #1b6ef44e
+MASK_STRATEGIES = ("block", "iid")       # §3.1's block masking, the paper's; BERT's i.i.d. masking, its comparison
+
+@dataclass(frozen=True)
+class MaskSpec:
+    """How a pre-training clip is masked (§3.1): `strategy` "block", K blocks (`num_blocks`, or None: the count of
+    `blocks_for_ratio(T, h, w, mask_ratio)`, appendix B.1), or "iid", each token masked independently when its
+    uniform is below `mask_ratio` (M_iid, Eq. 2; compared in Table 8). Raises `VimpacError` for another strategy,
+    `num_blocks` < 1 or a `mask_ratio` outside (0, 1)."""
+    strategy: str = "block"
+    num_blocks: int | None = None
+    mask_ratio: float = 0.15
+
+    def __post_init__(self):
+        if self.strategy not in MASK_STRATEGIES:
+            raise VimpacError(f"mask_strategy: expected one of {', '.join(MASK_STRATEGIES)}, got {self.strategy!r}")
+        if self.num_blocks is not None and not (isinstance(self.num_blocks, int) and self.num_blocks >= 1):
+            raise VimpacError(f"num_blocks: expected an integer >= 1, got {self.num_blocks!r}")
+        if not 0 < self.mask_ratio < 1:
+            raise VimpacError(f"mask_ratio: expected a number in (0, 1), got {self.mask_ratio!r}")
+
+    def blocks(self, T: int, h: int, w: int) -> int:
+        "K, the blocks of a block mask of a T x h x w clip: `num_blocks`, else `blocks_for_ratio` (appendix B.1)."
+        return self.num_blocks or blocks_for_ratio(T, h, w, self.mask_ratio)
+
+    def uniforms_shape(self, T: int, h: int, w: int) -> tuple[int, ...]:
+        "The shape of one clip's uniforms: (K, 6), a block's two corners in each of T, h, w; or (T, h, w), one a token."
+        return (self.blocks(T, h, w), 6) if self.strategy == "block" else (T, h, w)
+
+    def mask(self, u: torch.Tensor, T: int, h: int, w: int) -> torch.Tensor:
+        """The bool masks (B, T, h, w) of float uniforms `u` (B, *`uniforms_shape`), as the loader draws them:
+        `block_mask_from_uniform`, or `u < mask_ratio`."""
+        if self.strategy == "iid":
+            return u < self.mask_ratio
+        return block_mask_from_uniform(u, T, h, w)
+
+    def draw(self, shape: tuple, generator: torch.Generator | None = None, device=None) -> torch.Tensor:
+        "Bool masks for clips of `shape` (B, T, h, w) drawn from `generator` on `device`: `block_mask` or i.i.d."
+        if self.strategy == "iid":
+            return torch.rand(tuple(shape), generator=generator, device=device) < self.mask_ratio
+        return block_mask(shape, self.blocks(*shape[1:]), generator=generator, device=device)
+
 # %% ../nbs/06_data.ipynb #6e6ef1aa
+def _masking(masking: MaskSpec | None, old: dict) -> MaskSpec:
+    "`masking`, or one made of the deprecated keywords `num_blocks` and `mask_ratio` (`VimpacDeprecationWarning`)."
+    unknown = sorted(set(old) - {"num_blocks", "mask_ratio"})
+    if unknown:
+        raise TypeError(f"ClipPairDataset: unexpected keyword argument(s) {', '.join(unknown)}")
+    if not old:
+        return masking or MaskSpec()
+    warnings.warn("ClipPairDataset(num_blocks=, mask_ratio=) is deprecated: pass masking=MaskSpec(num_blocks=, "
+                  "mask_ratio=)", VimpacDeprecationWarning, stacklevel=3)
+    return MaskSpec(**{**asdict(masking or MaskSpec()), **old})
+
 class ClipPairDataset(torch.utils.data.Dataset):
     """Pre-training samples from a `TokenStore`. Item i is `(pair, mask_u)`: `pair` int64 (2, T, h, w), two clips of
     video i with independent uniform starts (§3.2), padded with [PAD] when the video is shorter than T; `mask_u`
-    float32 (2, K, 6), the uniforms of each clip's K-block mask (`vimpac.masking.block_mask_from_uniform`; K is
-    `num_blocks`, or `blocks_for_ratio(T, h, w, mask_ratio)` as in appendix B.1). `d_max` (seconds, §5.2.2, Table 7) bounds the
-    distance between the two starts. All randomness is keyed by (`seed`, epoch, i), so a sample is the same whatever
-    the number of processes or workers; call `set_epoch` between epochs, or index with `(epoch, i)`.
-    Raises `VimpacError` for an empty store or a negative `d_max`."""
-    def __init__(self, store, clip_len: int = 5, pad_id: int | None = None, seed: int = 0, num_blocks: int | None = None,
-                 mask_ratio: float = 0.15, d_max: float | None = None):
-        if len(store) == 0: raise VimpacError(f"{store.path}: token store holds no video")
-        if d_max is not None and d_max < 0: raise VimpacError(f"d_max: expected seconds >= 0, got {d_max}")
+    float32 (2, *`masking.uniforms_shape(T, h, w)`), the uniforms of each clip's mask (`MaskSpec.mask`; (2, K, 6) for
+    the default block masking, K as in appendix B.1). `d_max` (seconds, §5.2.2, Table 7) bounds the distance
+    between the two starts. All randomness is keyed by (`seed`, epoch, i), so a sample is the same whatever the
+    number of processes or workers; call `set_epoch` between epochs, or index with `(epoch, i)`. Raises
+    `VimpacError` for an empty store or a negative `d_max`. (`num_blocks=` and `mask_ratio=` are deprecated: pass
+    `masking=MaskSpec(...)`.)"""
+    def __init__(self, store, clip_len: int = 5, pad_id: int | None = None, seed: int = 0, *,
+                 masking: MaskSpec | None = None, d_max: float | None = None, **deprecated):
+        if len(store) == 0:
+            raise VimpacError(f"{store.path}: token store holds no video")
+        if d_max is not None and d_max < 0:
+            raise VimpacError(f"d_max: expected seconds >= 0, got {d_max}")
         self.store, self.clip_len, self.seed, self.epoch = store, clip_len, seed, 0
         self.pad_id = store.vocab_size if pad_id is None else pad_id
-        self.num_blocks, self.mask_ratio, self.d_max = num_blocks, mask_ratio, d_max
-    def set_epoch(self, epoch: int): self.epoch = epoch
-    def __len__(self): return len(self.store)
+        self.masking, self.d_max = _masking(masking, deprecated), d_max
+
+    def set_epoch(self, epoch: int):
+        self.epoch = epoch
+
+    def __len__(self):
+        return len(self.store)
+
+    def starts(self, n: int, g: torch.Generator) -> list[int]:
+        "The two clips' starts in a video of `n` frames, drawn from `g`: uniform, the second within `d_max` seconds."
+        last = max(n - self.clip_len, 0)                                  # the last valid start
+        if self.d_max is None:
+            return torch.randint(0, last + 1, (2,), generator=g).tolist()
+        dm = int(self.d_max * getattr(self.store, "fps", 1.0))
+        s1 = int(torch.randint(0, last + 1, (1,), generator=g))
+        lo, hi = max(0, s1 - dm), min(last, s1 + dm)
+        return [s1, int(torch.randint(lo, hi + 1, (1,), generator=g))]
+
     def __getitem__(self, key):
         epoch, i = key if isinstance(key, tuple) else (self.epoch, key)   # (epoch, i) keys let workers skip set_epoch
         toks = self.store[i]
         g = make_generator(derive_seed(self.seed, epoch, i))
-        last = max(len(toks) - self.clip_len, 0)                         # the last valid start
-        if self.d_max is None:
-            starts = torch.randint(0, last + 1, (2,), generator=g).tolist()
-        else:                                                             # second start within d_max seconds of the first
-            dm = int(self.d_max * getattr(self.store, "fps", 1.0))
-            s1 = int(torch.randint(0, last + 1, (1,), generator=g))
-            lo, hi = max(0, s1 - dm), min(last, s1 + dm)
-            starts = [s1, int(torch.randint(lo, hi + 1, (1,), generator=g))]
-        pair = torch.stack([take_clip(toks, s, self.clip_len, self.pad_id) for s in starts])
-        T, h, w = pair.shape[1:]
-        k = self.num_blocks or blocks_for_ratio(T, h, w, self.mask_ratio)
-        return pair, torch.rand(2, k, 6, generator=g)
+        pair = torch.stack([take_clip(toks, s, self.clip_len, self.pad_id) for s in self.starts(len(toks), g)])
+        return pair, torch.rand(2, *self.masking.uniforms_shape(*pair.shape[1:]), generator=g)
 
     def batch(self, indices) -> torch.Tensor:
         "Stack the pairs of `indices`: int64 (B, 2, T, h, w)."
@@ -83,7 +148,8 @@ class LabelledClipDataset(torch.utils.data.Dataset):
         else: views = list(views)
         missing = [v for v in views if v not in store.views]
         if not views or missing:
-            raise VimpacError(f"views: {missing[0] if missing else 'none given'}: not a view of {store.path}; it has {', '.join(store.views)}")
+            raise VimpacError(f"views: {missing[0] if missing else 'none given'}: not a view of {store.path}; "
+                              f"it has {', '.join(store.views)}")
         self.store, self.clip_len, self.seed, self.views, self.epoch = store, clip_len, seed, views, 0
         self.keys, self.labels, self.lengths = store.keys(), list(store.labels), list(store.lengths)
         self.pad_id = store.vocab_size
@@ -102,12 +168,6 @@ class LabelledClipDataset(torch.utils.data.Dataset):
         return take_clip(clip, 0, self.clip_len, self.pad_id), self.labels[i]
 
 # %% ../nbs/06_data.ipynb #c43b30e3
-import csv, json, re
-from dataclasses import dataclass, field
-from pathlib import Path
-from .utils import read_json
-from .video import scan_folder
-
 SPLIT_DATASETS = ("ucf101", "hmdb51", "ssv2", "diving48", "kinetics400", "folder")
 NUM_SPLITS = dict(ucf101=3, hmdb51=3, ssv2=1, diving48=1, kinetics400=1, folder=1)  # official splits per dataset
 

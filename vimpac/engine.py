@@ -7,7 +7,7 @@ Docs: https://vimpac.github.io/vimpac/engine.html.md"""
 # %% ../nbs/06b_engine.ipynb #05f9147c
 from __future__ import annotations
 import contextlib, json, math, os, re, time, warnings
-from dataclasses import dataclass, asdict, fields
+from dataclasses import dataclass, asdict, field, fields
 from pathlib import Path
 import torch
 from torch import nn
@@ -15,10 +15,11 @@ import torch.distributed as dist
 import torch.distributed.nn.functional as dist_nn
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.autograd.graph import saved_tensors_hooks
+from typing import NamedTuple
 from fastcore.basics import patch
 from tqdm.auto import tqdm
 from .utils import VimpacError, get_device, check_number, make_generator, derive_seed, atomic_path, write_json, read_json
-from .utils import warmup_linear, load_torch_file, disk_full_error
+from .utils import warmup_linear, load_torch_file, disk_full_error, VimpacDeprecationWarning
 from .model import VimpacConfig
 
 # %% auto #0
@@ -27,7 +28,7 @@ __all__ = ['PRECISIONS', 'KEEP_LAST_HINT', 'RUNTIME_FIELDS', 'GPU_PEAK_FLOPS', '
            'init_distributed', 'resolve_precision', 'inference_precision', 'Run', 'start_run', 'GlobalBatchNorm1d',
            'batchnorm_sync', 'sync_batchnorm', 'peak_flops_for', 'peak_flops', 'choose_precision', 'device_capability',
            'dist_backend', 'param_groups', 'make_optimizer', 'load_optimizer_state', 'make_schedule', 'MemoryModel',
-           'device_memory', 'gib', 'saved_activation_bytes', 'memory_model', 'plan_steps', 'batch_indices',
+           'device_memory', 'gib', 'saved_activation_bytes', 'memory_model', 'StepPlan', 'plan_steps', 'batch_indices',
            'StepBatches', 'step_loader', 'plan_run', 'config_from_spec', 'check_store_tokenizer', 'check_run_tokenizer',
            'list_checkpoints', 'load_checkpoint', 'latest_checkpoint', 'save_checkpoint', 'rng_state', 'set_rng_state',
            'Engine', 'MetricsLog']
@@ -39,42 +40,68 @@ class TrainConfig:
     batch and its micro-batches, the clip length T, the optimisation of Table 12 (AdamW `lr`, `weight_decay`,
     `betas`, `eps`, warm-up ratio then linear decay, gradient clipping), the seed, logging and checkpoints, the
     precision, and the bad-step policy. `PretrainConfig` and `FinetuneConfig` extend it with their own fields and
-    defaults. Every field is checked when the config is made: a value out of range raises `VimpacError` naming the
-    field, what is allowed and the value given."""
-    steps: int = 300               # 0: no update (the initial model is returned)
-    epochs: float | None = None    # instead of steps: passes over the store
-    batch_size: int = 8            # global samples per update, at most one per video
-    micro_batch_size: int | None = None  # samples per process and forward; None: auto (the most that fit a GPU, `plan_steps`)
-    clip_len: int = 5              # T
-    lr: float = 1e-3
-    warmup_ratio: float = 0.05
-    weight_decay: float = 0.05
-    betas: tuple = (0.9, 0.98)
-    eps: float = 1e-8
-    grad_clip: float = 1.0
-    seed: int = 0
-    log_every: int = 10
-    save_every: int = 0            # checkpoint every N steps (0: only at the end)
-    keep_last: int = 3             # checkpoints kept, at least 1 (a run that keeps none cannot resume)
-    precision: str = "auto"        # auto | bf16 | fp16 | fp32
-    compile: bool = False
-    gradient_checkpointing: bool = False
-    num_workers: int = 0           # data-loading processes
-    max_bad_steps: int = 5         # non-finite steps in a row before the run stops
-    peak_tflops: float | None = None  # the device's peak TFLOP/s for MFU; None: `GPU_PEAK_FLOPS` (known GPUs only)
+    defaults. Each field's `metadata["help"]` says what it is (the command-line help). Every field is checked when
+    the config is made: a value out of range raises `VimpacError` naming the field, what is allowed and the value."""
+    steps: int = field(default=300, metadata={"help": "optimizer updates to run; 0: none, the initial model is "
+                       "returned (paper: 120K for Pre-Train-S, 12K for Pre-Train-L, Table 12)"})
+    epochs: float | None = field(default=None, metadata={"help": "passes over the store instead of steps; each pass "
+                                 "is videos // batch size updates (paper: 100 and 10 pre-training, 22-50 fine-tuning)"})
+    batch_size: int = field(default=8, metadata={"help": "global samples per update over all processes, at most one "
+                            "per video (paper: 1024 clip pairs pre-training, 128 clips fine-tuning, Table 12)"})
+    micro_batch_size: int | None = field(default=None, metadata={"help": "samples per process and forward pass; the "
+                                         "rest is gradient accumulation; auto: the most predicted to fit the GPU"})
+    clip_len: int = field(default=5, metadata={"help": "T, frames per training clip (paper: 5 pre-training, 10 "
+                          "fine-tuning, §4.1-4.2)"})
+    lr: float = field(default=1e-3, metadata={"help": "peak AdamW learning rate (paper: 1e-3 Pre-Train-L, 3e-4 "
+                      "Pre-Train-S, Table 12)"})
+    warmup_ratio: float = field(default=0.05, metadata={"help": "share of the steps of linear warm-up before the "
+                                "linear decay to 0 (paper: 0.05 Pre-Train-S, 0.1 Pre-Train-L and fine-tuning)"})
+    weight_decay: float = field(default=0.05, metadata={"help": "AdamW weight decay, not on biases, norms and "
+                                "embeddings (paper: 0.05 pre-training, 0.01 fine-tuning, Table 12)"})
+    betas: tuple = field(default=(0.9, 0.98), metadata={"help": "AdamW (beta1, beta2) (paper: (0.9, 0.98) "
+                         "pre-training, (0.9, 0.999) fine-tuning, Table 12)"})
+    eps: float = field(default=1e-8, metadata={"help": "AdamW epsilon (paper: 1e-8, Table 12)"})
+    grad_clip: float = field(default=1.0, metadata={"help": "largest gradient norm; larger ones are scaled down "
+                             "(paper: 1.0, Table 12)"})
+    seed: int = field(default=0, metadata={"help": "seed of every random draw: initial model, clips, masks, dropout"})
+    log_every: int = field(default=10, metadata={"help": "steps between records in metrics.jsonl (the last step and "
+                           "every bad step are logged too)"})
+    save_every: int = field(default=0, metadata={"help": "steps between checkpoints; 0: only at the end"})
+    keep_last: int = field(default=3, metadata={"help": "checkpoints kept, at least 1 (a run that keeps none cannot "
+                           "resume)"})
+    precision: str = field(default="auto", metadata={"help": "auto, bf16, fp16 or fp32; auto: bf16 on a GPU that has "
+                           "it, else fp16 with a gradient scaler, fp32 on a CPU"})
+    compile: bool = field(default=False, metadata={"help": "run the model through torch.compile (one graph)"})
+    gradient_checkpointing: bool = field(default=False, metadata={"help": "recompute each layer's activations in "
+                                         "the backward pass: less memory, about a third more compute"})
+    num_workers: int = field(default=0, metadata={"help": "data-loading processes; 0: in the training process"})
+    max_bad_steps: int = field(default=5, metadata={"help": "steps in a row with a non-finite loss or gradient "
+                               "(each skipped) before the run stops"})
+    peak_tflops: float | None = field(default=None, metadata={"help": "the device's peak TFLOP/s for the logged "
+                                      "MFU; default: the dense bf16 peak of a known GPU (GPU_PEAK_FLOPS)"})
     min_batch_size = 1             # (a class constant, not a field) the smallest global batch that can train
 
     def _check(self, name, **bounds):
-        if getattr(self, name) is not None: check_number(name, getattr(self, name), **bounds)
+        if getattr(self, name) is not None:
+            check_number(name, getattr(self, name), **bounds)
 
     def __post_init__(self):
-        for name in ("steps", "save_every", "num_workers"): self._check(name, integer=True, ge=0)
-        self._check("keep_last", integer=True, ge=1, hint=KEEP_LAST_HINT); self._check("weight_decay", ge=0); self._check("warmup_ratio", ge=0, le=1)
-        for name in ("micro_batch_size", "clip_len", "log_every", "max_bad_steps"): self._check(name, integer=True, ge=1)
-        self._check("batch_size", integer=True, ge=self.min_batch_size); self._check("peak_tflops", gt=0); self._check("seed", integer=True)
-        for name in ("epochs", "lr", "grad_clip", "eps"): self._check(name, gt=0)
-        for b in self.betas: check_number("betas", b, ge=0, lt=1)
-        if self.precision not in PRECISIONS: raise VimpacError(f"precision: expected one of {', '.join(PRECISIONS)}, got {self.precision!r}")
+        for name in ("steps", "save_every", "num_workers"):
+            self._check(name, integer=True, ge=0)
+        self._check("keep_last", integer=True, ge=1, hint=KEEP_LAST_HINT)
+        self._check("weight_decay", ge=0)
+        self._check("warmup_ratio", ge=0, le=1)
+        for name in ("micro_batch_size", "clip_len", "log_every", "max_bad_steps"):
+            self._check(name, integer=True, ge=1)
+        self._check("batch_size", integer=True, ge=self.min_batch_size)
+        self._check("peak_tflops", gt=0)
+        self._check("seed", integer=True)
+        for name in ("epochs", "lr", "grad_clip", "eps"):
+            self._check(name, gt=0)
+        for b in self.betas:
+            check_number("betas", b, ge=0, lt=1)
+        if self.precision not in PRECISIONS:
+            raise VimpacError(f"precision: expected one of {', '.join(PRECISIONS)}, got {self.precision!r}")
 
 # %% ../nbs/06b_engine.ipynb #9f34bc31
 # The precisions a run may ask for; the fields a resumed run may change (the others must match the checkpoint).
@@ -92,8 +119,10 @@ def as_json_value(v):
 def check_resume_settings(saved: dict, cfg: TrainConfig, ckpt):
     """Raise `VimpacError` when `cfg` differs from the config `saved` in the checkpoint `ckpt` in a field that is not a
     `RUNTIME_FIELDS` one: a resumed run goes on with the settings it started with."""
-    diff = {k: (saved[k], v) for k, v in asdict(cfg).items() if k not in RUNTIME_FIELDS and k in saved and as_json_value(saved[k]) != as_json_value(v)}
-    if diff: raise VimpacError(f"--resume: settings differ from the checkpoint {ckpt} (checkpoint, now): {diff}")
+    diff = {k: (saved[k], v) for k, v in asdict(cfg).items()
+            if k not in RUNTIME_FIELDS and k in saved and as_json_value(saved[k]) != as_json_value(v)}
+    if diff:
+        raise VimpacError(f"--resume: settings differ from the checkpoint {ckpt} (checkpoint, now): {diff}")
 
 # %% ../nbs/06b_engine.ipynb #602ffb8b
 def init_distributed(device=None) -> tuple[int, int, torch.device]:
@@ -126,7 +155,8 @@ def inference_precision(precision: str, device) -> torch.dtype | None:
 # %% ../nbs/06b_engine.ipynb #c6a00fa2
 @dataclass
 class Run:
-    "Where a run executes: this process's `rank` of `world`, its `device`, the autocast dtype and scaler use, the run folder."
+    """Where a run executes: this process's `rank` of `world`, its `device`, the autocast dtype and scaler use, the
+    run folder."""
     rank: int
     world: int
     device: torch.device
@@ -237,7 +267,8 @@ def choose_precision(precision: str, device_type: str, capability: tuple[int, in
         raise VimpacError(f"precision: expected one of {', '.join(PRECISIONS)}, got {precision!r}")
     if device_type != "cuda":
         if precision in ("fp16", "bf16"):
-            raise VimpacError(f"precision {precision}: mixed precision needs a CUDA GPU, the device is {device_type}; use fp32 or auto")
+            raise VimpacError(f"precision {precision}: mixed precision needs a CUDA GPU, the device is {device_type}; "
+                              "use fp32 or auto")
         return None, False
     cap = tuple(capability or (0, 0))
     if precision == "bf16" and cap < (8, 0):
@@ -314,11 +345,11 @@ class MemoryModel:
     per_sample: int
     def peak(self, micro: int) -> int: return self.fixed + micro * self.per_sample
     def largest_micro(self, batch: int, device_bytes: int, least: int = 1) -> int:
-        "The largest divisor >= `least` of `batch` (a process's samples per step) whose `peak` fits `device_bytes`, else 0."
+        "The largest divisor >= `least` of `batch` (a process's samples a step) whose `peak` fits `device_bytes`, or 0."
         return max((d for d in range(least, batch + 1) if batch % d == 0 and self.peak(d) <= device_bytes), default=0)
 
 def device_memory(device) -> int | None:
-    "The free memory of a CUDA `device` in bytes (`torch.cuda.mem_get_info`); None elsewhere (host memory is not planned)."
+    "The free memory of a CUDA `device` in bytes (`torch.cuda.mem_get_info`); None elsewhere (host memory: no plan)."
     device = torch.device(device)
     return torch.cuda.mem_get_info(device)[0] if device.type == "cuda" else None
 
@@ -362,10 +393,18 @@ def memory_model(model: nn.Module, make_inputs, amp_dtype: torch.dtype | None = 
                        math.ceil(MEMORY_MARGIN * (two - one)))
 
 # %% ../nbs/06b_engine.ipynb #7b93ce1d
+class StepPlan(NamedTuple):
+    "How a run steps (`plan_steps`): the global `batch` G = `micro` x processes x `accum`, over `steps` updates."
+    batch: int
+    micro: int
+    accum: int
+    steps: int
+
 def plan_steps(cfg: TrainConfig, num_videos: int, world: int, memory: MemoryModel | None = None,
-               device_bytes: int | None = None, sample: str = "sample", least: int = 1) -> tuple[int, int, int, int]:
-    """(global batch G, micro-batch, accumulation steps, total steps) of a run over `num_videos` videos on `world`
-    processes: G = min(`cfg.batch_size`, videos) = micro-batch x processes x accumulation steps, and `cfg.steps`, or
+               device_bytes: int | None = None, *, sample: str = "sample", least: int = 1) -> StepPlan:
+    """The `StepPlan` (global batch G, micro-batch, accumulation steps, total steps) of a run over `num_videos` videos
+    on `world` processes: G = min(`cfg.batch_size`, videos) = micro-batch x processes x accumulation steps, and
+    `cfg.steps`, or
     `cfg.epochs` passes of `num_videos // G` steps. With a `memory` model and `device_bytes` (a GPU's free memory,
     `device_memory`), `cfg.micro_batch_size=None` takes the largest micro-batch predicted to fit
     (`MemoryModel.largest_micro`, at least `least` samples), and one given that is predicted not to fit warns; without
@@ -379,7 +418,8 @@ def plan_steps(cfg: TrainConfig, num_videos: int, world: int, memory: MemoryMode
             what = f"one {sample} is" if least == 1 else f"{least} {sample}s (the least a micro-batch takes) are"
             raise VimpacError(f"micro-batch: {what} predicted to need {gib(least * memory.per_sample)} of activations, "
                               f"and the step {gib(memory.fixed)} besides (weights, gradients, AdamW, reserve): more than "
-                              f"the {gib(device_bytes)} free on the GPU; use --gradient-checkpointing, shorter clips or a smaller preset")
+                              f"the {gib(device_bytes)} free on the GPU; use --gradient-checkpointing, shorter clips "
+                              "or a smaller preset")
         if micro is not None and memory.peak(micro) > device_bytes:
             warnings.warn(f"micro-batch {micro}: predicted to need {gib(memory.peak(micro))}, more than the {gib(device_bytes)} "
                           f"free on the GPU (--micro-batch-size auto would take {fit or 'none: one does not fit'})")
@@ -388,7 +428,7 @@ def plan_steps(cfg: TrainConfig, num_videos: int, world: int, memory: MemoryMode
     if G % (world * micro):
         raise VimpacError(f"batch size {G} is not divisible by processes x micro-batch = {world} x {micro}")
     steps = cfg.steps if cfg.epochs is None else math.ceil(cfg.epochs * (num_videos // G))
-    return G, micro, G // (world * micro), steps
+    return StepPlan(G, micro, G // (world * micro), steps)
 
 # %% ../nbs/06b_engine.ipynb #ffedd41d
 def batch_indices(num_videos: int, batch_size: int, step: int, seed: int) -> list[int]:
@@ -401,14 +441,18 @@ def batch_indices(num_videos: int, batch_size: int, step: int, seed: int) -> lis
 
 # %% ../nbs/06b_engine.ipynb #f0d307cc
 class StepBatches(torch.utils.data.Sampler):
-    """This process's micro-batches for steps [start, steps), each a list of (epoch, video) keys: the `batch_indices`
-    of a step cut into `accum` x `world` micro-batches of `micro`, micro-batch j of process `rank` being slice
-    j * world + rank. Each sample is keyed by (epoch, video), so it is the same whatever the number of processes."""
-    def __init__(self, num_videos, G, micro, accum, world, rank, start, steps, seed):
+    """This process's micro-batches for steps [start, `plan.steps`), each a list of (epoch, video) keys: the
+    `batch_indices` of a step cut into `plan.accum` x `world` micro-batches of `plan.micro`, micro-batch j of process
+    `rank` being slice j * world + rank. Each sample is keyed by (epoch, video), so it is the same whatever the
+    number of processes."""
+    def __init__(self, num_videos: int, plan: StepPlan, world: int = 1, rank: int = 0, start: int = 0, seed: int = 0):
         super().__init__()
-        self.n, self.G, self.micro, self.accum, self.world, self.rank = num_videos, G, micro, accum, world, rank
-        self.start, self.steps, self.seed = start, steps, seed
-    def __len__(self): return (self.steps - self.start) * self.accum
+        self.n, self.G, self.micro, self.accum, self.steps = num_videos, *plan
+        self.world, self.rank, self.start, self.seed = world, rank, start, seed
+
+    def __len__(self):
+        return (self.steps - self.start) * self.accum
+
     def __iter__(self):
         for step in range(self.start, self.steps):
             idx, epoch = batch_indices(self.n, self.G, step, self.seed), step // (self.n // self.G)
@@ -424,12 +468,13 @@ def step_loader(dataset, sampler: StepBatches, cfg: TrainConfig, device, collate
                                        pin_memory=torch.device(device).type == "cuda", generator=make_generator(cfg.seed))
 
 # %% ../nbs/06b_engine.ipynb #abc5f0f0
-def plan_run(cfg: TrainConfig, num_videos: int, run: Run, model: nn.Module, make_inputs,
-             sample: str = "sample", least: int = 1) -> tuple[int, int, int, int]:
+def plan_run(cfg: TrainConfig, num_videos: int, run: Run, model: nn.Module, make_inputs, *,
+             sample: str = "sample", least: int = 1) -> StepPlan:
     """`plan_steps` for `run`. On a GPU (`device_memory` is not None) it is given the `memory_model` of `model` (its
     forward on `make_inputs(n)`, see `saved_activation_bytes`, with `cfg.gradient_checkpointing` and the run's autocast
     dtype) and the smallest free memory over the run's processes, so that every process takes the same micro-batch.
-    Elsewhere it is plain `plan_steps`. `least`: the smallest micro-batch the loss can take. Raises what `plan_steps` raises."""
+    Elsewhere it is plain `plan_steps`. `least`: the smallest micro-batch the loss can take. Raises what `plan_steps`
+    raises."""
     free = device_memory(run.device)
     if free is None: return plan_steps(cfg, num_videos, run.world, sample=sample, least=least)
     if run.world > 1:
@@ -440,7 +485,7 @@ def plan_run(cfg: TrainConfig, num_videos: int, run: Run, model: nn.Module, make
     try: memory = memory_model(model, make_inputs, run.amp_dtype)
     finally:
         if c is not None: c.gradient_checkpointing = was
-    return plan_steps(cfg, num_videos, run.world, memory, free, sample, least)
+    return plan_steps(cfg, num_videos, run.world, memory, free, sample=sample, least=least)
 
 # %% ../nbs/06b_engine.ipynb #96a49c6d
 def config_from_spec(model, store, clip_len: int) -> VimpacConfig:
@@ -465,7 +510,8 @@ def check_store_tokenizer(store, trained_on: dict | None, where, strict: bool = 
 
 def check_run_tokenizer(store, run, files=("pretrain_config.json", "finetune_config.json")):
     """`check_store_tokenizer` against the identity that each of `files` of the kit run folder `run` records (a file
-    the folder lacks, or one without the field, passes). Raises `VimpacError` for a mismatch or a file that is not JSON."""
+    the folder lacks, or one without the field, passes). Raises `VimpacError` for a mismatch or a file that is not
+    JSON."""
     for name in files:
         p = Path(run)/name
         check_store_tokenizer(store, read_json(p, f"a run's {name}").get("tokenizer") if p.is_file() else None, run)
@@ -532,41 +578,76 @@ def set_rng_state(s: dict, device):
     torch.set_rng_state(s["torch"])
     if torch.device(device).type == "cuda" and s.get("cuda") is not None: torch.cuda.set_rng_state(s["cuda"], device)
 
-# %% ../nbs/06b_engine.ipynb #9c0b0565
+# %% ../nbs/06b_engine.ipynb #709f8cd6
+def _distributed(model: nn.Module, run: Run) -> nn.Module | None:
+    "Under `torchrun`: `model` with its BatchNorm synchronised (`sync_batchnorm`), wrapped in DDP; in one process None."
+    if run.world == 1:
+        return None
+    sync_batchnorm(model, run.device)
+    ids = [run.device.index] if run.device.type == "cuda" else None
+    return torch.nn.parallel.DistributedDataParallel(model, device_ids=ids)
+
+def _step_unless(opt: torch.optim.Optimizer, skip: torch.Tensor, fused: bool):
+    """Step `opt` unless the 0-d bool tensor `skip` is true: on the device through the fused kernel's `found_inf`
+    (which leaves parameters, moments and step count as they were where it is 1), else by reading `skip`."""
+    if not fused:
+        if not bool(skip):
+            opt.step()
+        return
+    opt.found_inf = skip.float()
+    try:
+        opt.step()
+    finally:
+        del opt.found_inf
+
+def _pending_rows(pending: list) -> torch.Tensor:
+    """The steps `pending` of `Engine.settle`, [(step, stats, bad, grad_norm, lr, *extra)], as float rows (stats,
+    bad, grad_norm, *extra) on the host: one device-to-host transfer for all of them."""
+    rows = []
+    for _, stats, bad, grad_norm, _, *extra in pending:
+        more = [torch.as_tensor(e, dtype=torch.float, device=stats.device).reshape(1) for e in extra]
+        flags = [bad.float().reshape(1), grad_norm.detach().float().reshape(1)]
+        rows.append(torch.cat([stats.detach().float().reshape(-1), *flags, *more]))
+    return torch.stack(rows).cpu()
+
+# %% ../nbs/06b_engine.ipynb #03645e02
 class Engine:
     """The moving parts of one training run, shared by `pretrain` and `finetune`:
     - the model on `run.device`, in training mode, with `cfg.gradient_checkpointing`; under `torchrun` its
       BatchNorm synchronised (`sync_batchnorm`) and wrapped in DDP; compiled when `cfg.compile`;
-    - AdamW and its schedule over `steps` updates (`make_optimizer`, `make_schedule`);
+    - AdamW and its schedule over `steps` updates (`make_optimizer`, `make_schedule`; `fused` forces the kernel);
     - the precision: autocast dtype and gradient scaler (`run`, from `start_run`);
-    - the non-finite-step policy: a step whose loss statistics or gradient are not finite is skipped, and
-      `cfg.max_bad_steps` of them in a row stop the run (`check_bad_steps`);
+    - one step for both loops: `accumulate` (forward and backward of each micro-batch, DDP's all-reduce on the last)
+      then `update_async` (clip, step, schedule, nothing read on the host), the steps read later by `settle`;
+    - the non-finite-step policy: a bad step is skipped, `cfg.max_bad_steps` in a row stop the run (`check_bad_steps`);
     - checkpoints with every process's random state (`save`, `restore`), for an exact resume, also across devices,
-      process counts and AdamW kernels (`load_optimizer_state`). `fused` forces the kernel (`make_optimizer`).
-    A step is `accumulate` (forward and backward of each micro-batch, gradients summed, DDP's all-reduce only on the
-    last) then `update` (clip, step, schedule)."""
+      process counts and AdamW kernels (`load_optimizer_state`)."""
     def __init__(self, model: nn.Module, cfg: TrainConfig, steps: int, run: Run, fused: bool | None = None):
         self.model, self.cfg, self.steps, self.run = model, cfg, steps, run
-        if hasattr(model, "config"): model.config.gradient_checkpointing = cfg.gradient_checkpointing
+        if hasattr(model, "config"):
+            model.config.gradient_checkpointing = cfg.gradient_checkpointing
         model.to(run.device).train()
-        if run.world > 1: sync_batchnorm(model, run.device)
-        self.ddp = torch.nn.parallel.DistributedDataParallel(
-            model, device_ids=[run.device.index] if run.device.type == "cuda" else None) if run.world > 1 else None
+        self.ddp = _distributed(model, run)
         self._fwd = self.ddp or model
-        if cfg.compile: self._fwd = torch.compile(self._fwd, fullgraph=run.world == 1)   # one graph: a break is an error
+        if cfg.compile:
+            self._fwd = torch.compile(self._fwd, fullgraph=run.world == 1)   # one graph: a break is an error
         self.scaler = torch.amp.GradScaler(run.device.type, enabled=run.use_scaler)
         self.opt = make_optimizer(model, cfg, run.device, fused)
         self.sched = make_schedule(self.opt, steps, cfg.warmup_ratio)
-        self.bad, self.lr, self.fused = 0, cfg.lr, bool(self.opt.defaults.get("fused"))  # fused: whatever a checkpoint says
+        self.bad, self.lr = 0, cfg.lr
+        self.fused = bool(self.opt.defaults.get("fused"))   # the optimizer's kernel, whatever a checkpoint says
 
     def restore(self, state: dict | None = None) -> int:
         """Load the optimizer, schedule, scaler and this process's random state of a checkpoint `state` (the model is
         the caller's, built from it) and return its step; without one, seed this process's random stream (dropout)
         from (`cfg.seed`, "dropout", rank) and return 0."""
         if state is None:
-            torch.manual_seed(derive_seed(self.cfg.seed, "dropout", self.run.rank)); return 0
-        load_optimizer_state(self.opt, state["optimizer"]); self.sched.load_state_dict(state["scheduler"])
-        if state.get("scaler"): self.scaler.load_state_dict(state["scaler"])
+            torch.manual_seed(derive_seed(self.cfg.seed, "dropout", self.run.rank))
+            return 0
+        load_optimizer_state(self.opt, state["optimizer"])
+        self.sched.load_state_dict(state["scheduler"])
+        if state.get("scaler"):
+            self.scaler.load_state_dict(state["scaler"])
         rngs = state["rng"]
         set_rng_state(rngs[self.run.rank] if len(rngs) == self.run.world else rngs[0], self.run.device)
         return state["step"]
@@ -576,47 +657,85 @@ class Engine:
         with torch.autocast(self.run.device.type, dtype=self.run.amp_dtype, enabled=self.run.amp_dtype is not None):
             return self._fwd(*args, **kwargs)
 
-# %% ../nbs/06b_engine.ipynb #b371bf65
+    def accumulate(self, micro_batches: list, loss_fn) -> torch.Tensor:
+        """Forward and backward of each micro-batch: `loss_fn(micro_batch)` returns (loss, stats), the loss already
+        scaled so that the micro-batches' gradients add up to the global batch's (see `pretrain`, `finetune`), and a
+        float tensor of statistics to sum. DDP synchronises the gradients on the last micro-batch only. Returns the
+        summed statistics of this process."""
+        total = None
+        for j, mb in enumerate(micro_batches):
+            last = j == len(micro_batches) - 1
+            with self.ddp.no_sync() if self.ddp is not None and not last else contextlib.nullcontext():
+                loss, stats = loss_fn(mb)
+                self.scaler.scale(loss).backward()
+            total = stats.detach().float() if total is None else total + stats.detach()
+        return total
+
+    def update_async(self, stats: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, float]:
+        """End a step, nothing read on the host when the optimizer is fused (`Engine.fused`): sum `stats` over
+        processes, unscale and clip the gradients to `cfg.grad_clip`, step the optimizer unless the step is bad,
+        step the schedule. Returns (global stats, `bad` a 0-d bool tensor, the gradient norm a 0-d tensor, the
+        learning rate the step used); `settle` reads them. Bad: a non-finite statistic (the loss), or a non-finite
+        gradient without a scaler (an fp16 overflow is the scaler's: the step is skipped, the scale lowered)."""
+        if self.run.world > 1:
+            dist.all_reduce(stats)
+        self.scaler.unscale_(self.opt)
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.grad_clip)
+        stats_ok, grads_ok = torch.isfinite(stats).all(), torch.isfinite(grad_norm)
+        skip = ~(stats_ok & grads_ok)
+        bad = ~stats_ok if self.run.use_scaler else skip
+        _step_unless(self.opt, skip, self.fused)
+        self.scaler.update()                        # the scaler's own overflow record is from unscale_
+        self.opt.zero_grad(set_to_none=True)
+        lr = self.opt.param_groups[0]["lr"]
+        self.sched.step()
+        return stats, bad, grad_norm, lr
+
+# %% ../nbs/06b_engine.ipynb #364f14d0
 @patch
-def accumulate(self: Engine, micro_batches: list, loss_fn) -> torch.Tensor:
-    """Forward and backward of each micro-batch: `loss_fn(micro_batch)` returns (loss, stats), the loss already
-    scaled so that the micro-batches' gradients add up to the global batch's (see `pretrain`, `finetune`), and a
-    float tensor of statistics to sum. DDP synchronises the gradients on the last micro-batch only. Returns the
-    summed statistics of this process."""
-    total = None
-    for j, mb in enumerate(micro_batches):
-        last = j == len(micro_batches) - 1
-        with self.ddp.no_sync() if self.ddp is not None and not last else contextlib.nullcontext():
-            loss, stats = loss_fn(mb)
-            self.scaler.scale(loss).backward()
-        total = stats.detach().float() if total is None else total + stats.detach()
-    return total
+def read_due(self: Engine, step: int) -> bool:
+    "Whether the loop reads the device after `step` (0-based): a log step (each `log_every`, the last), a checkpoint's."
+    done, cfg = step + 1, self.cfg
+    checkpoint = self.run.out is not None and cfg.save_every and done % cfg.save_every == 0
+    return step % cfg.log_every == 0 or done == self.steps or bool(checkpoint)
+
+@patch
+def settle(self: Engine, pending: list):
+    """Read the steps `pending`, [(step, stats, bad, grad_norm, lr, *extra)] as `update_async` left them (extra: 0-d
+    tensors or numbers), in one device-to-host transfer, and yield per step, in order, (step, stats float tensor on
+    the CPU, finite, grad_norm float, lr, *extra floats), counting the bad steps in a row, so that
+    `check_bad_steps(step)` after each holds. Empties `pending`."""
+    if not pending:
+        return
+    host, items = _pending_rows(pending), list(pending)
+    pending.clear()
+    for (step, stats, _, _, lr, *_), row in zip(items, host):
+        n = stats.numel()
+        finite = not bool(row[n])
+        self.bad = 0 if finite else self.bad + 1
+        self.lr = lr
+        yield (step, row[:n].reshape(stats.shape), finite, float(row[n + 1]), lr, *row[n + 2:].tolist())
 
 @patch
 def update(self: Engine, stats: torch.Tensor) -> tuple[torch.Tensor, bool, float, float]:
-    """End a step: sum `stats` over processes, unscale and clip the gradients to `cfg.grad_clip`, step the
-    optimizer unless the step is bad, step the schedule. Returns (global stats, finite, gradient norm, the
-    learning rate the step used). fp16 gradient overflow is the scaler's business (it skips the step and lowers
-    the scale); a non-finite statistic (the loss), or a non-finite gradient without a scaler, is a bad step."""
-    if self.run.world > 1: dist.all_reduce(stats)
-    self.scaler.unscale_(self.opt)
-    grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.grad_clip)
-    finite = bool(torch.isfinite(stats).all()) and (self.run.use_scaler or bool(torch.isfinite(grad_norm)))
-    if finite: self.scaler.step(self.opt); self.bad = 0
-    else: self.bad += 1
-    self.scaler.update(); self.opt.zero_grad(set_to_none=True)
-    self.lr = self.opt.param_groups[0]["lr"]; self.sched.step()
-    return stats, finite, float(grad_norm), self.lr
+    """Deprecated for one release (`VimpacDeprecationWarning`): `update_async` then `settle` of that one step, read
+    at once. Returns (global stats, finite, gradient norm, the learning rate the step used)."""
+    warnings.warn("Engine.update is deprecated: step with Engine.update_async and read the steps with Engine.settle",
+                  VimpacDeprecationWarning, stacklevel=2)
+    stats, bad, grad_norm, lr = self.update_async(stats)
+    (_, _, finite, norm, _), = self.settle([(0, stats, bad, grad_norm, lr)])
+    return stats, finite, norm, lr
 
-# %% ../nbs/06b_engine.ipynb #48eb38f8
+# %% ../nbs/06b_engine.ipynb #4201645b
 @patch
 def check_bad_steps(self: Engine, step: int, what: str = "training"):
-    "Raise `VimpacError` once `cfg.max_bad_steps` steps in a row were bad, naming the step, the lr and the last checkpoint."
-    if self.bad >= self.cfg.max_bad_steps:
-        out = self.run.out
-        last = (list_checkpoints(out) or ["none"])[-1] if out is not None else "none"
-        raise VimpacError(f"{what} stopped at step {step}: {self.bad} steps in a row had a non-finite loss or "
-                          f"gradient (learning rate {self.lr:.3g}); last checkpoint: {last}")
+    "Raise `VimpacError` once `cfg.max_bad_steps` steps in a row were bad, naming the step, lr and last checkpoint."
+    if self.bad < self.cfg.max_bad_steps:
+        return
+    out = self.run.out
+    last = (list_checkpoints(out) or ["none"])[-1] if out is not None else "none"
+    raise VimpacError(f"{what} stopped at step {step}: {self.bad} steps in a row had a non-finite loss or "
+                      f"gradient (learning rate {self.lr:.3g}); last checkpoint: {last}")
 
 @patch
 def save(self: Engine, done: int, kind: str, **extra):
@@ -624,15 +743,17 @@ def save(self: Engine, done: int, kind: str, **extra):
     kind `kind` to the run folder: model, optimizer, schedule, scaler, every process's random state, the world
     size and `extra` (configs...). Every process must call it (the random states are gathered); rank 0 writes."""
     run, cfg = self.run, self.cfg
-    if run.out is None or not (done == self.steps or (cfg.save_every and done % cfg.save_every == 0)): return
-    rngs = [None] * run.world
-    if run.world > 1: dist.all_gather_object(rngs, rng_state(run.device))
-    else: rngs = [rng_state(run.device)]
+    if run.out is None or not (done == self.steps or (cfg.save_every and done % cfg.save_every == 0)):
+        return
+    rngs = [rng_state(run.device)]
+    if run.world > 1:
+        rngs = [None] * run.world
+        dist.all_gather_object(rngs, rng_state(run.device))
     if run.rank == 0:
-        save_checkpoint(run.out, dict(kind=kind, step=done, model=self.model.state_dict(), optimizer=self.opt.state_dict(),
-                                      scheduler=self.sched.state_dict(),
-                                      scaler=self.scaler.state_dict() if run.use_scaler else {}, rng=rngs,
-                                      world_size=run.world, **extra), cfg.keep_last)
+        scaler = self.scaler.state_dict() if run.use_scaler else {}
+        state = dict(kind=kind, step=done, model=self.model.state_dict(), optimizer=self.opt.state_dict(),
+                     scheduler=self.sched.state_dict(), scaler=scaler, rng=rngs, world_size=run.world, **extra)
+        save_checkpoint(run.out, state, cfg.keep_last)
 
 @patch
 def finish(self: Engine, files: dict[str, dict]) -> nn.Module:
@@ -641,109 +762,79 @@ def finish(self: Engine, files: dict[str, dict]) -> nn.Module:
     self.model.eval()
     if self.run.out is not None and self.run.rank == 0:
         self.model.save_pretrained(self.run.out)
-        for name, obj in files.items(): write_json(self.run.out/name, obj)
-    if self.run.world > 1: dist.barrier()
+        for name, obj in files.items():
+            write_json(self.run.out/name, obj)
+    if self.run.world > 1:
+        dist.barrier()
     return self.model
 
-# %% ../nbs/06b_engine.ipynb #4b3eb3b2
-@patch
-def update_async(self: Engine, stats: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, float]:
-    """`update` with nothing read on the host when the engine's optimizer is fused (`Engine.fused`): returns (global
-    stats, `bad` a 0-d bool tensor, the gradient norm a 0-d tensor, the learning rate the step used). The step is
-    skipped when the statistics or the gradient are not finite, on the device, through the fused kernel's
-    `found_inf`; a non-fused optimizer reads that flag instead. `bad` is `update`'s bad step (a non-finite statistic,
-    or a non-finite gradient without a scaler: fp16 overflow is the scaler's business). Read the flags later with
-    `settle`."""
-    if self.run.world > 1: dist.all_reduce(stats)
-    self.scaler.unscale_(self.opt)
-    grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.grad_clip)
-    stats_ok, grads_ok = torch.isfinite(stats).all(), torch.isfinite(grad_norm)
-    skip = ~(stats_ok & grads_ok)
-    bad = ~stats_ok if self.run.use_scaler else skip
-    if self.fused:
-        self.opt.found_inf = skip.float()             # the fused kernel leaves everything as it was where found_inf is 1
-        try: self.opt.step()
-        finally: del self.opt.found_inf
-    elif not bool(skip): self.opt.step()
-    self.scaler.update(); self.opt.zero_grad(set_to_none=True)   # the scaler's own overflow record is from unscale_
-    lr = self.opt.param_groups[0]["lr"]; self.sched.step()
-    return stats, bad, grad_norm, lr
-
-# %% ../nbs/06b_engine.ipynb #22e133fd
-@patch
-def read_due(self: Engine, step: int) -> bool:
-    "Whether the loop reads the device after `step` (0-based): a log step (every `cfg.log_every`, the last) or a checkpoint's."
-    done, cfg = step + 1, self.cfg
-    return step % cfg.log_every == 0 or done == self.steps or bool(
-        self.run.out is not None and cfg.save_every and done % cfg.save_every == 0)
-
-@patch
-def settle(self: Engine, pending: list):
-    """Read the steps `pending`, [(step, stats, bad, grad_norm, lr, *extra)] as `update_async` left them (extra: 0-d
-    tensors or numbers), in one device-to-host transfer, and yield per step, in order, (step, stats float tensor on
-    the CPU, finite, grad_norm float, lr, *extra floats), counting bad steps in a row as `update` does, so that
-    `check_bad_steps(step)` after each holds. Empties `pending`."""
-    if not pending: return
-    rows = [torch.cat([st.detach().float().reshape(-1), b.float().reshape(1), g.detach().float().reshape(1),
-                       *[torch.as_tensor(e, dtype=torch.float, device=st.device).reshape(1) for e in ex]])
-            for _, st, b, g, _, *ex in pending]
-    host, items = torch.stack(rows).cpu(), list(pending)
-    pending.clear()
-    for (step, st, _, _, lr, *ex), row in zip(items, host):
-        n = st.numel(); finite = not bool(row[n])
-        self.bad = 0 if finite else self.bad + 1
-        self.lr = lr
-        yield (step, row[:n].reshape(st.shape), finite, float(row[n + 1]), lr, *row[n + 2:].tolist())
-
 # %% ../nbs/06b_engine.ipynb #07084261
+def _open_metrics(out: Path, start: int, resume: bool):
+    """Rank 0's record files in the run folder `out`: `metrics.jsonl` opened to append (on `resume` without the lines
+    of steps >= `start`, written after the checkpoint), and a TensorBoard writer in `out/tensorboard` (None when
+    `tensorboard` is not installed)."""
+    out.mkdir(parents=True, exist_ok=True)
+    path, kept = out/"metrics.jsonl", []
+    if resume and path.is_file():
+        kept = [line for line in path.read_text().splitlines() if json.loads(line)["step"] < start]
+    path.write_text("".join(line + "\n" for line in kept))
+    try:
+        from torch.utils.tensorboard import SummaryWriter     # optional: the kit runs without it
+        tb = SummaryWriter(str(out/"tensorboard"))
+    except ImportError:
+        tb = None
+    return open(path, "a"), tb
+
 class MetricsLog:
     """The record of a run, on rank 0: a progress bar (`tqdm.auto`) over steps [start, steps), and per logged step one
     JSON line in `out/metrics.jsonl`, TensorBoard scalars in `out/tensorboard` when `tensorboard` is installed, and a
     dict in `history`. On `resume` the records of steps >= `start` (written after the checkpoint) are dropped first,
     so no step is logged twice. `count(n)` adds n samples; `rate()` gives (samples, seconds) since the last record."""
     def __init__(self, run: Run, start: int, steps: int, resume: bool = False, desc: str = "train", progress: bool = True):
-        self.run, self.start, self.steps, self.history, self.file, self.tb = run, start, steps, [], None, None
-        out = run.out
-        if out is not None and run.rank == 0:
-            out.mkdir(parents=True, exist_ok=True)
-            kept = [l for l in (out/"metrics.jsonl").read_text().splitlines() if json.loads(l)["step"] < start] \
-                if resume and (out/"metrics.jsonl").is_file() else []
-            (out/"metrics.jsonl").write_text("".join(l + "\n" for l in kept))
-            self.file = open(out/"metrics.jsonl", "a")
-            try:
-                from torch.utils.tensorboard import SummaryWriter
-                self.tb = SummaryWriter(str(out/"tensorboard"))
-            except ImportError: self.tb = None
-        self.bar = tqdm(range(start, steps), desc=desc, disable=not progress or run.rank != 0, initial=start, total=steps)
+        self.run, self.start, self.steps, self.history = run, start, steps, []
+        self.file, self.tb = None, None
+        if run.out is not None and run.rank == 0:
+            self.file, self.tb = _open_metrics(run.out, start, resume)
+        quiet = not progress or run.rank != 0
+        self.bar = tqdm(range(start, steps), desc=desc, disable=quiet, initial=start, total=steps)
         self.t0, self.samples = time.perf_counter(), 0
 
-    def __iter__(self): return iter(self.bar)
+    def __iter__(self):
+        return iter(self.bar)
 
-    def count(self, n: int): self.samples += n
+    def count(self, n: int):
+        self.samples += n
 
-    def rate(self) -> tuple[int, float]: return self.samples, time.perf_counter() - self.t0
+    def rate(self) -> tuple[int, float]:
+        return self.samples, time.perf_counter() - self.t0
 
     def due(self, step: int, every: int, finite: bool = True) -> bool:
         "Whether `step` is logged: rank 0, every `every` steps, the last step, and every bad step."
         return self.run.rank == 0 and (not finite or step % every == 0 or step == self.steps - 1)
 
-# %% ../nbs/06b_engine.ipynb #4877c09a
-@patch
-def write(self: MetricsLog, rec: dict, finite: bool = True, show=()) -> dict:
-    """Log the record `rec` (with its `step`): adds `peak_mem_gb` on a GPU and `skipped` for a bad step, writes it,
-    shows the fields `show` on the progress bar, and restarts the `rate` clock. Returns it."""
-    if self.run.device.type == "cuda": rec["peak_mem_gb"] = torch.cuda.max_memory_allocated(self.run.device) / 1e9
-    if not finite: rec["skipped"] = "non-finite loss or gradient"
-    self.history.append(rec)
-    if self.file: self.file.write(json.dumps(rec) + "\n"); self.file.flush()
-    if self.tb:
-        for k, v in rec.items():
-            if isinstance(v, (int, float)) and k != "step": self.tb.add_scalar(k, v, rec["step"])
-    if show: self.bar.set_postfix({k: f"{rec[k]:.3f}" for k in show})
-    self.t0, self.samples = time.perf_counter(), 0
-    return rec
+    def write(self, rec: dict, finite: bool = True, show=()) -> dict:
+        """Log the record `rec` (with its `step`): adds `peak_mem_gb` on a GPU and `skipped` for a bad step, writes it,
+        shows the fields `show` on the progress bar, and restarts the `rate` clock. Returns it."""
+        if self.run.device.type == "cuda":
+            rec["peak_mem_gb"] = torch.cuda.max_memory_allocated(self.run.device) / 1e9
+        if not finite:
+            rec["skipped"] = "non-finite loss or gradient"
+        self.history.append(rec)
+        if self.file:
+            self.file.write(json.dumps(rec) + "\n")
+            self.file.flush()
+        if self.tb:
+            for k, v in rec.items():
+                if isinstance(v, (int, float)) and k != "step":
+                    self.tb.add_scalar(k, v, rec["step"])
+        if show:
+            self.bar.set_postfix({k: f"{rec[k]:.3f}" for k in show})
+        self.t0, self.samples = time.perf_counter(), 0
+        return rec
 
-@patch
-def close(self: MetricsLog):
-    if self.file: self.file.close()
-    if self.tb: self.tb.close()
+    def close(self):
+        "Close the record files."
+        if self.file:
+            self.file.close()
+        if self.tb:
+            self.tb.close()

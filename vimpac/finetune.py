@@ -7,7 +7,7 @@ Docs: https://vimpac.github.io/vimpac/finetune.html.md"""
 # %% ../nbs/08_finetune.ipynb #1febf653
 from __future__ import annotations
 import functools
-from dataclasses import dataclass, asdict, replace
+from dataclasses import dataclass, asdict, field, replace
 from pathlib import Path
 import torch
 from torch import nn
@@ -15,7 +15,7 @@ from .utils import VimpacError, check_number, read_json
 from .model import VimpacConfig, VimpacForVideoClassification
 from .official import load_official_classifier
 from .data import LabelledClipDataset, take_clip
-from .engine import (TrainConfig, Engine, MetricsLog, StepBatches, start_run, plan_run, step_loader,
+from .engine import (TrainConfig, Engine, MetricsLog, StepBatches, StepPlan, start_run, plan_run, step_loader,
                            check_resume_settings, latest_checkpoint, config_from_spec, check_store_tokenizer,
                            check_run_tokenizer)
 
@@ -31,13 +31,19 @@ class FinetuneConfig(TrainConfig):
     T = 10 frames. `steps` (or `epochs`: the paper runs 22 to 50, Table 12) are scaled down for CPU runs. `views`:
     the spatial views a training clip is drawn from (None: all of the store's, the 12 of `--views all`; `"noflip"`
     for SSV2, whose classes depend on left and right). Raises `VimpacError` naming a field out of range."""
-    batch_size: int = 128
-    clip_len: int = 10
-    lr: float | None = None
-    warmup_ratio: float = 0.1
-    weight_decay: float = 0.01
-    betas: tuple = (0.9, 0.999)
-    views: str | list | None = None
+    batch_size: int = field(default=128, metadata={"help": "global clips per update over all processes, at most one "
+                            "per video (paper: 128, Table 12)"})
+    clip_len: int = field(default=10, metadata={"help": "T, frames per training clip (paper: 10, §4.2)"})
+    lr: float | None = field(default=None, metadata={"help": "peak AdamW learning rate; None: the paper's for the "
+                             "model (1e-4 Small and Base, 5e-5 Large-half, Table 12; finetune_lr)"})
+    warmup_ratio: float = field(default=0.1, metadata={"help": "share of the steps of linear warm-up before the "
+                                "linear decay to 0 (paper: 0.1, Table 12)"})
+    weight_decay: float = field(default=0.01, metadata={"help": "AdamW weight decay, not on biases, norms and "
+                                "embeddings (paper: 0.01, Table 12)"})
+    betas: tuple = field(default=(0.9, 0.999), metadata={"help": "AdamW (beta1, beta2) (paper: (0.9, 0.999), Table 12)"})
+    views: str | list | None = field(default=None, metadata={"help": "spatial views a training clip is drawn from: "
+                                     "view names or a set name (all, noflip); None: all of the store's (Table 12: "
+                                     "2 sizes x 3 crops, flipped; noflip for SSV2)"})
 
 def finetune_lr(config: VimpacConfig) -> float:
     "Table 12's fine-tuning learning rate: 5e-5 for a Large-half model (hidden size 1024 and more), 1e-4 below."
@@ -67,7 +73,7 @@ def check_labelled(store, test_store=None) -> list[str]:
 
 # %% ../nbs/08_finetune.ipynb #86809280
 def _head(model: VimpacForVideoClassification, n: int, new_head: bool, source, store) -> VimpacForVideoClassification:
-    "`model` with a head of `n` classes: its own when it has `n`, a new zero FC layer when `new_head`, else `VimpacError`."
+    "`model` with a head of `n` classes: its own when it has `n`, a new zero FC layer when `new_head`, else an error."
     if model.num_classes == n: return model
     if not new_head:
         raise VimpacError(f"{source}: its classification head has {model.num_classes} classes, the store {store.path} has "
@@ -85,14 +91,15 @@ def _from_run(store, init, n: int, over: dict) -> VimpacForVideoClassification:
     return VimpacForVideoClassification.from_pretrained(init, num_classes=k or n, **over)
 
 def _from_official(official, n: int, num_heads: int | None, over: dict) -> VimpacForVideoClassification:
-    "The model of an authors' `classifier.pt`: a fine-tuned one with its head, a pre-training one with a new head of `n` classes."
+    """The model of an authors' `classifier.pt`: a fine-tuned one with its head, a pre-training one with a new head
+    of `n` classes."""
     try: return load_official_classifier(official, num_heads=num_heads, **over)
     except VimpacError as e:               # a pre-training classifier.pt has no head: a new one for the store
         if not str(e).endswith("pass num_classes"): raise
         return load_official_classifier(official, num_classes=n, num_heads=num_heads, **over)
 
 # %% ../nbs/08_finetune.ipynb #98cce76f
-def finetune_model(store, model=None, clip_len: int = 10, init=None, official=None, new_head: bool = False,
+def finetune_model(store, model=None, *, clip_len: int = 10, init=None, official=None, new_head: bool = False,
                    seed: int = 0, num_heads: int | None = None) -> VimpacForVideoClassification:
     """The classification model fine-tuning starts from, for the labelled `store` (§4.2), its positional tables
     interpolated to `clip_len` frames and the store's token map:
@@ -134,11 +141,12 @@ def _collate(items, pad_from: int, pad_to: int):
     if pad_from != pad_to: tokens[pad] = pad_to
     return tokens, labels, bool(pad.any())
 
-def _clip_batches(store, cfg: FinetuneConfig, pad_id: int, plan: tuple, run, start: int, steps: int):
-    "An iterator over this process's micro-batches (tokens, labels) from step `start`; `plan` is (G, micro, accum)."
+def _clip_batches(store, cfg: FinetuneConfig, pad_id: int, plan: StepPlan, run, start: int):
+    "An iterator over this process's micro-batches (tokens, labels, has [PAD]) from step `start` of the `plan`."
     data = LabelledClipDataset(store, cfg.clip_len, seed=cfg.seed, views=cfg.views)
-    batches = StepBatches(len(store), *plan, run.world, run.rank, start, steps, cfg.seed)
-    return iter(step_loader(data, batches, cfg, run.device, functools.partial(_collate, pad_from=store.vocab_size, pad_to=pad_id)))
+    batches = StepBatches(len(store), plan, run.world, run.rank, start, cfg.seed)
+    collate = functools.partial(_collate, pad_from=store.vocab_size, pad_to=pad_id)
+    return iter(step_loader(data, batches, cfg, run.device, collate))
 
 def _loss_fn(eng: Engine, run, G: int):
     """One micro-batch's share of the global batch's mean loss, times the processes against DDP's average; and its
@@ -149,10 +157,18 @@ def _loss_fn(eng: Engine, run, G: int):
         return o.loss * (len(labels) * run.world / G), torch.stack([o.loss.detach() * len(labels), (o.logits.argmax(-1) == labels).sum()])
     return loss_fn
 
-def _record(log: MetricsLog, step: int, stats: torch.Tensor, G: int, lr: float, grad_norm: float) -> dict:
+def _record(log: MetricsLog, step: int, stats: torch.Tensor, G: int, *, lr: float, grad_norm: float) -> dict:
     "The record of a logged step: mean loss and accuracy over the global batch of G clips, lr, gradient norm, clips/s."
     n, seconds = log.rate()
-    return dict(step=step, loss=(stats[0] / G).item(), acc=(stats[1] / G).item(), lr=lr, grad_norm=grad_norm, clips_per_s=n / seconds)
+    return dict(step=step, loss=(stats[0] / G).item(), acc=(stats[1] / G).item(), lr=lr, grad_norm=grad_norm,
+                clips_per_s=n / seconds)
+
+def _log_settled(eng: Engine, log: MetricsLog, G: int, pending: list):
+    "Read the steps `pending` (`Engine.settle`), log those due (`_record`), and apply the bad-step policy."
+    for s, stats, finite, grad_norm, lr in eng.settle(pending):
+        if log.due(s, eng.cfg.log_every, finite):
+            log.write(_record(log, s, stats, G, lr=lr, grad_norm=grad_norm), finite, show=("loss", "acc"))
+        eng.check_bad_steps(s, "fine-tuning")
 
 # %% ../nbs/08_finetune.ipynb #f4d9a15b
 @torch.no_grad()
@@ -184,7 +200,7 @@ def _memory_inputs(c: VimpacConfig, cfg: FinetuneConfig):
     return make
 
 # %% ../nbs/08_finetune.ipynb #04602e99
-def finetune(store, model=None, cfg: FinetuneConfig | None = None, device=None, out=None, progress: bool = True,
+def finetune(store, model=None, cfg: FinetuneConfig | None = None, *, device=None, out=None, progress: bool = True,
              resume: bool = False, init=None, official=None, new_head: bool = False, test_store=None
              ) -> tuple[VimpacForVideoClassification, list[dict]]:
     """Fine-tune a classifier on a labelled `TokenStore` (§4.2, Table 12), in one process or under `torchrun`, on the
@@ -192,7 +208,8 @@ def finetune(store, model=None, cfg: FinetuneConfig | None = None, device=None, 
     `classifier.pt`) or `model` from scratch; `new_head` allows a head of another class count. Each step draws,
     per video, one random spatial view of `cfg.views` and one random temporal crop of `cfg.clip_len` frames, keyed
     by (seed, epoch, video) (`LabelledClipDataset`); the loss is the model's (`ClassificationOutput.loss`).
-    The host reads the device at log and checkpoint steps only (`Engine.update_async`, `Engine.settle`).
+    The step is `pretrain`'s: `Engine.accumulate` then `Engine.update_async`, the host reading the device at log and
+    checkpoint steps only (`Engine.settle`).
     - `out`: the run folder: `metrics.jsonl`, `checkpoints/`, TensorBoard, and at the end `model.safetensors`,
       `config.json` (with `num_classes`), `finetune_config.json` (the settings with the `batch_size` used, the
       tokenizer identity, the store's `fps` for `vimpac-predict`) and `classes.json` (the class names, in order).
@@ -205,22 +222,30 @@ def finetune(store, model=None, cfg: FinetuneConfig | None = None, device=None, 
     run = start_run(out, resume, device, cfg.precision)
     classes, tok = check_labelled(store, test_store), store.tokenizer_id
     state = _resume_state(run.out, store, cfg) if resume else None
-    if state is None: model = finetune_model(store, model, cfg.clip_len, init, official, new_head, cfg.seed)
-    else: model = VimpacForVideoClassification(VimpacConfig.from_dict(state["model_config"]), state["num_classes"]); model.load_state_dict(state["model"])
-    G, micro, accum, steps = plan_run(cfg, len(store), run, model, _memory_inputs(c := model.config, cfg), "clip")
-    eng = Engine(model, replace(cfg, lr=cfg.lr or finetune_lr(c)), steps, run)
+    if state is None:
+        model = finetune_model(store, model, clip_len=cfg.clip_len, init=init, official=official, new_head=new_head,
+                               seed=cfg.seed)
+    else:
+        model = VimpacForVideoClassification(VimpacConfig.from_dict(state["model_config"]), state["num_classes"])
+        model.load_state_dict(state["model"])
+    c = model.config
+    plan = plan_run(cfg, len(store), run, model, _memory_inputs(c, cfg), sample="clip")
+    eng = Engine(model, replace(cfg, lr=cfg.lr or finetune_lr(c)), plan.steps, run)
     start = eng.restore(state)
-    it, loss_fn = _clip_batches(store, cfg, c.pad_id, (G, micro, accum), run, start, steps), _loss_fn(eng, run, G)
-    log, pending = MetricsLog(run, start, steps, resume, "fine-tune", progress), []   # pending: steps not read yet
+    it = _clip_batches(store, cfg, c.pad_id, plan, run, start)
+    loss_fn = _loss_fn(eng, run, plan.batch)
+    log = MetricsLog(run, start, plan.steps, resume, "fine-tune", progress)
+    pending = []                                     # steps not yet read on the host
     for step in log:
-        pending.append((step, *eng.update_async(eng.accumulate([next(it) for _ in range(accum)], loss_fn))))
-        log.count(G)
+        micro_batches = [next(it) for _ in range(plan.accum)]
+        pending.append((step, *eng.update_async(eng.accumulate(micro_batches, loss_fn))))
+        log.count(plan.batch)
         if eng.read_due(step):                       # the host reads the device at log and checkpoint steps only
-            for s, stats, finite, grad_norm, lr in eng.settle(pending):
-                if log.due(s, cfg.log_every, finite): log.write(_record(log, s, stats, G, lr, grad_norm), finite, show=("loss", "acc"))
-                eng.check_bad_steps(s, "fine-tuning")
+            _log_settled(eng, log, plan.batch, pending)
         eng.save(step + 1, CHECKPOINT["kind"], model_config=asdict(c), num_classes=model.num_classes, classes=classes,
                  finetune_config=asdict(cfg), tokenizer=tok)
-    if test_store is not None and run.rank == 0: log.write(dict(step=steps, test_acc=clip_accuracy(model, test_store, cfg.clip_len, classes)))
+    if test_store is not None and run.rank == 0:
+        log.write(dict(step=plan.steps, test_acc=clip_accuracy(model, test_store, cfg.clip_len, classes)))
     log.close()
-    return eng.finish({"finetune_config.json": dict(asdict(cfg), batch_size=G, tokenizer=tok, fps=store.fps), "classes.json": classes}), log.history
+    saved = dict(asdict(cfg), batch_size=plan.batch, tokenizer=tok, fps=store.fps)
+    return eng.finish({"finetune_config.json": saved, "classes.json": classes}), log.history

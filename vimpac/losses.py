@@ -42,13 +42,18 @@ def info_nce(f1: torch.Tensor, f2: torch.Tensor, temperature: float = 0.2) -> tu
         ce = F.cross_entropy(sim, target, reduction="none")
     return ce[:n].mean() + ce[n:].mean(), (sim.argmax(-1) == target).float().mean()
 
-def info_nce_distributed(f1: torch.Tensor, f2: torch.Tensor, temperature: float = 0.2) -> tuple[torch.Tensor, torch.Tensor]:
+# %% ../nbs/05_losses.ipynb #9d5a67a1
+def info_nce_distributed(f1: torch.Tensor, f2: torch.Tensor, temperature: float = 0.2,
+                         group: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """InfoNCE with negatives from every process (§3.2: the negatives are the batch's other videos; §4.2 uses 255 of them, more than one GPU holds). Each process
     passes its own n pairs of features (n, d); they are L2-normalised and gathered with
     `torch.distributed.nn.functional.all_gather`, so gradients flow back to the process that made them. Returns, for
     this process's 2n clips, the *sum* of their InfoNCE terms against all 2N clips of all processes, and the number
     of them whose most similar other clip is their positive. Dividing the sum by N (pairs over all processes) gives
-    `info_nce` of the whole batch; without a process group (or with one process) it is exactly that batch."""
+    `info_nce` of the whole batch; without a process group (or with one process) it is exactly that batch.
+    `group`: the negatives are only the other clips of a clip's group of `group` pairs (consecutive over all
+    processes; §5.2.2, Table 9's n), and the sum divided by N is the mean of the groups' `info_nce`; `VimpacError`
+    when `group` does not divide N."""
     if f1.shape != f2.shape or f1.ndim != 2:
         raise VimpacError(f"info_nce: expected two (n, d) feature tensors of one shape, got {tuple(f1.shape)} and {tuple(f2.shape)}")
     n = len(f1)
@@ -63,6 +68,11 @@ def info_nce_distributed(f1: torch.Tensor, f2: torch.Tensor, temperature: float 
     r = torch.arange(n, device=sim.device)
     own = torch.cat([r + off, r + N + off])                                   # each clip's own column
     sim = sim.masked_fill(F.one_hot(own, 2 * N).bool(), float("-inf"))
+    if group is not None:                                                     # other groups' clips are no negatives
+        if N % group:
+            raise VimpacError(f"negatives: groups of {group} pairs do not divide the {N} pairs of the micro-batch")
+        cols = torch.arange(2 * N, device=sim.device) % N // group
+        sim = sim.masked_fill(cols[None, :] != ((r + off) // group).repeat(2)[:, None], float("-inf"))
     target = torch.cat([r + N + off, r + off])                                # its positive
     return F.cross_entropy(sim, target, reduction="sum"), (sim.argmax(-1) == target).sum()
 

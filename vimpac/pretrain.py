@@ -7,45 +7,70 @@ Docs: https://vimpac.github.io/vimpac/pretrain.html.md"""
 # %% ../nbs/07_pretrain.ipynb #688c95fb
 from __future__ import annotations
 import math, warnings
-from dataclasses import dataclass, asdict
+from dataclasses import dataclass, asdict, field
 from pathlib import Path
 import torch
 import torch.distributed as dist
 from einops import rearrange
-from .utils import VimpacError, check_number, make_generator, derive_seed, read_json
-from .masking import block_mask, block_mask_from_uniform, blocks_for_ratio, apply_mask
+from .utils import VimpacError, VimpacDeprecationWarning, check_number, make_generator, derive_seed, read_json
+from .masking import apply_mask
 from .model import PRESETS, VimpacConfig, VimpacForPreTraining, model_flops, label_positions
 from .losses import info_nce, info_nce_distributed, pretraining_loss
-from .data import ClipPairDataset
-from .engine import (TrainConfig, Engine, MetricsLog, StepBatches, start_run, plan_run, step_loader, batch_indices,
+from .data import ClipPairDataset, MaskSpec
+from .engine import (TrainConfig, Engine, MetricsLog, StepBatches, StepPlan, start_run, plan_run, step_loader, batch_indices,
                            check_resume_settings, latest_checkpoint, peak_flops, config_from_spec, as_json_value,
                            check_store_tokenizer, check_run_tokenizer, inference_precision)
-from .engine import PRECISIONS, list_checkpoints, param_groups  # noqa: F401 (re-exported: the CLI, the chapter's checks)
+from .engine import PRECISIONS, list_checkpoints, param_groups  # noqa: F401 (for the CLI and the checks)
 
 # %% auto #0
-__all__ = ['CHECKPOINT_FIELDS', 'CHECKPOINT', 'EVAL_MICRO_BATCH', 'PretrainConfig', 'mask_clip_pairs', 'log_record', 'pretrain',
-           'evaluate_masking']
+__all__ = ['CHECKPOINT_FIELDS', 'CHECKPOINT', 'EVAL_MICRO_BATCH', 'PretrainConfig', 'mask_clip_pairs', 'LogContext',
+           'step_record', 'log_record', 'pretrain', 'evaluate_masking']
 
 # %% ../nbs/07_pretrain.ipynb #b9637bec
 @dataclass
 class PretrainConfig(TrainConfig):
     """Pre-training hyper-parameters (Table 12; `steps`, `batch_size` and `lr` are scaled down for CPU runs): the
     shared `TrainConfig` (a `batch_size` of global clip pairs, at least 2: InfoNCE needs a negative; paper: 1024)
-    and the objective's own fields. Every field is checked when the config is made: a value out of range (`lr` NaN
-    or <= 0, `temperature` <= 0, `clip_len` 0, ...) raises `VimpacError` naming the field, what is allowed and the
-    value given."""
-    d_max: float | None = None     # seconds between the two clips' starts (§5.2, Table 7); None: unbounded
-    alpha: float = 1.0             # contrastive loss weight
-    temperature: float = 0.2       # gamma
-    mask_ratio: float = 0.15       # target of blocks_for_ratio
-    num_blocks: int | None = None  # None: blocks_for_ratio(T, h, w, mask_ratio)
+    and the objective's own fields: the masking (§3.1), the positives' distance and the negatives (§3.2), the
+    weight α and temperature γ of L = L_mask + α·γ·L_cl (§3.3). Every field is checked when the config is made: a
+    value out of range (`lr` NaN or <= 0, `temperature` <= 0, `clip_len` 0, ...) raises `VimpacError` naming the
+    field, what is allowed and the value given."""
+    d_max: float | None = field(default=None, metadata={"help": "largest distance in seconds between the starts of "
+                                "the two clips of a positive pair; None: unbounded, the paper's default (§5.2.2, Table 7)"})
+    alpha: float = field(default=1.0, metadata={"help": "α, the weight of the contrastive loss in L = L_mask + α·γ·L_cl "
+                         "(§3.3, Eq. 6; paper: 1, Table 16)"})
+    temperature: float = field(default=0.2, metadata={"help": "γ, the InfoNCE temperature (Eq. 4-5); the paper does "
+                               "not give its value, 0.2 is the kit's"})
+    mask_ratio: float = field(default=0.15, metadata={"help": "share of tokens to mask: the target of the block count "
+                              "(appendix B.1), or the i.i.d. masking probability (paper: about 15%, Table 10)"})
+    num_blocks: int | None = field(default=None, metadata={"help": "K, blocks per block mask; None: the count whose "
+                                   "ratio is closest to mask_ratio (appendix B.1; paper: 5 at 14.5%, Table 10)"})
+    mask_strategy: str = field(default="block", metadata={"help": "block (the paper's block masking, §3.1) or iid "
+                               "(each token masked independently at mask_ratio; Table 8 compares them)"})
+    negatives: int | None = field(default=None, metadata={"help": "negative clip pairs per InfoNCE group (n = 1 + "
+                                  "negatives, §5.2.2, Table 9; paper: 127 in its analyses); None: all the other pairs "
+                                  "of the global micro-batch"})
     min_batch_size = 2             # InfoNCE needs a negative: 2 clip pairs at least
 
     def __post_init__(self):
         super().__post_init__()
-        self._check("num_blocks", integer=True, ge=1); self._check("temperature", gt=0)
-        for name in ("d_max", "alpha"): self._check(name, ge=0)
+        self._check("num_blocks", integer=True, ge=1)
+        self._check("temperature", gt=0)
+        for name in ("d_max", "alpha"):
+            self._check(name, ge=0)
         self._check("mask_ratio", gt=0, lt=1)
+        self._check("negatives", integer=True, ge=1)
+        self.mask_spec()                                     # the strategy is one of `MASK_STRATEGIES`
+        if self.negatives is not None and self.batch_size % (self.negatives + 1):
+            raise VimpacError(f"negatives: groups of {self.negatives} + 1 pairs do not divide the batch size {self.batch_size}")
+
+    def mask_spec(self) -> MaskSpec:
+        "How the loop masks a clip (`vimpac.data.MaskSpec`): `mask_strategy`, `num_blocks`, `mask_ratio`."
+        return MaskSpec(self.mask_strategy, self.num_blocks, self.mask_ratio)
+
+    def group(self) -> int | None:
+        "The pairs of an InfoNCE group, `negatives` + 1 (`info_nce_distributed`'s `group`), or None: the micro-batch."
+        return None if self.negatives is None else self.negatives + 1
 
 CHECKPOINT_FIELDS = ("step", "model", "optimizer", "scheduler", "rng", "model_config", "pretrain_config", "tokenizer")
 CHECKPOINT = dict(kind="vimpac-pretrain-checkpoint", what="a vimpac pre-training checkpoint", required=CHECKPOINT_FIELDS)
@@ -54,35 +79,59 @@ CHECKPOINT = dict(kind="vimpac-pretrain-checkpoint", what="a vimpac pre-training
 def mask_clip_pairs(pairs: torch.Tensor, model_config: VimpacConfig, cfg: "PretrainConfig",
                     generator: torch.Generator | None = None, mask_u: torch.Tensor | None = None
                     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Clip pairs int64 (n, 2, T, h, w) → 2n clips [c_1..c_n, c'_1..c'_n], each with its own block mask: (inputs
-    with [MASK], labels, bool mask), each (2n, T, h, w). The masks come from `mask_u` (n, 2, K, 6), the keyed
-    uniforms of `ClipPairDataset` (training), or are drawn from `generator` with the appendix B.1 block count unless
-    `cfg.num_blocks` (evaluation, benchmarks)."""
+    """Clip pairs int64 (n, 2, T, h, w) → 2n clips [c_1..c_n, c'_1..c'_n], each with its own mask of
+    `cfg.mask_spec()` (block or i.i.d.): (inputs with [MASK], labels, bool mask), each (2n, T, h, w). The masks come
+    from `mask_u` (n, 2, *uniforms), the keyed uniforms of `ClipPairDataset` (training), or are drawn from
+    `generator` (evaluation, benchmarks); the block count K is `MaskSpec.blocks` either way."""
     clips = rearrange(pairs, "n two t h w -> (two n) t h w")
     T, h, w = clips.shape[1:]
-    if mask_u is not None: mask = block_mask_from_uniform(rearrange(mask_u, "n two k s -> (two n) k s"), T, h, w)
-    else: mask = block_mask(clips.shape, cfg.num_blocks or blocks_for_ratio(T, h, w, cfg.mask_ratio), generator=generator, device=clips.device)
+    spec = cfg.mask_spec()
+    if mask_u is not None:
+        mask = spec.mask(rearrange(mask_u, "n two ... -> (two n) ..."), T, h, w)
+    else:
+        mask = spec.draw(clips.shape, generator, clips.device)
     return (*apply_mask(clips, mask, model_config.mask_id, model_config.pad_id), mask)
 
 # %% ../nbs/07_pretrain.ipynb #c1d456d6
 def _collate(items):
     return torch.stack([p for p, _ in items]), torch.stack([u for _, u in items])
 
-def log_record(step: int, stats: torch.Tensor, n_masked, batch: int, cfg: PretrainConfig, lr: float, grad_norm: float,
-               clips: int, seconds: float, model_config: VimpacConfig | None = None, peak: float | None = None,
-               world: int = 1) -> dict:
+@dataclass
+class LogContext:
+    """What a pre-training run's records are measured against, fixed for the run: its `cfg`, the global `batch` of
+    clip pairs G, the `model_config` (for `model_flops`), the device's `peak` FLOP/s (`peak_flops`; None: no MFU)
+    and the `world` of processes."""
+    cfg: PretrainConfig
+    batch: int
+    model_config: VimpacConfig | None = None
+    peak: float | None = None
+    world: int = 1
+
+def step_record(ctx: LogContext, step: int, stats: torch.Tensor, n_masked, *, lr: float, grad_norm: float,
+                rate: tuple[int, float]) -> dict:
     """One logged step, as `pretrain` writes it to `metrics.jsonl`. `stats` float (4,): the step's token
     cross-entropy summed over its `n_masked` masked tokens, their correct predictions, the InfoNCE loss summed over
-    its `batch` clip pairs, and the correct contrastive matches (of 2 x `batch`); `clips` clips were seen in `seconds`
-    since the last record. With the device's `peak` FLOP/s (`peak_flops`: given, or a known GPU's) it adds `mfu`, the model FLOPs
-    utilisation over the `world` processes: videos/s x 2 clips x `model_flops(model_config, cfg.clip_len, cfg.mask_ratio)` / (peak x world)."""
+    its `ctx.batch` clip pairs, and the correct contrastive matches (of 2 x batch); `rate` = (clips, seconds) seen
+    since the last record (`MetricsLog.rate`). With `ctx.peak` it adds `mfu`, the model FLOPs utilisation over the
+    `ctx.world` processes: videos/s x 2 clips x `model_flops(model_config, clip_len, mask_ratio)` / (peak x world)."""
+    cfg, batch = ctx.cfg, ctx.batch
     nm = max(float(n_masked), 1)
+    clips, seconds = rate
     rec = dict(step=step, loss=pretraining_loss(stats[0] / nm, stats[2] / batch, cfg.alpha, cfg.temperature).item(),
                mask_loss=(stats[0] / nm).item(), mask_acc=(stats[1] / nm).item(), cl_loss=(stats[2] / batch).item(),
                cl_acc=(stats[3] / (2 * batch)).item(), lr=lr, grad_norm=float(grad_norm), clips_per_s=clips / seconds,
                videos_per_s=clips / 2 / seconds)
-    if peak: rec["mfu"] = rec["videos_per_s"] * 2 * model_flops(model_config, cfg.clip_len, cfg.mask_ratio) / (peak * world)
+    if ctx.peak:
+        flops = model_flops(ctx.model_config, cfg.clip_len, cfg.mask_ratio)
+        rec["mfu"] = rec["videos_per_s"] * 2 * flops / (ctx.peak * ctx.world)
     return rec
+
+def log_record(step, stats, n_masked, batch, cfg, lr, grad_norm, clips, seconds, model_config=None, peak=None, world=1):
+    "Deprecated for one release (`VimpacDeprecationWarning`): `step_record` with a `LogContext`."
+    warnings.warn("log_record is deprecated: use step_record(LogContext(cfg, batch, model_config, peak, world), step, "
+                  "stats, n_masked, lr=, grad_norm=, rate=(clips, seconds))", VimpacDeprecationWarning, stacklevel=2)
+    ctx = LogContext(cfg, batch, model_config, peak, world)
+    return step_record(ctx, step, stats, n_masked, lr=lr, grad_norm=grad_norm, rate=(clips, seconds))
 
 # %% ../nbs/07_pretrain.ipynb #d5a73be7
 _NOT_COMPARED = ("token_map", "max_clip_len", "clip_len", "gradient_checkpointing")   # adapted to the store and clip length
@@ -94,7 +143,8 @@ def _model_spec(model) -> dict:
         return {k: (v, k) for k, v in asdict(model).items() if k not in _NOT_COMPARED}
     if isinstance(model, str): model = dict(preset=model)
     if not isinstance(model, dict):
-        raise VimpacError(f"model: expected a preset name, a dict of config fields, a VimpacConfig or a model, got {type(model).__name__}")
+        raise VimpacError("model: expected a preset name, a dict of config fields, a VimpacConfig or a model, got "
+                          f"{type(model).__name__}")
     spec, preset = {}, model.get("preset")
     if preset is not None:
         if preset not in PRESETS: raise VimpacError(f"preset: expected one of {list(PRESETS)}, got {preset!r}")
@@ -119,7 +169,8 @@ def _init_model(store, model, cfg: PretrainConfig, init) -> VimpacForPreTraining
     return VimpacForPreTraining.from_pretrained(init, token_map=store.token_map, max_clip_len=cfg.clip_len)
 
 def _pretrain_model(store, model, cfg: PretrainConfig, state: dict | None, init) -> VimpacForPreTraining:
-    "The model `pretrain` starts from: the checkpoint's (`state`), `init`'s, or a new one (see `pretrain`); checked against the store."
+    """The model `pretrain` starts from: the checkpoint's (`state`), `init`'s, or a new one (see `pretrain`); checked
+    against the store."""
     if state is not None:
         model = VimpacForPreTraining(VimpacConfig.from_dict(state["model_config"]))
         model.load_state_dict(state["model"])
@@ -127,7 +178,8 @@ def _pretrain_model(store, model, cfg: PretrainConfig, state: dict | None, init)
     elif model is None or isinstance(model, (str, dict)): model = config_from_spec(model, store, cfg.clip_len)
     if isinstance(model, VimpacConfig): torch.manual_seed(cfg.seed); model = VimpacForPreTraining(model)
     if not isinstance(model, VimpacForPreTraining):
-        raise VimpacError(f"model: expected a preset name, a dict of config fields, a VimpacConfig or a model, got {type(model).__name__}")
+        raise VimpacError("model: expected a preset name, a dict of config fields, a VimpacConfig or a model, got "
+                          f"{type(model).__name__}")
     c = model.config
     check_number("dropout", c.dropout, ge=0, lt=1)
     if c.vocab_size != store.vocab_size or tuple(c.token_map) != tuple(store.token_map):
@@ -151,19 +203,20 @@ def _check_store(store, cfg: PretrainConfig, rank: int):
         warnings.warn(f"batch size {cfg.batch_size} is larger than the {len(store)} videos of {store.path}; using "
                       f"{len(store)} (a batch holds at most one clip pair per video)", stacklevel=3)
 
-def _pair_batches(store, cfg: PretrainConfig, c: VimpacConfig, plan: tuple, run, start: int, steps: int):
-    """An iterator over this process's micro-batches from step `start`, block-masked by the loader (`_MaskedPairs`);
-    `plan` is (G, micro, accum)."""
-    data = ClipPairDataset(store, cfg.clip_len, pad_id=c.pad_id, seed=cfg.seed, num_blocks=cfg.num_blocks,
-                           mask_ratio=cfg.mask_ratio, d_max=cfg.d_max)
-    batches = StepBatches(len(store), *plan, run.world, run.rank, start, steps, cfg.seed)
+def _pair_batches(store, cfg: PretrainConfig, c: VimpacConfig, plan: StepPlan, run, start: int):
+    """An iterator over this process's micro-batches from step `start` of the `plan`, masked by the loader
+    (`_MaskedPairs`) from the uniforms `ClipPairDataset` draws with each pair (`cfg.mask_spec()`)."""
+    data = ClipPairDataset(store, cfg.clip_len, c.pad_id, cfg.seed, masking=cfg.mask_spec(), d_max=cfg.d_max)
+    batches = StepBatches(len(store), plan, run.world, run.rank, start, cfg.seed)
     return iter(step_loader(data, batches, cfg, run.device, _MaskedPairs(c, cfg)))
 
 # %% ../nbs/07_pretrain.ipynb #2367bdbf
 class _MaskedPairs:
     """The loader's collate: a micro-batch of (clip pair, mask uniforms) → (inputs, labels, label positions, has [PAD],
     clip pairs), all found on the host."""
-    def __init__(self, c: VimpacConfig, cfg: PretrainConfig): self.c, self.cfg = c, cfg
+    def __init__(self, c: VimpacConfig, cfg: PretrainConfig):
+        self.c, self.cfg = c, cfg
+
     def __call__(self, items):
         pairs, u = _collate(items)
         inputs, labels, _ = mask_clip_pairs(pairs, self.c, self.cfg, mask_u=u)
@@ -182,14 +235,15 @@ def _masked_step(it, accum: int, run) -> tuple[list, torch.Tensor]:
     return [(*mb, n_masked) for mb in mbs], n_masked
 
 def _loss_fn(eng: Engine, cfg: PretrainConfig, world: int, accum: int):
-    """The loss of one micro-batch (inputs, labels, label positions, has [PAD], m clip pairs, n_masked) and its stats for
-    `log_record`. Compiled (`cfg.compile`), the model gets no [PAD] flag (it then masks every batch) and the masked
-    count M is marked dynamic: one graph serves every batch (chapter 04, "Rows for the fused kernels")."""
+    """The loss of one micro-batch (inputs, labels, label positions, has [PAD], m clip pairs, n_masked) and its
+    stats for `step_record`. Compiled (`cfg.compile`), the model gets no [PAD] flag (it then masks every batch) and
+    the masked count M is marked dynamic: one graph serves every batch (chapter 04, "Rows for the fused kernels")."""
     def loss_fn(mb):        # the token loss over the global batch's masked tokens, InfoNCE over all processes
+                            # (in groups of `cfg.negatives` + 1 pairs when set)
         inputs, labels, positions, has_pad, m, n_masked = mb
         if cfg.compile: torch._dynamo.maybe_mark_dynamic(positions, 0)    # M: one graph for every count
         o = eng.forward(inputs, labels, n_masked, positions, has_pad=None if cfg.compile else has_pad)
-        nce, cl_correct = info_nce_distributed(o.features[:m], o.features[m:], cfg.temperature)
+        nce, cl_correct = info_nce_distributed(o.features[:m], o.features[m:], cfg.temperature, group=cfg.group())
         # DDP averages over processes: scaled by `world`, these sum to the one-process loss of the global batch
         loss = pretraining_loss(world * o.loss, nce / (accum * m), cfg.alpha, cfg.temperature)
         correct = (o.logits.argmax(-1) == o.targets).sum()
@@ -202,51 +256,72 @@ def _memory_inputs(c: VimpacConfig, cfg: PretrainConfig):
     `cfg.mask_ratio` of the tokens as labelled positions."""
     def make(n):
         x = torch.zeros(2 * n, cfg.clip_len, *c.token_map, dtype=torch.long)
-        return (x, torch.zeros_like(x)), dict(label_positions=torch.arange(math.ceil(cfg.mask_ratio * x.numel())), has_pad=False)
+        positions = torch.arange(math.ceil(cfg.mask_ratio * x.numel()))
+        return (x, torch.zeros_like(x)), dict(label_positions=positions, has_pad=False)
     return make
 
+def _check_groups(cfg: PretrainConfig, pairs: int):
+    "`VimpacError` when the InfoNCE groups of `cfg.negatives` + 1 pairs do not divide the global micro-batch's `pairs`."
+    if cfg.negatives is not None and pairs % cfg.group():
+        raise VimpacError(f"negatives: groups of {cfg.group()} pairs do not divide the {pairs} pairs of a micro-batch "
+                          "over all processes; set --micro-batch-size so that they do")
+
+def _log_settled(eng: Engine, log: MetricsLog, ctx: LogContext, pending: list):
+    "Read the steps `pending` (`Engine.settle`), log those due (`step_record`), and apply the bad-step policy."
+    for s, stats, finite, grad_norm, lr, n_masked in eng.settle(pending):
+        if log.due(s, ctx.cfg.log_every, finite):
+            rec = step_record(ctx, s, stats, n_masked, lr=lr, grad_norm=grad_norm, rate=log.rate())
+            log.write(rec, finite, show=("loss", "mask_acc", "cl_acc"))
+        eng.check_bad_steps(s, "pre-training")
+
 # %% ../nbs/07_pretrain.ipynb #a1b2c3d5
-def pretrain(store, model: VimpacForPreTraining | VimpacConfig | dict | str | None = None, cfg: PretrainConfig | None = None,
-             device=None, out=None, progress: bool = True, resume: bool = False, init=None) -> tuple[VimpacForPreTraining, list[dict]]:
+def pretrain(store, model: VimpacForPreTraining | VimpacConfig | dict | str | None = None,
+             cfg: PretrainConfig | None = None, *, device=None, out=None, progress: bool = True, resume: bool = False,
+             init=None) -> tuple[VimpacForPreTraining, list[dict]]:
     """Pre-train on a `TokenStore` with both losses (§3.3, Table 12), in one process or under `torchrun`.
-    - `model`: a model, a `VimpacConfig`, or a preset name or dict for `config_from_spec` (None: `tiny`). With `resume`
-      or `init` the model is the saved one: a `model` given too must agree with it, else `VimpacError` names what differs.
+    - `model`: a model, a `VimpacConfig`, or a preset name or dict for `config_from_spec` (None: `tiny`). With
+      `resume` or `init` the model is the saved one: a `model` given too must agree with it, else `VimpacError` names
+      what differs.
     - `init`: a folder saved by `save_pretrained` to start from, its positional tables interpolated to this store's
       token map (§4.2: the stage at S = 256 continues from the stage at S = 128).
-    - `out`: the run folder: `metrics.jsonl` (a `log_record` per logged step), `checkpoints/`, TensorBoard events when
-      installed; at the end `model.safetensors`, `config.json`, `pretrain_config.json` (the `batch_size` used). `resume`:
-      continue from the newest checkpoint in `out` that loads (newer ones that do not are passed over with one warning).
+    - `out`: the run folder: `metrics.jsonl` (a `step_record` per logged step), `checkpoints/`, TensorBoard events
+      when installed; at the end `model.safetensors`, `config.json`, `pretrain_config.json` (the `batch_size` used).
+      `resume`: continue from the newest checkpoint in `out` that loads (newer ones that do not are passed over with
+      one warning).
 
     Returns the model (unwrapped, eval mode) and the logged records; a step with a non-finite loss or gradient is
     skipped and logged. Warns when `cfg.batch_size` exceeds the store's videos. Raises `VimpacError`, before anything
     is written, for an `out` that is a file, a missing `device`, fp16/bf16 off a GPU, a `model` other than the saved
     one, a `dropout` outside [0, 1), a store whose tokenizer, vocabulary or token map differs from the model's, a store
     of fewer than 2 videos, `resume` with no checkpoint that loads, a batch size not divisible by processes x
-    micro-batch; and for `max_bad_steps` bad steps in a row."""
+    micro-batch, InfoNCE groups (`negatives`) that do not divide the micro-batch; and for `max_bad_steps` bad steps in
+    a row."""
     cfg = cfg or PretrainConfig()
     run = start_run(out, resume, device, cfg.precision)
     _check_store(store, cfg, run.rank)
     state = _resume_state(run.out, store, model, cfg) if resume else None
     model = _pretrain_model(store, model, cfg, state, init)
     c, world = model.config, run.world
-    G, micro, accum, steps = plan_run(cfg, len(store), run, model, _memory_inputs(c, cfg), "clip pair", -(-2 // world))
-    eng = Engine(model, cfg, steps, run)
+    plan = plan_run(cfg, len(store), run, model, _memory_inputs(c, cfg), sample="clip pair", least=-(-2 // world))
+    _check_groups(cfg, plan.micro * world)
+    eng = Engine(model, cfg, plan.steps, run)
     start = eng.restore(state)
-    it = _pair_batches(store, cfg, c, (G, micro, accum), run, start, steps)
-    log, peak, loss_fn = MetricsLog(run, start, steps, resume, "pre-train", progress), peak_flops(run.device, cfg.peak_tflops), _loss_fn(eng, cfg, world, accum)
+    it = _pair_batches(store, cfg, c, plan, run, start)
+    log = MetricsLog(run, start, plan.steps, resume, "pre-train", progress)
+    ctx = LogContext(cfg, plan.batch, c, peak_flops(run.device, cfg.peak_tflops), world)
+    loss_fn = _loss_fn(eng, cfg, world, plan.accum)
     pending = []            # steps not yet read on the host: the loop reads the device at log and checkpoint steps only
     for step in log:
-        micro_batches, n_masked = _masked_step(it, accum, run)
+        micro_batches, n_masked = _masked_step(it, plan.accum, run)
         pending.append((step, *eng.update_async(eng.accumulate(micro_batches, loss_fn)), n_masked))
-        log.count(2 * G)
+        log.count(2 * plan.batch)
         if eng.read_due(step):
-            for s, stats, finite, grad_norm, lr, nm in eng.settle(pending):
-                if log.due(s, cfg.log_every, finite):
-                    log.write(log_record(s, stats, nm, G, cfg, lr, grad_norm, *log.rate(), c, peak, world), finite, show=("loss", "mask_acc", "cl_acc"))
-                eng.check_bad_steps(s, "pre-training")
-        eng.save(step + 1, CHECKPOINT["kind"], model_config=asdict(c), pretrain_config=asdict(cfg), tokenizer=store.tokenizer_id)
+            _log_settled(eng, log, ctx, pending)
+        eng.save(step + 1, CHECKPOINT["kind"], model_config=asdict(c), pretrain_config=asdict(cfg),
+                 tokenizer=store.tokenizer_id)
     log.close()
-    return eng.finish({"pretrain_config.json": dict(asdict(cfg), batch_size=G, tokenizer=store.tokenizer_id, fps=store.fps)}), log.history
+    saved = dict(asdict(cfg), batch_size=plan.batch, tokenizer=store.tokenizer_id, fps=store.fps)
+    return eng.finish({"pretrain_config.json": saved}), log.history
 
 # %% ../nbs/07_pretrain.ipynb #72ebd7bb
 EVAL_MICRO_BATCH = 64      # clip pairs per forward in `evaluate_masking` when the config sets no micro-batch
