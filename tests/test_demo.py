@@ -16,7 +16,9 @@ from vimpac.video import sample_videos
 from vimpac.tokenizer import load_tokenizer
 from vimpac.store import build_store, TokenStore
 from vimpac.pretrain import pretrain, PretrainConfig
-from vimpac.demo import build_app, launch, load_demo_model, main
+from vimpac.demo import build_app, launch, main, reconstruction_figures
+from vimpac.inference import load_reconstruction_model
+import vimpac.inference as inference
 from vimpac.utils import VimpacError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -55,8 +57,7 @@ def server(run_dir):
 def browser_server(run_dir, server):
     """The app the browser test drives: with the shipped demo checkpoint (`vimpac/weights/demo/`) when the package
     has it, so that `images/demo.png` shows the real demo model; else the tiny run's server."""
-    import vimpac.demo as demo
-    if not (demo.DEMO_CHECKPOINT/"config.json").is_file():
+    if not (inference.DEMO_CHECKPOINT/"config.json").is_file():
         yield server; return
     app = build_app()
     port = _free_port()
@@ -98,15 +99,30 @@ def test_api_reconstruct_sample_and_fake(server, tmp_path):
 
 def test_too_long_video_is_refused(run_dir, tmp_path):
     "The limits: a video longer than `max_seconds` gets a one-line gr.Error naming the limit."
-    model, tok = load_demo_model(run_dir)
-    from vimpac.demo import reconstruct
+    model, tok = load_reconstruction_model(run_dir)
     with pytest.raises(VimpacError, match=r"bikes.mp4: 10 s long; the demo takes videos up to 5 s"):
-        reconstruct(sample_videos()[1], model, tok, limits=dict(max_seconds=5))
+        reconstruction_figures(sample_videos()[1], model, tok, limits=dict(max_seconds=5))
+
+
+def test_old_names_warn_and_work(run_dir):
+    "The names that moved to `vimpac.inference` (issue 22) still work for one release, with a deprecation warning."
+    import vimpac.demo as demo, vimpac.viz as viz
+    from vimpac.utils import VimpacDeprecationWarning
+    with pytest.warns(VimpacDeprecationWarning, match=r"demo\.load_demo_model is now vimpac\.inference\.load_reco"):
+        load_demo_model = demo.load_demo_model
+    assert load_demo_model is load_reconstruction_model
+    model, tok = load_demo_model(run_dir)
+    with pytest.warns(VimpacDeprecationWarning, match="vimpac.viz.reconstruct is now vimpac.inference.reconstruct_tokens"):
+        reconstruct = viz.reconstruct
+    mask = inference.make_mask((model.config.max_clip_len, *model.config.token_map), seed=0)
+    z = tok.encode(np.zeros((model.config.max_clip_len, 64, 64, 3), np.uint8))
+    assert reconstruct(model, z, mask)["pred"].shape == mask.shape
+    with pytest.raises(AttributeError):
+        demo.no_such_name
 
 
 def test_missing_demo_checkpoint_is_one_line(monkeypatch, tmp_path, capsys):
-    import vimpac.demo as demo
-    monkeypatch.setattr(demo, "DEMO_CHECKPOINT", tmp_path/"none")
+    monkeypatch.setattr(inference, "DEMO_CHECKPOINT", tmp_path/"none")
     with pytest.raises(SystemExit) as e: main(["--port", str(_free_port())])
     assert e.value.code == 2
     err = capsys.readouterr().err.strip()
@@ -185,7 +201,7 @@ def test_refused_upload_is_one_line_without_the_temporary_path(run_dir, tmp_path
     gets one line, not a traceback (Gradio prints one for a `gr.Error` unless told not to)."""
     import gradio as gr
     from vimpac.demo import _page_reconstruct, LIMITS
-    model, tok = load_demo_model(run_dir)
+    model, tok = load_reconstruction_model(run_dir)
     upload = tmp_path / "gradio" / "0123abcd" / "holiday.mp4"; upload.parent.mkdir(parents=True)
     upload.write_text("this is a text file, not a video\n")
     with pytest.raises(gr.Error) as e:

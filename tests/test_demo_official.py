@@ -14,7 +14,9 @@ import torch
 
 dall_e = pytest.importorskip("dall_e", reason="the dall_e reference package makes the fake DALL-E files (make install)")
 pytest.importorskip("gradio", reason="gradio is not installed (pip install -e '.[dev]')")
-from vimpac.demo import build_app, launch, load_demo_model, main, reconstruct
+from vimpac.demo import build_app, launch, main, reconstruction_figures
+from vimpac.inference import load_reconstruction_model
+from vimpac.model import VimpacForPreTraining
 from vimpac.official import load_official_pretraining
 from vimpac.utils import VimpacError
 from vimpac.video import sample_videos
@@ -75,14 +77,14 @@ def _main(*argv):
 
 
 def test_official_model_reconstructs(files):
-    model, tok = load_demo_model(official=files["pretrain"], tokenizer=files["dalle"])
+    model, tok = load_reconstruction_model(official=files["pretrain"], tokenizer=files["dalle"])
     c = model.config
     assert (c.vocab_size, c.token_map, c.max_clip_len, c.mask_id, model.training) == (8192, (4, 4), 3, 8196, False)
     assert tok.vocab_size == 8192 and tok.downsample == 8
     # the same weights as converting the file directly: the app adds no change of its own
     ref = load_official_pretraining(files["pretrain"])
     assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), ref.state_dict().values()))
-    r = reconstruct(sample_videos()[2], model, tok, strategy="iid", ratio=0.4, seed=1)
+    r = reconstruction_figures(sample_videos()[2], model, tok, strategy="iid", ratio=0.4, seed=1)
     assert r["frames"] == 3 and 0 <= r["model_acc"] <= 1 and 0 <= r["copy_acc"] <= 1 and 0.2 < r["masked"] < 0.6
     assert len(r["reconstruction"].axes) >= 15   # five rows of three frames, at 32 x 32 px (token map 4 x 8)
     import matplotlib.pyplot as plt; plt.close("all")
@@ -134,9 +136,9 @@ def test_bad_combinations_are_one_line(files, case, expected):
 
 def test_python_api_errors(files):
     with pytest.raises(VimpacError, match="not both"):
-        load_demo_model(checkpoint=FIX, official=files["pretrain"])
+        load_reconstruction_model(checkpoint=FIX, official=files["pretrain"])
     with pytest.raises(VimpacError, match="no token head"):
-        load_demo_model(official=files["finetuned"], tokenizer=files["dalle"])
+        load_reconstruction_model(official=files["finetuned"], tokenizer=files["dalle"])
 
 
 def test_cli_subprocess_fine_tuned_classifier(files):

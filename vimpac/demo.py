@@ -6,44 +6,26 @@ Docs: https://vimpac.github.io/vimpac/demo.html.md"""
 
 # %% ../nbs/10_demo.ipynb #cfd9f210
 from __future__ import annotations
-import errno, importlib.resources, os, socket, sys
+import errno, importlib, os, socket, sys
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")   # before gradio is imported: no analytics, no version check
+import warnings
 from pathlib import Path
 import numpy as np
-import torch
 import matplotlib.pyplot as plt
-try: import gradio as gr
+try:
+    import gradio as gr
 except ImportError as e:
     raise ImportError("vimpac.demo needs gradio, which is not installed: pip install 'vimpac[demo]'") from e
-from .utils import VimpacError, make_generator
-from .video import read_video, sample_videos, video_info
-from .masking import block_mask, blocks_for_ratio, iid_mask, nearest_neighbour_fill, copy_accuracy
-from .model import VimpacForPreTraining
-from .viz import plot_reconstruction, predict_masked, load_reconstruction_model
+from .utils import VimpacError, VimpacDeprecationWarning
+from .video import sample_videos, video_info
+from .inference import FPS, load_reconstruction_model, reconstruct_video
+from .viz import plot_reconstruction, plot_nn_fill
 
 # %% auto #0
-__all__ = ['DEMO_CHECKPOINT', 'LIMITS', 'FPS', 'THEME_FONTS', 'load_demo_model', 'check_video', 'plot_nn_fill', 'make_mask',
-           'reconstruct', 'build_app', 'launch', 'check_address', 'main']
+__all__ = ['LIMITS', 'THEME_FONTS', 'check_video', 'reconstruction_figures', 'build_app', 'launch', 'check_address', 'main']
 
 # %% ../nbs/10_demo.ipynb #e0142667
-DEMO_CHECKPOINT = Path(str(importlib.resources.files("vimpac")))/"weights"/"demo"
 LIMITS = dict(max_upload_mb=50.0, max_seconds=120.0, max_pixels=1920 * 1080)
-FPS = 2.0   # frames per second sampled from a video, as in pre-training (paper §4.2)
-
-def load_demo_model(checkpoint=None, tokenizer=None, device="cpu", official=None) -> tuple[VimpacForPreTraining, torch.nn.Module]:
-    """(model in eval mode, tokenizer) for the app. `checkpoint`: a folder written by `save_pretrained` /
-    `vimpac-pretrain`; `official`: an authors' pre-training `classifier.pt` (then `tokenizer` must be
-    `"dalle:ENCODER.pkl,DECODER.pkl"`); neither: the shipped demo checkpoint `DEMO_CHECKPOINT`. `tokenizer`: a name
-    for `load_tokenizer` (None: `"default"` for the kit's models). Raises `VimpacError` when no demo checkpoint is
-    shipped and none is given, and as `vimpac.viz.load_reconstruction_model` does (both given, a folder that does not
-    hold a saved model, a fine-tuned classifier without token head, `official` without tokenizer, a tokenizer without
-    decoder, of another vocabulary or not the one the run was trained on)."""
-    if checkpoint is None and official is None:
-        if not (DEMO_CHECKPOINT/"config.json").is_file():
-            raise VimpacError(f"no demo checkpoint is installed at {DEMO_CHECKPOINT}; pass --checkpoint DIR "
-                              "(a run folder written by vimpac-pretrain)")
-        checkpoint = DEMO_CHECKPOINT
-    return load_reconstruction_model(checkpoint, tokenizer, official, device)
 
 # %% ../nbs/10_demo.ipynb #b02b3954
 def check_video(path, limits: dict | None = None) -> dict:
@@ -53,13 +35,16 @@ def check_video(path, limits: dict | None = None) -> dict:
     that is not a video or has no video stream."""
     lim = {**LIMITS, **(limits or {})}
     path = Path(path)
-    if not path.is_file(): raise VimpacError(f"{path.name}: no such file")
+    if not path.is_file():
+        raise VimpacError(f"{path.name}: no such file")
     mb = path.stat().st_size / 2**20
     if mb > lim["max_upload_mb"]:
         raise VimpacError(f"{path.name}: {mb:.1f} MB; the demo takes videos up to {lim['max_upload_mb']:g} MB")
     info = video_info(path)
     if info["duration"] > lim["max_seconds"]:
-        raise VimpacError(f"{path.name}: {info['duration']:.0f} s long; the demo takes videos up to {lim['max_seconds']:g} s")
+        raise VimpacError(
+            f"{path.name}: {info['duration']:.0f} s long; the demo takes videos up to {lim['max_seconds']:g} s"
+        )
     if info["width"] * info["height"] > lim["max_pixels"]:
         raise VimpacError(f"{path.name}: {info['width']}x{info['height']} pixels; the demo takes videos up to "
                           f"{lim['max_pixels']} pixels per frame (e.g. 1920x1080)")
@@ -73,120 +58,84 @@ def _to_image(fig) -> np.ndarray:
     plt.close(fig)
     return img
 
-def _decode(tok, tokens):
-    return tok.decode(tokens).permute(0, 2, 3, 1).float().clamp(0, 1).cpu().numpy()
 
-def plot_nn_fill(tok, tokens: torch.Tensor, mask: torch.Tensor, mode: str = "spatial", title: str | None = None):
-    """Two rows for int64 tokens (T, h, w) and a bool mask of the same shape: the VQ-VAE reconstruction (the target)
-    and the nearest-neighbour fill (`nearest_neighbour_fill`, `mode` spatial or spatiotemporal) decoded, the masked
-    region outlined in red. Returns the matplotlib figure."""
-    filled = nearest_neighbour_fill(tokens[None], mask[None], mode)[0]
-    f = tok.downsample
-    m = mask.repeat_interleave(f, -2).repeat_interleave(f, -1).numpy()
-    inner = m.copy(); inner[:, 1:] &= m[:, :-1]; inner[:, :-1] &= m[:, 1:]; inner[:, :, 1:] &= m[:, :, :-1]; inner[:, :, :-1] &= m[:, :, 1:]
-    edge = m & ~inner
-    rows = [("VQ-VAE reconstruction", _decode(tok, tokens)), (f"nearest-neighbour fill\n({mode})", _decode(tok, filled))]
-    rows[1][1][edge] = (1.0, 0.1, 0.1)
-    T = tokens.shape[0]
-    fig, axs = plt.subplots(2, T, figsize=(1.9 * T, 4.4), squeeze=False)
-    for r, (name, imgs) in enumerate(rows):
-        for t in range(T):
-            ax = axs[r, t]; ax.imshow(imgs[t]); ax.set_xticks([]); ax.set_yticks([])
-            if t == 0: ax.set_ylabel(name, fontsize=10)
-            if r == 0: ax.set_title(f"frame {t}", fontsize=9)
-    if title: fig.suptitle(title, fontsize=11)
-    fig.tight_layout()
-    return fig
-
-# %% ../nbs/10_demo.ipynb #94510629
-def make_mask(shape, strategy: str = "block", blocks: int = 0, ratio: float = 0.15, seed: int = 0) -> torch.Tensor:
-    """A bool mask (T, h, w): `strategy="block"` draws `blocks` cubes (§3.1, Eq. 3; 0 = the number that masks about
-    15%, `blocks_for_ratio`), `"iid"` masks each token with probability `ratio` (Eq. 2). Seeded by `seed`. Raises
-    `VimpacError` for an unknown strategy, `blocks` < 0, or a ratio outside (0, 1)."""
-    T, h, w = shape
-    g = make_generator(int(seed))
-    if strategy == "block":
-        if int(blocks) < 0: raise VimpacError(f"blocks: expected an integer >= 0 (0 = about 15% masked), got {blocks}")
-        n = int(blocks) or blocks_for_ratio(T, h, w)
-        return block_mask((1, T, h, w), n, generator=g)[0]
-    if strategy == "iid":
-        if not 0 < float(ratio) < 1: raise VimpacError(f"ratio: expected a number in (0, 1), got {ratio}")
-        m = iid_mask((1, T, h, w), float(ratio), generator=g)[0]
-        if not m.any(): m.view(-1)[torch.randint(m.numel(), (1,), generator=g)] = True
-        if m.all(): m.view(-1)[0] = False
-        return m
-    raise VimpacError(f"strategy: expected 'block' or 'iid', got {strategy!r}")
-
-# %% ../nbs/10_demo.ipynb #92ac33f3
-def reconstruct(path, model, tok, strategy: str = "block", blocks: int = 0, ratio: float = 0.15, seed: int = 0,
-                neighbour: str = "spatial", limits: dict | None = None, progress=None) -> dict:
-    """Mask a clip of the video at `path` and reconstruct it. The video is checked (`check_video`), its first T
-    frames (the model's clip length) at 2 FPS are decoded at the model's frame size (token map x 8, centre crop),
-    tokenized, masked (`make_mask`), and filled by the model (`predict_masked`) and by copying
-    (`nearest_neighbour_fill` in mode `neighbour`). Returns a dict: `reconstruction` and `nn_fill` (matplotlib
-    figures), `model_acc` and `copy_acc` (share of masked tokens recovered exactly, in [0, 1]), `masked` (share of
-    tokens masked), `frames`. `progress(fraction, desc)` is called along the way when given.
-    Raises `VimpacError` (one line) for a video the demo refuses or cannot read, and for bad options."""
+def reconstruction_figures(path, model, tok, *, strategy: str = "block", blocks: int = 0, ratio: float = 0.15,
+                           seed: int = 0, neighbour: str = "spatial", limits: dict | None = None,
+                           progress=None) -> dict:
+    """What the page shows for the video at `path`: the video is checked (`check_video` with `limits`), then a clip
+    of it masked and reconstructed by `vimpac.inference.reconstruct_video` (its first T frames at `FPS`, the options
+    `strategy`, `blocks`, `ratio`, `seed`, `neighbour` as there). Returns a dict: `reconstruction` and `nn_fill`
+    (matplotlib figures: `plot_reconstruction`, `plot_nn_fill`), `model_acc` and `copy_acc` (share of masked tokens
+    recovered exactly, in [0, 1]), `masked` (share of tokens masked), `frames` (the number of frames).
+    `progress(fraction, desc)` is called along the way when given. Raises `VimpacError` (one line) for a video the
+    demo refuses or cannot read, and for bad options."""
     step = progress or (lambda *a, **k: None)
-    if neighbour not in ("spatial", "spatiotemporal"):
-        raise VimpacError(f"neighbour: expected 'spatial' or 'spatiotemporal', got {neighbour!r}")
     step(0.05, desc="checking the video")
     check_video(path, limits)
-    c = model.config
-    frame_size = c.token_map[0] * tok.downsample
-    step(0.15, desc=f"decoding frames at {frame_size} px")
-    frames = read_video(path, FPS, frame_size, max_frames=c.max_clip_len)
-    step(0.35, desc="tokenizing")
-    tokens = tok.encode(frames).cpu()
-    mask = make_mask(tuple(tokens.shape), strategy, blocks, ratio, seed)
-    step(0.5, desc="predicting the masked tokens")
-    pred = predict_masked(model, tokens, mask)
-    name, share = Path(path).name, mask.float().mean().item()
-    how = f"{int(mask.sum())} of {mask.numel()} tokens masked ({100 * share:.0f}%, {'blocks' if strategy == 'block' else 'i.i.d.'})"
+    r = reconstruct_video(path, model, tok, strategy=strategy, blocks=blocks, ratio=ratio, seed=seed,
+                          neighbour=neighbour, progress=step)
+    mask, name = r["mask"], Path(path).name
+    kind = "blocks" if strategy == "block" else "i.i.d."
+    how = f"{int(mask.sum())} of {mask.numel()} tokens masked ({100 * r['mask_ratio']:.0f}%, {kind})"
     step(0.7, desc="drawing")
-    return dict(reconstruction=plot_reconstruction(frames, tok, model, mask, title=f"{name}: model reconstruction, {how}"),
-                nn_fill=plot_nn_fill(tok, tokens, mask, neighbour, title=f"{name}: copy the nearest visible token ({neighbour})"),
-                model_acc=(pred[mask] == tokens[mask]).float().mean().item(),
-                copy_acc=copy_accuracy(tokens[None], mask[None], neighbour), masked=share, frames=len(frames))
+    rec = plot_reconstruction(r["frames"], tok, model, mask, title=f"{name}: model reconstruction, {how}")
+    nn = plot_nn_fill(tok, r["tokens"], mask, neighbour, title=f"{name}: copy the nearest visible token ({neighbour})")
+    return dict(reconstruction=rec, nn_fill=nn, model_acc=r["model_acc"], copy_acc=r["copy_acc"],
+                masked=r["mask_ratio"], frames=len(r["frames"]))
 
 # %% ../nbs/10_demo.ipynb #d9792dde
 THEME_FONTS = dict(font=["ui-sans-serif", "system-ui", "sans-serif"], font_mono=["ui-monospace", "monospace"])
 
+
 def _samples() -> list[Path]:
-    try: return sample_videos()
-    except VimpacError: return []
+    try:
+        return sample_videos()
+    except VimpacError:
+        return []
+
 
 def _page_reconstruct(model, tok, lim: dict):
-    """The endpoint's function: `reconstruct` with the page's inputs. An input it refuses becomes a `gr.Error` of the
-    kit's one line, naming the upload by its file name (not Gradio's temporary path), and one line in the server's
-    log, `vimpac-demo: refused NAME: ...` (not a traceback)."""
+    """The endpoint's function: `reconstruction_figures` with the page's inputs. An input it refuses becomes a
+    `gr.Error` of the kit's one line, naming the upload by its file name (not Gradio's temporary path), and one line
+    in the server's log, `vimpac-demo: refused NAME: ...` (not a traceback)."""
+
     def run(video, strategy="block", blocks=0, ratio=0.15, seed=0, neighbour="spatial", progress=gr.Progress()):
-        if video is None: raise gr.Error("no video: upload one or pick a sample below", print_exception=False)
+        if video is None:
+            raise gr.Error("no video: upload one or pick a sample below", print_exception=False)
         path = str(video if isinstance(video, str) else getattr(video, "name", video))
+        options = dict(strategy=strategy, blocks=int(blocks or 0), ratio=float(ratio), seed=int(seed or 0),
+                       neighbour=neighbour, limits=lim)
         try:
-            r = reconstruct(path, model, tok, strategy, int(blocks or 0), float(ratio), int(seed or 0), neighbour, lim,
-                            progress=lambda f, desc=None: progress(f, desc=desc))
-        except (ValueError, OSError) as e:   # VimpacError is a ValueError: its one line goes to the page
+            r = reconstruction_figures(path, model, tok, progress=lambda f, desc=None: progress(f, desc=desc),
+                                       **options)
+        except (ValueError, OSError) as e:  # VimpacError is a ValueError: its one line goes to the page
             plt.close("all")
-            line = next((l for l in str(e).splitlines() if l.strip()), type(e).__name__).replace(path, Path(path).name)
+            line = next((x for x in str(e).splitlines() if x.strip()), type(e).__name__)
+            line = line.replace(path, Path(path).name)
             print(f"vimpac-demo: refused {Path(path).name}: {line}", file=sys.stderr)
             raise gr.Error(line, print_exception=False) from None
-        return (_to_image(r["reconstruction"]), _to_image(r["nn_fill"]), round(r["model_acc"], 4), round(r["copy_acc"], 4))
+        images = _to_image(r["reconstruction"]), _to_image(r["nn_fill"])
+        return (*images, round(r["model_acc"], 4), round(r["copy_acc"], 4))
+
     return run
 
 # %% ../nbs/10_demo.ipynb #afee64c1
-def build_app(checkpoint=None, tokenizer=None, device="cpu", limits: dict | None = None,
+def build_app(checkpoint=None, tokenizer=None, *, device="cpu", limits: dict | None = None,
               model=None, tok=None, official=None) -> gr.Blocks:
-    """The Gradio app. Loads the model (`load_demo_model(checkpoint, tokenizer, device, official)`) unless `model`
-    and `tok` are given. Raises `VimpacError` when the model cannot be loaded. Launch it with `launch`."""
-    if model is None or tok is None: model, tok = load_demo_model(checkpoint, tokenizer, device, official)
+    """The Gradio app. Loads the model (`vimpac.inference.load_reconstruction_model(checkpoint, tokenizer,
+    official=official, device=device)`) unless `model` and `tok` are given. Raises `VimpacError` when the model
+    cannot be loaded. Launch it with `launch`."""
+    if model is None or tok is None:
+        model, tok = load_reconstruction_model(checkpoint, tokenizer, official=official, device=device)
     lim = {**LIMITS, **(limits or {})}
-    c = model.config; frame_size = c.token_map[0] * tok.downsample
+    c = model.config
+    frame_size = c.token_map[0] * tok.downsample
     with gr.Blocks(title="VIMPAC reconstruction demo", analytics_enabled=False) as app:
         gr.Markdown(f"## VIMPAC: mask a video, let the model fill it in\nThe first {c.max_clip_len} frames at "
-                    f"{FPS:g} FPS are cropped to {frame_size}x{frame_size} px and tokenized; masked tokens are predicted by the "
-                    f"model and, as a baseline, copied from the nearest visible token. Limits: {lim['max_upload_mb']:g} MB, "
-                    f"{lim['max_seconds']:g} s, {lim['max_pixels'] / 1e6:.1f} megapixels per frame.")
+                    f"{FPS:g} FPS are cropped to {frame_size}x{frame_size} px and tokenized; masked tokens are "
+                    "predicted by the model and, as a baseline, copied from the nearest visible token. Limits: "
+                    f"{lim['max_upload_mb']:g} MB, {lim['max_seconds']:g} s, {lim['max_pixels'] / 1e6:.1f} "
+                    "megapixels per frame.")
         with gr.Row():
             with gr.Column(scale=1):
                 video = gr.File(label="video", file_types=["video"], type="filepath", elem_id="video")
@@ -196,7 +145,8 @@ def build_app(checkpoint=None, tokenizer=None, device="cpu", limits: dict | None
                 seed = gr.Number(value=0, precision=0, label="seed")
                 neighbour = gr.Radio(["spatial", "spatiotemporal"], value="spatial", label="nearest neighbour")
                 go = gr.Button("Reconstruct", variant="primary", elem_id="run")
-                if _samples(): gr.Examples([[str(p)] for p in _samples()], inputs=[video], label="sample videos")
+                if _samples():
+                    gr.Examples([[str(p)] for p in _samples()], inputs=[video], label="sample videos")
             with gr.Column(scale=3):
                 with gr.Row():
                     model_acc = gr.Number(label="mask accuracy: model", elem_id="model_acc")
@@ -224,17 +174,38 @@ def check_address(host: str, port: int) -> None:
     """Raise `VimpacError` unless this process can listen on `host`:`port` (TCP): one line for a host that is not an
     address of this machine (or not an address at all) and for a port in use, naming the option to change. Called by
     `vimpac-demo` before it loads a model, where Gradio would end in a traceback ("Cannot find empty port")."""
-    try: infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except (socket.gaierror, UnicodeError) as e:
-        raise VimpacError(f"--host {host!r}: not an address this machine can resolve ({e.args[-1] if e.args else e})") from None
+        why = e.args[-1] if e.args else e
+        raise VimpacError(f"--host {host!r}: not an address this machine can resolve ({why})") from None
     family, kind, proto, _, addr = infos[0]
     with socket.socket(family, kind, proto) as s:
-        try: s.bind(addr)
+        try:
+            s.bind(addr)
         except OSError as e:
             if e.errno == errno.EADDRINUSE:
-                raise VimpacError(f"--port {port}: {host}:{port} is in use (another vimpac-demo?); pass another --port") from None
+                raise VimpacError(
+                    f"--port {port}: {host}:{port} is in use (another vimpac-demo?); pass another --port"
+                ) from None
             raise VimpacError(f"--host {host!r}: cannot listen there ({e.strerror}); use an address of this machine, "
                               "e.g. 127.0.0.1") from None
+
+# %% ../nbs/10_demo.ipynb #35b05d6b
+_MOVED = dict(DEMO_CHECKPOINT="vimpac.inference.DEMO_CHECKPOINT",
+              load_demo_model="vimpac.inference.load_reconstruction_model",
+              make_mask="vimpac.inference.make_mask",
+              reconstruct="vimpac.demo.reconstruction_figures")
+
+
+def __getattr__(name: str):
+    "An old name of this module (`_MOVED`): the object it is now, with a `VimpacDeprecationWarning`."
+    if name not in _MOVED:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module, _, new = _MOVED[name].rpartition(".")
+    warnings.warn(f"vimpac.demo.{name} is now {_MOVED[name]}; the old name goes in the next release",
+                  VimpacDeprecationWarning, stacklevel=2)
+    return getattr(importlib.import_module(module), new)
 
 # %% ../nbs/10_demo.ipynb #3c71fcc4
 def main(argv=None):
@@ -244,7 +215,8 @@ def main(argv=None):
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1, this machine only)")
     p.add_argument("--port", type=_number(integer=True, ge=1, le=65535), default=7860)
     which = p.add_mutually_exclusive_group()
-    which.add_argument("--checkpoint", default=None, help="a run folder written by vimpac-pretrain (default: the shipped demo model)")
+    which.add_argument("--checkpoint", default=None,
+                       help="a run folder written by vimpac-pretrain (default: the shipped demo model)")
     which.add_argument("--official", default=None, metavar="CLASSIFIER_PT",
                        help="the authors' pre-training classifier.pt (needs --tokenizer dalle:ENCODER.pkl,DECODER.pkl)")
     p.add_argument("--tokenizer", default=None,
@@ -255,4 +227,5 @@ def main(argv=None):
     _run(p.prog, launch, app, a.host, a.port)
 
 # %% ../nbs/10_demo.ipynb #a5bceb24
-if __name__ == "__main__": main()
+if __name__ == "__main__":
+    main()

@@ -6,24 +6,30 @@ Docs: https://vimpac.github.io/vimpac/viz.html.md"""
 
 # %% ../nbs/09_viz.ipynb #0c4de8bd
 from __future__ import annotations
+import html
+import warnings
 from pathlib import Path
 import numpy as np
 import torch
 import matplotlib.pyplot as plt
-from .utils import VimpacError, atomic_path
-from .masking import apply_mask, nearest_neighbour_fill
+from .utils import VimpacError, VimpacDeprecationWarning, atomic_path
+from .video import read_video, sample_videos
+from .tokenizer import load_tokenizer
+from .masking import block_mask, iid_mask, copy_accuracy, nearest_neighbour_fill
+from .evaluate import nearest_neighbours, store_frames
+from . import inference
 
 # %% auto #0
-__all__ = ['DEMO_CHECKPOINT', 'plot_frames', 'token_colours', 'token_image', 'plot_tokens', 'plot_mask_overlay', 'mask_voxels',
-           'plot_mask_cube', 'reconstruct', 'predict_masked', 'plot_reconstruction', 'savefig',
-           'plot_nn_reconstruction', 'plot_curves', 'load_reconstruction_model', 'explore_state', 'explore',
-           'plot_confusion', 'plot_retrieval', 'plot_store_retrieval']
+__all__ = ['plot_frames', 'token_colours', 'token_image', 'plot_tokens', 'plot_mask_overlay', 'mask_voxels', 'plot_mask_cube',
+           'plot_reconstruction', 'savefig', 'plot_nn_reconstruction', 'plot_nn_fill', 'plot_curves', 'explore_state',
+           'explore', 'plot_confusion', 'plot_retrieval', 'plot_store_retrieval']
 
 # %% ../nbs/09_viz.ipynb #398a1010
 def _as_float_frames(frames) -> np.ndarray:
     "uint8 (T, H, W, 3) in [0, 255] or float in [0, 1] → float (T, H, W, 3) in [0, 1]."
     a = np.asarray(frames)
-    if a.ndim != 4 or a.shape[-1] != 3: raise VimpacError(f"frames: expected (T, H, W, 3), got shape {a.shape}")
+    if a.ndim != 4 or a.shape[-1] != 3:
+        raise VimpacError(f"frames: expected (T, H, W, 3), got shape {a.shape}")
     return a / 255.0 if a.dtype == np.uint8 else a.astype(np.float32)
 
 def plot_frames(frames, path=None, title: str | None = None):
@@ -51,7 +57,8 @@ def plot_tokens(tokens, vocab_size: int, tokenizer=None, path=None, title: str |
     z = torch.as_tensor(tokens).long()
     rows = [(f"codes ({vocab_size})", token_image(z, vocab_size))]
     if tokenizer is not None:
-        with torch.no_grad(): rows.append(("decoded", tokenizer.decode(z).permute(0, 2, 3, 1).float().cpu().numpy()))
+        with torch.no_grad():
+            rows.append(("decoded", tokenizer.decode(z).permute(0, 2, 3, 1).float().cpu().numpy()))
     return _frame_grid(rows, (1.9 * len(z), 2.2 * len(rows)), 9, title, 10, path)
 
 # %% ../nbs/09_viz.ipynb #5bf8d238
@@ -59,9 +66,11 @@ def plot_mask_overlay(frames, mask, path=None, title: str | None = None, alpha: 
     """Each frame (uint8 (T, S, S, 3) or float in [0, 1]) with the bool token mask (T, h, w) over it: masked tokens
     tinted red (`alpha`) and the region outlined. S must be a multiple of h and w. Saves a PNG to `path` when
     given; returns the figure (T axes). Raises `VimpacError` when the shapes do not fit."""
-    a = _as_float_frames(frames); m = torch.as_tensor(mask).bool().cpu()
+    a = _as_float_frames(frames)
+    m = torch.as_tensor(mask).bool().cpu()
     T, S = a.shape[0], a.shape[1]
-    if m.ndim != 3 or m.shape[0] != T or S % m.shape[1] or a.shape[2] % m.shape[2] or S // m.shape[1] != a.shape[2] // m.shape[2]:
+    fits = m.ndim == 3 and m.shape[0] == T and S % m.shape[1] == 0 and a.shape[2] % m.shape[2] == 0
+    if not fits or S // m.shape[1] != a.shape[2] // m.shape[2]:
         raise VimpacError(f"mask: shape {tuple(m.shape)} does not fit frames of shape {a.shape[:3]}")
     mp = _mask_pixels(m, S // m.shape[1])
     out = a.copy()
@@ -69,6 +78,7 @@ def plot_mask_overlay(frames, mask, path=None, title: str | None = None, alpha: 
     out[_edges(mp)] = (1.0, 0.1, 0.1)
     return _frame_grid([(f"mask ({m.float().mean():.0%})", out)], (1.9 * T, 2.3), 9, title, 10, path)
 
+# %% ../nbs/09_viz.ipynb #9a890230
 def mask_voxels(mask) -> np.ndarray:
     """The bool mask (T, h, w) as the array drawn by `plot_mask_cube`: axes (column x, frame t, row y from the
     bottom), i.e. `vox[x, t, h-1-y] == mask[t, y, x]`, so time runs into the picture and the image is upright."""
@@ -87,52 +97,37 @@ def plot_mask_cube(mask, path=None, title: str | None = None):
     fig = plt.figure(figsize=(5, 4.6))
     ax = fig.add_subplot(projection="3d")
     ax.voxels(vox, facecolors=colours, edgecolor=(0, 0, 0, 0.35), linewidth=0.3)
-    ax.set_xlabel("x (token)"); ax.set_ylabel("frame"); ax.set_zlabel("y (token)")
-    ax.set_xlim(0, W); ax.set_ylim(0, T); ax.set_zlim(0, H); ax.set_box_aspect((W, T * 1.5, H))
+    ax.set_xlabel("x (token)")
+    ax.set_ylabel("frame")
+    ax.set_zlabel("y (token)")
+    ax.set_xlim(0, W)
+    ax.set_ylim(0, T)
+    ax.set_zlim(0, H)
+    ax.set_box_aspect((W, T * 1.5, H))
     ax.set_title(title or f"block mask: {int(vox.sum())} of {vox.size} tokens", fontsize=10)
-    if path is not None: savefig(fig, path)
+    if path is not None:
+        savefig(fig, path)
     return fig
 
 # %% ../nbs/09_viz.ipynb #f46d13d1
-@torch.no_grad()
-def reconstruct(model, tokens: torch.Tensor, mask: torch.Tensor) -> dict:
-    """Run the mask-then-predict model on one clip of int64 tokens (T, h, w) with the bool mask (T, h, w) (the masked
-    non-[PAD] positions become [MASK]). Returns a dict of CPU tensors (T, h, w): `pred` int64 (the visible tokens kept,
-    the most likely code at masked positions), `confidence` float32 (the top-1 softmax probability at masked
-    positions, NaN elsewhere), `correct` bool (top-1 equals the original token; False where not masked), `masked`
-    bool (the positions predicted), and `accuracy`, a float in [0, 1] (NaN when nothing is masked).
-    Raises `VimpacError` when the mask's shape differs from the tokens'."""
-    was = model.training; model.eval()
-    try:
-        dev = next(model.parameters()).device
-        c = model.config
-        tokens, mask = tokens.to(dev), mask.to(dev)
-        inputs, labels = apply_mask(tokens[None], mask[None], c.mask_id, c.pad_id)
-        o = model(inputs, labels)
-        sel = labels[0] != -100
-        prob = o["logits"].float().softmax(-1)
-        conf, top = prob.max(-1)
-        pred = tokens.clone(); pred[sel] = top
-        confidence = torch.full(tokens.shape, float("nan"), device=dev); confidence[sel] = conf
-        correct = torch.zeros_like(sel); correct[sel] = top == tokens[sel]
-        n = int(sel.sum())
-        acc = float(correct.sum()) / n if n else float("nan")
-        return dict(pred=pred.cpu(), confidence=confidence.cpu(), correct=correct.cpu(), masked=sel.cpu(), accuracy=acc)
-    finally:
-        model.train(was)
+def _decoded(tokenizer, tokens: torch.Tensor) -> np.ndarray:
+    "Tokens (T, h, w) decoded by `tokenizer`: float (T, S, S, 3), about [0, 1]."
+    with torch.no_grad():
+        return tokenizer.decode(tokens).permute(0, 2, 3, 1).float().cpu().numpy()
 
-def predict_masked(model, tokens: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Fill the masked positions of int64 tokens (T, h, w) with the model's most likely code; visible tokens are
-    kept. `mask` is bool (T, h, w). Returns int64 (T, h, w) (`reconstruct(...)["pred"]`)."""
-    return reconstruct(model, tokens, mask)["pred"]
 
 def _mask_pixels(mask: torch.Tensor, factor: int) -> np.ndarray:
+    "A bool token mask (T, h, w) as a pixel mask (T, h f, w f)."
     return torch.as_tensor(mask).repeat_interleave(factor, -2).repeat_interleave(factor, -1).numpy()
+
 
 def _edges(m: np.ndarray) -> np.ndarray:
     "Boundary pixels of a bool (T, H, W) region."
     inner = m.copy()
-    inner[:, 1:] &= m[:, :-1]; inner[:, :-1] &= m[:, 1:]; inner[:, :, 1:] &= m[:, :, :-1]; inner[:, :, :-1] &= m[:, :, 1:]
+    inner[:, 1:] &= m[:, :-1]
+    inner[:, :-1] &= m[:, 1:]
+    inner[:, :, 1:] &= m[:, :, :-1]
+    inner[:, :, :-1] &= m[:, :, 1:]
     return m & ~inner
 
 # %% ../nbs/09_viz.ipynb #9cd20ecd
@@ -140,31 +135,36 @@ def plot_reconstruction(frames: np.ndarray, tokenizer, model, mask: torch.Tensor
                         score: str = "confidence"):
     """Five rows for one clip of uint8 frames (T, S, S, 3) and its bool mask (T, S/f, S/f) (f = the tokenizer's
     downsampling): original frames, VQ-VAE reconstruction, masked input (masked tokens grey, the region outlined in
-    red), the model's prediction decoded (visible tokens kept), and per masked token a heat map of `score`:
-    `"confidence"` (the top-1 softmax probability, in [0, 1]) or `"correct"` (1 where the top-1 code equals the
-    original token, 0 where not); unmasked tokens are light grey. The row's label gives the mask accuracy.
-    Saves a PNG to `path` when given. Returns the matplotlib figure (5*T frame axes, then a colour bar).
-    Raises `VimpacError` when the mask does not match the token map or `score` is unknown."""
+    red), the model's prediction decoded (visible tokens kept; `vimpac.inference.reconstruct_tokens`), and per
+    masked token a heat map of `score`: `"confidence"` (the top-1 softmax probability, in [0, 1]) or `"correct"` (1
+    where the top-1 code equals the original token, 0 where not); unmasked tokens are light grey. The row's label
+    gives the mask accuracy. Saves a PNG to `path` when given. Returns the matplotlib figure (5*T frame axes, then a
+    colour bar). Raises `VimpacError` when the mask does not match the token map or `score` is unknown."""
     if score not in ("confidence", "correct"):
         raise VimpacError(f"score: {score!r} is not one of 'confidence', 'correct'")
     tokens = tokenizer.encode(frames).cpu()
     if mask.shape != tokens.shape:
         raise VimpacError(f"mask: shape {tuple(mask.shape)} differs from the clip's token maps {tuple(tokens.shape)}")
-    f = tokenizer.downsample
-    r = reconstruct(model, tokens, mask)
-    vq = tokenizer.decode(tokens).permute(0, 2, 3, 1).float().cpu().numpy()
-    pred = tokenizer.decode(r["pred"]).permute(0, 2, 3, 1).float().cpu().numpy()
-    mp = _mask_pixels(mask.cpu(), f)
-    masked = np.where(mp[..., None], 0.5, vq)
+    r = inference.reconstruct_tokens(model, tokens, mask)
+    vq = _decoded(tokenizer, tokens)
+    pred = _decoded(tokenizer, r["pred"])
+    mp = _mask_pixels(mask.cpu(), tokenizer.downsample)
     edge = _edges(mp)
+    masked = np.where(mp[..., None], 0.5, vq)
     masked[edge] = (1.0, 0.1, 0.1)
-    pred_outlined = pred.copy(); pred_outlined[edge] = (1.0, 0.1, 0.1)
-    heat = r["confidence"].numpy() if score == "confidence" else np.where(r["masked"], r["correct"].float(), np.nan)
-    label = ("top-1 confidence" if score == "confidence" else "top-1 correct") + f"\n(accuracy {r['accuracy']:.0%})"
-    rows = [("original", frames / 255.0), ("VQ-VAE reconstruction", vq), ("masked input", masked),
-            ("model prediction", pred_outlined), (label, heat)]
-    T = len(frames)
-    return _frame_grid(rows, (1.9 * T + 0.8, 10.2), 10, title, 11, path)
+    pred[edge] = (1.0, 0.1, 0.1)
+    if score == "confidence":
+        heat, label = r["confidence"].numpy(), "top-1 confidence"
+    else:
+        heat, label = np.where(r["masked"], r["correct"].float(), np.nan), "top-1 correct"
+    rows = [
+        ("original", frames / 255.0),
+        ("VQ-VAE reconstruction", vq),
+        ("masked input", masked),
+        ("model prediction", pred),
+        (f"{label}\n(accuracy {r['accuracy']:.0%})", heat),
+    ]
+    return _frame_grid(rows, (1.9 * len(frames) + 0.8, 10.2), 10, title, 11, path)
 
 # %% ../nbs/09_viz.ipynb #17422d91
 def _frame_grid(rows, figsize, label_size, title, title_size, path):
@@ -176,26 +176,34 @@ def _frame_grid(rows, figsize, label_size, title, title_size, path):
     im = None
     for r, (name, imgs) in enumerate(rows):
         for t in range(T):
-            ax = axs[r, t]; ax.set_xticks([]); ax.set_yticks([])
+            ax = axs[r, t]
+            ax.set_xticks([])
+            ax.set_yticks([])
             if imgs[t].ndim == 2:
                 cmap = plt.get_cmap("viridis").with_extremes(bad=(0.85, 0.85, 0.85))
                 im = ax.imshow(np.ma.masked_invalid(imgs[t]), cmap=cmap, vmin=0, vmax=1, interpolation="nearest")
-            else: ax.imshow(np.clip(imgs[t], 0, 1))
-            if t == 0: ax.set_ylabel(name, fontsize=label_size)
-            if r == 0: ax.set_title(f"frame {t}", fontsize=9)
-    if title: fig.suptitle(title, fontsize=title_size)
+            else:
+                ax.imshow(np.clip(imgs[t], 0, 1))
+            if t == 0:
+                ax.set_ylabel(name, fontsize=label_size)
+            if r == 0:
+                ax.set_title(f"frame {t}", fontsize=9)
+    if title:
+        fig.suptitle(title, fontsize=title_size)
     fig.tight_layout()
     if im is not None:
         fig.subplots_adjust(right=0.92)
         b = axs[-1, -1].get_position()
         fig.colorbar(im, cax=fig.add_axes((0.935, b.y0, 0.012, b.height)))
-    if path is not None: savefig(fig, path)
+    if path is not None:
+        savefig(fig, path)
     return fig
 
 def savefig(fig, path, dpi: int = 110) -> Path:
     "Save `fig` as a PNG at `path` atomically, with no timestamp in the file."
     path = Path(path)
-    with atomic_path(path) as tmp: fig.savefig(tmp, format="png", dpi=dpi, metadata={"Software": None})
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=dpi, metadata={"Software": None})
     return path
 
 # %% ../nbs/09_viz.ipynb #bfb56b3f
@@ -210,7 +218,9 @@ def plot_nn_reconstruction(tokenizer, tokens: torch.Tensor, masks: dict, path=No
     for label, pair in masks.items():
         for m in pair:
             if m.shape != tokens.shape:
-                raise VimpacError(f"mask {label!r}: shape {tuple(m.shape)} differs from the tokens' {tuple(tokens.shape)}")
+                raise VimpacError(
+                    f"mask {label!r}: shape {tuple(m.shape)} differs from the tokens' {tuple(tokens.shape)}"
+                )
     dec = lambda z: tokenizer.decode(z).permute(0, 2, 3, 1).float().cpu().numpy()
     rows = [("(a) tokenizer\nreconstruction", dec(tokens))]
     letter = iter("bcdefghijklmnopqrstuvwxyz")
@@ -225,203 +235,180 @@ def plot_nn_reconstruction(tokenizer, tokens: torch.Tensor, masks: dict, path=No
     T = tokens.shape[0]
     return _frame_grid(rows, (1.75 * T + 0.9, 1.75 * len(rows)), 8, title, 10, path)
 
+# %% ../nbs/09_viz.ipynb #6cd624ac
+def plot_nn_fill(tokenizer, tokens: torch.Tensor, mask: torch.Tensor, mode: str = "spatial", *,
+                 title: str | None = None, path=None):
+    """Two rows for int64 tokens (T, h, w) and a bool mask of the same shape: the VQ-VAE reconstruction (the target)
+    and the nearest-neighbour fill (`nearest_neighbour_fill`, `mode` spatial or spatiotemporal) decoded, the masked
+    region outlined in red, as in appendix G.2's Fig. 7. Saves a PNG to `path` when given; returns the matplotlib
+    figure (2*T axes). Raises `VimpacError` when the mask's shape differs from the tokens'."""
+    tokens, mask = torch.as_tensor(tokens).cpu(), torch.as_tensor(mask).bool().cpu()
+    if mask.shape != tokens.shape:
+        raise VimpacError(f"mask: shape {tuple(mask.shape)} differs from the tokens' {tuple(tokens.shape)}")
+    fill = _decoded(tokenizer, nearest_neighbour_fill(tokens[None], mask[None], mode)[0])
+    fill[_edges(_mask_pixels(mask, tokenizer.downsample))] = (1.0, 0.1, 0.1)
+    rows = [("VQ-VAE reconstruction", _decoded(tokenizer, tokens)), (f"nearest-neighbour fill\n({mode})", fill)]
+    return _frame_grid(rows, (1.9 * len(tokens), 4.4), 10, title, 11, path)
+
 # %% ../nbs/09_viz.ipynb #410610ac
 def plot_curves(history: list[dict], path=None, baseline: float | None = None):
     """Loss, mask loss and CL loss (left) and mask / CL accuracy (right) against the step, from the metric dicts that
     `pretrain` logs. `baseline` (the majority-token accuracy) is drawn as a dashed line. Saves a PNG to `path`."""
-    if not history: raise VimpacError("plot_curves: the history is empty")
+    if not history:
+        raise VimpacError("plot_curves: the history is empty")
     s = [h["step"] for h in history]
     fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.6))
     for k, lab in [("loss", "L = L_mask + αγ L_cl"), ("mask_loss", "L_mask"), ("cl_loss", "L_cl")]:
         a.plot(s, [h[k] for h in history], label=lab)
-    a.set_xlabel("step"); a.set_ylabel("loss"); a.legend(); a.grid(alpha=0.3)
+    a.set_xlabel("step")
+    a.set_ylabel("loss")
+    a.legend()
+    a.grid(alpha=0.3)
     b.plot(s, [h["mask_acc"] for h in history], label="mask accuracy (train)")
     b.plot(s, [h["cl_acc"] for h in history], label="CL accuracy (train)")
-    if baseline is not None: b.axhline(baseline, ls="--", c="k", lw=1, label="majority-token baseline")
-    b.set_xlabel("step"); b.set_ylabel("accuracy"); b.set_ylim(0, 1.02); b.legend(); b.grid(alpha=0.3)
+    if baseline is not None:
+        b.axhline(baseline, ls="--", c="k", lw=1, label="majority-token baseline")
+    b.set_xlabel("step")
+    b.set_ylabel("accuracy")
+    b.set_ylim(0, 1.02)
+    b.legend()
+    b.grid(alpha=0.3)
     fig.tight_layout()
-    if path is not None: savefig(fig, path)
+    if path is not None:
+        savefig(fig, path)
     return fig
-
-# %% ../nbs/09_viz.ipynb #4d650639
-from .video import sample_videos, read_video
-from .tokenizer import load_tokenizer
-from .model import VimpacForPreTraining
-from .official import load_official_pretraining
-from .masking import block_mask, iid_mask, copy_accuracy
-from .utils import read_json
-import html, importlib.resources
-
-DEMO_CHECKPOINT = Path(str(importlib.resources.files("vimpac")))/"weights"/"demo"   # the shipped demo model's folder
-
-def _official_model(src: Path, tokenizer, device) -> VimpacForPreTraining:
-    "The authors' pre-training model from `src`; a fine-tuned classifier is refused, naming the file needed."
-    if tokenizer is None:
-        raise VimpacError(f"{src}: the authors' models predict DALL-E dVAE codes; pass their tokenizer with "
-                          "--tokenizer dalle:ENCODER.pkl,DECODER.pkl (tokenizer='dalle:...' in Python)")
-    if not src.exists(): raise VimpacError(f"{src}: no such file, expected the authors' pre-training classifier.pt")
-    try: return load_official_pretraining(src, device=device)
-    except VimpacError as e:
-        if "no pre-training heads" not in str(e): raise
-        raise VimpacError(f"{src}: a fine-tuned classifier (backbone and cls_fc only) has no token head (mlm_head, "
-                          "paper appendix A.2) to predict masked tokens; pass the pre-training run's classifier.pt "
-                          "(e.g. snap/pretrain/<run>/last/classifier.pt)") from None
-
-def _check_tokenizer(model, tok, name, src: Path, run: bool):
-    "Refuse a tokenizer that cannot decode, has another vocabulary, or (for a kit `run`) is not the one it was trained with."
-    if getattr(tok, "decoder", True) is None:
-        raise VimpacError(f"tokenizer {name!r} has no decoder, and the figures decode the predicted tokens; pass "
-                          "dalle:ENCODER.pkl,DECODER.pkl")
-    vocab = getattr(getattr(tok, "config", None), "vocab_size", None) or getattr(tok, "vocab_size", None)
-    if vocab is not None and vocab != model.config.vocab_size:
-        raise VimpacError(f"tokenizer {name!r}: {vocab} codes, but the model in {src} predicts "
-                          f"{model.config.vocab_size}; pass the tokenizer it was trained with (--tokenizer)")
-    h, w = model.config.token_map
-    if h != w: raise VimpacError(f"{src}: token map {h}x{w}; the reconstruction takes square frames (a token map h x h)")
-    pc = src/"pretrain_config.json"
-    trained = read_json(pc, "a run's pretrain_config.json").get("tokenizer") if run and pc.is_file() else None
-    ident = getattr(tok, "identity", None)
-    if trained and ident and trained.get("hash") and ident.get("hash") and trained["hash"] != ident["hash"]:
-        raise VimpacError(f"tokenizer {name!r} ({ident['hash']}) is not the one {src} was trained on "
-                          f"({trained.get('name')}, {trained['hash']}); pass that one with --tokenizer")
-
-# %% ../nbs/09_viz.ipynb #61d4729f
-def load_reconstruction_model(checkpoint=None, tokenizer=None, official=None, device="cpu") -> tuple:
-    """(model in eval mode, tokenizer) to reconstruct masked tokens with. Give at most one of `checkpoint`, a folder
-    written by `save_pretrained` / `vimpac-pretrain` (None: the shipped demo checkpoint, `DEMO_CHECKPOINT`), and
-    `official`, the authors' *pre-training* `classifier.pt` (a file or the folder holding it; converted by
-    `vimpac.official.load_official_pretraining`). `tokenizer`: a tokenizer or a name for `load_tokenizer`; None means
-    `"default"` for a kit checkpoint and is refused with `official`, which needs DALL-E's dVAE
-    (`"dalle:ENCODER.pkl,DECODER.pkl"`). Raises `VimpacError` in one line when both are given, when `official` has no
-    tokenizer or is a fine-tuned classifier (no token head, appendix A.2), when the tokenizer has no decoder, its
-    vocabulary differs from the model's or it is not the one a run was trained with, when the model's token map is
-    not square (the frames are centre-cropped squares), and for missing or unreadable files."""
-    if checkpoint is not None and official is not None:
-        raise VimpacError("give a kit checkpoint (--checkpoint DIR) or an authors' classifier.pt (--official FILE), not both")
-    if official is not None:
-        src = Path(official); model = _official_model(src, tokenizer, device)
-    else:
-        src = Path(checkpoint) if checkpoint is not None else DEMO_CHECKPOINT
-        if checkpoint is None and not (src/"config.json").is_file():
-            raise VimpacError(f"no demo checkpoint is installed at {src}; pass --checkpoint DIR (a run folder written "
-                              "by vimpac-pretrain)")
-        model = VimpacForPreTraining.from_pretrained(src, device=device)
-    name = "default" if tokenizer is None else tokenizer
-    tok = load_tokenizer(name, device=device) if isinstance(name, (str, Path)) else name
-    _check_tokenizer(model.eval(), tok, name, src, run=official is None)
-    return model, tok
 
 # %% ../nbs/09_viz.ipynb #175eff76
 def _video_path(video) -> Path:
     "None → the first sample clip; a sample's file name → that clip; anything else is a path."
     samples = {p.name: p for p in sample_videos()}
-    if video is None or video == "": return next(iter(samples.values()))
+    if video is None or video == "":
+        return next(iter(samples.values()))
     return samples.get(str(video), Path(video))
 
 # %% ../nbs/09_viz.ipynb #dcc84e7b
-def explore_state(model, tokenizer="default", video=None, strategy: str = "block", num_blocks: int = 5,
-                  ratio: float = 0.5, seed: int = 0, neighbour: str = "spatial", fps: float = 2.0, start: int = 0) -> dict:
-    """What the explorer shows, without widgets. `model`: a `VimpacForPreTraining` or a folder saved by
-    `save_pretrained` (a run's output); `tokenizer`: a tokenizer or a name for `load_tokenizer`; `video`: a sample's
-    file name (`sample_videos()`), a path, or None (the first sample). The clip is `model.config.max_clip_len` frames
-    from frame `start` at `fps`, at the model's resolution (token map x the tokenizer's downsampling). The mask is
-    `block_mask` with `num_blocks` (`strategy="block"`) or `iid_mask` with `ratio` (`"iid"`), drawn from `seed`.
-    Returns a dict: `frames` uint8 (T, S, S, 3), `tokens` int64 (T, h, w), `mask` bool (T, h, w), `model_accuracy`
-    and `copy_accuracy` (floats in [0, 1]: the model's top-1 and `nearest_neighbour_fill` with `neighbour`, over the
-    masked tokens), and the figures `reconstruction` (`plot_reconstruction`) and `nearest_neighbour` (the tokens
-    decoded, then the fill decoded, the masked region outlined). Raises `VimpacError` for an unknown strategy or
-    neighbour mode, an unreadable video or model folder, or a video too short for the model."""
-    if strategy not in ("block", "iid"): raise VimpacError(f"strategy: {strategy!r} is not one of 'block', 'iid'")
+def explore_state(model, tokenizer="default", video=None, *, strategy: str = "block", num_blocks: int = 5,
+                  ratio: float = 0.5, seed: int = 0, neighbour: str = "spatial", fps: float = 2.0,
+                  start: int = 0) -> dict:
+    """What the explorer shows, without widgets. `model`: a `VimpacForPreTraining` or a `save_pretrained` folder
+    (loaded by `vimpac.inference.load_reconstruction_model`); `tokenizer`: a tokenizer or a `load_tokenizer` name;
+    `video`: a sample's file name (`sample_videos()`), a path, or None (the first sample). The clip: `max_clip_len`
+    frames from frame `start` at `fps`, at the model's resolution. The mask: `block_mask` with `num_blocks`
+    (`strategy="block"`) or `iid_mask` with `ratio` (`"iid"`), drawn from `seed`. Returns a dict: `frames` uint8
+    (T, S, S, 3), `tokens` int64 (T, h, w), `mask` bool (T, h, w), `model_accuracy` and `copy_accuracy` (in [0, 1]:
+    the model's top-1 and `nearest_neighbour_fill` with `neighbour`, over the masked tokens), the figures
+    `reconstruction` (`plot_reconstruction`) and `nearest_neighbour` (`plot_nn_fill`).
+    Raises `VimpacError` for an unknown strategy, neighbour or unreadable input, or a video too short for the model."""
+    if strategy not in ("block", "iid"):
+        raise VimpacError(f"strategy: {strategy!r} is not one of 'block', 'iid'")
     if neighbour not in ("spatial", "spatiotemporal"):
         raise VimpacError(f"neighbour: {neighbour!r} is not one of 'spatial', 'spatiotemporal'")
-    if model is None: raise VimpacError("model: give a VimpacForPreTraining or a folder saved by save_pretrained")
-    if isinstance(model, (str, Path)): model = VimpacForPreTraining.from_pretrained(model)
+    if model is None:
+        raise VimpacError("model: give a VimpacForPreTraining or a folder saved by save_pretrained")
     tok = load_tokenizer(tokenizer) if isinstance(tokenizer, (str, Path)) else tokenizer
-    c = model.config; T, (h, w) = c.max_clip_len, c.token_map
+    if isinstance(model, (str, Path)):
+        model = inference.load_reconstruction_model(model, tok)[0]
+    T, (h, w) = model.config.max_clip_len, model.config.token_map
     path = _video_path(video)
     frames = read_video(path, fps=fps, frame_size=h * tok.downsample)[start:start + T]
     if len(frames) < T:
         raise VimpacError(f"{path}: {len(frames)} frames at {fps} fps from frame {start}, the model needs {T}")
-    with torch.no_grad(): z = tok.encode(frames).cpu()
-    g = torch.Generator().manual_seed(int(seed))
-    mask = (block_mask((1, T, h, w), int(num_blocks), generator=g) if strategy == "block"
-            else iid_mask((1, T, h, w), float(ratio), generator=g))[0]
-    r = reconstruct(model, z, mask)
-    copy = copy_accuracy(z[None], mask[None], neighbour)
-    what = f"{num_blocks} blocks" if strategy == "block" else f"i.i.d. {ratio:.0%}"
-    rec = plot_reconstruction(frames, tok, model, mask, title=f"{path.name}, {what}, seed {seed}: model accuracy {r['accuracy']:.1%}")
     with torch.no_grad():
-        dec = lambda t: tok.decode(t).permute(0, 2, 3, 1).float().cpu().numpy()
-        fill = dec(nearest_neighbour_fill(z[None], mask[None], neighbour)[0])
-    fill[_edges(_mask_pixels(mask, tok.downsample))] = (1.0, 0.1, 0.1)
-    nn = _frame_grid([("tokens decoded", dec(z)), (f"{neighbour}\nnearest-neighbour fill", fill)], (1.9 * T, 4.4), 9,
-                     f"copying the nearest visible token: accuracy {copy:.1%}", 10, None)
+        z = tok.encode(frames).cpu()
+    g = torch.Generator().manual_seed(int(seed))
+    if strategy == "block":
+        mask, what = block_mask((1, T, h, w), int(num_blocks), generator=g)[0], f"{num_blocks} blocks"
+    else:
+        mask, what = iid_mask((1, T, h, w), float(ratio), generator=g)[0], f"i.i.d. {ratio:.0%}"
+    r = inference.reconstruct_tokens(model, z, mask)
+    copy = copy_accuracy(z[None], mask[None], neighbour)
+    title = f"{path.name}, {what}, seed {seed}: model accuracy {r['accuracy']:.1%}"
+    rec = plot_reconstruction(frames, tok, model, mask, title=title)
+    nn = plot_nn_fill(tok, z, mask, neighbour, title=f"copying the nearest visible token: accuracy {copy:.1%}")
     return dict(frames=frames, tokens=z, mask=mask, model_accuracy=r["accuracy"], copy_accuracy=copy,
                 reconstruction=rec, nearest_neighbour=nn)
 
 # %% ../nbs/09_viz.ipynb #09c136fb
 def _explore_models(model, tokenizer, official):
     """(load, tokenizer, first, which) for `explore`: `load(spec)` gives the model named in the model box (a kit
-    folder, or an authors' classifier.pt: a .pt file or a folder holding one), cached; `first` is the box's first text."""
+    folder, or an authors' classifier.pt: a .pt file or a folder holding one), cached; `first` is the box's first
+    text. Models are loaded by `vimpac.inference.load_reconstruction_model`."""
     if isinstance(model, torch.nn.Module):
-        if official is not None: raise VimpacError("explore: give a model or official=classifier.pt, not both")
-        tok = load_tokenizer(tokenizer or "default") if isinstance(tokenizer, (str, Path)) or tokenizer is None else tokenizer
+        if official is not None:
+            raise VimpacError("explore: give a model or official=classifier.pt, not both")
+        named = tokenizer is None or isinstance(tokenizer, (str, Path))
+        tok = load_tokenizer(tokenizer or "default") if named else tokenizer
         given, first, which = model, "", "the model given"
     else:
-        given, tok = load_reconstruction_model(model, tokenizer, official)
+        given, tok = inference.load_reconstruction_model(model, tokenizer, official=official)
         first = str(official if official is not None else model if model is not None else "")
         which = "the shipped demo checkpoint"
     loaded = {"": given, first: given}
+
     def load(spec: str):
         if spec not in loaded:
             p = Path(spec)
-            off = p.suffix == ".pt" or (p/"classifier.pt").is_file()
-            loaded[spec] = load_reconstruction_model(None if off else p, tok, p if off else None)[0]
+            off = p.suffix == ".pt" or (p / "classifier.pt").is_file()
+            loaded[spec] = inference.load_reconstruction_model(None if off else p, tok, official=p if off else None)[0]
         return loaded[spec]
+
     return load, tok, first, which
+
 
 def _explore_controls(W, video, kw: dict, first: str, which: str) -> dict:
     "The explorer's widgets by `explore_state` argument (and `checkpoint`, the model box), first values from `kw`."
-    names, v = [p.name for p in sample_videos()], kw.get
-    return dict(video=W.Combobox(value=str(video or names[0]), options=names, description="video", placeholder="a sample or a path",
-                                 continuous_update=False),
-                strategy=W.ToggleButtons(options=["block", "iid"], value=v("strategy", "block"), description="strategy"),
-                num_blocks=W.IntSlider(value=v("num_blocks", 5), min=1, max=20, description="blocks", continuous_update=False),
-                ratio=W.FloatSlider(value=v("ratio", 0.5), min=0.05, max=0.95, step=0.05, description="i.i.d. ratio", continuous_update=False),
-                seed=W.IntText(value=v("seed", 0), description="seed"),
-                neighbour=W.Dropdown(options=["spatial", "spatiotemporal"], value=v("neighbour", "spatial"), description="neighbour"),
-                checkpoint=W.Text(value=first, description="model", continuous_update=False, layout=W.Layout(width="480px"),
-                                  placeholder=f"{which} (or type a run folder, an authors' classifier.pt)"))
+    names, v, lazy = [p.name for p in sample_videos()], kw.get, dict(continuous_update=False)
+    return dict(
+        video=W.Combobox(value=str(video or names[0]), options=names, description="video",
+                         placeholder="a sample or a path", **lazy),
+        strategy=W.ToggleButtons(options=["block", "iid"], value=v("strategy", "block"), description="strategy"),
+        num_blocks=W.IntSlider(value=v("num_blocks", 5), min=1, max=20, description="blocks", **lazy),
+        ratio=W.FloatSlider(value=v("ratio", 0.5), min=0.05, max=0.95, step=0.05, description="i.i.d. ratio", **lazy),
+        seed=W.IntText(value=v("seed", 0), description="seed"),
+        neighbour=W.Dropdown(options=["spatial", "spatiotemporal"], value=v("neighbour", "spatial"),
+                             description="neighbour"),
+        checkpoint=W.Text(value=first, description="model", layout=W.Layout(width="480px"),
+                          placeholder=f"{which} (or type a run folder, an authors' classifier.pt)", **lazy),
+    )
 
 # %% ../nbs/09_viz.ipynb #54fb8603
-def explore(model=None, tokenizer=None, video=None, fps: float = 2.0, start: int = 0, official=None, **kw):
-    """An ipywidgets explorer (JupyterLab, `make lab`): pick the video (a sample or a path), the strategy, the number
-    of blocks or the ratio, the seed, the neighbour mode and the model, and see `explore_state`'s two figures and
-    accuracies update. The model is `model` (a `VimpacForPreTraining`, or a folder saved by `save_pretrained`),
-    or `official`, an authors' pre-training `classifier.pt` with `tokenizer="dalle:ENCODER.pkl,DECODER.pkl"`, or,
-    with neither, the shipped demo checkpoint; folders and files are loaded by `load_reconstruction_model`, which
-    checks them against the tokenizer (None: `"default"`). The model box takes another folder or `classifier.pt`
-    later. `kw` sets the controls' first values (`strategy`, `num_blocks`, `ratio`, `seed`, `neighbour`); `fps` and
-    `start` choose the frames. Returns the widget; its `controls` (a dict of the widgets by `explore_state` argument,
-    and `checkpoint`), `status` (an HTML line with the accuracies or the one-line error) and `update()` are there for
-    scripts and tests. Raises `VimpacError` without ipywidgets, and as `load_reconstruction_model` does."""
-    try: import ipywidgets as W
-    except ImportError: raise VimpacError("explore: needs ipywidgets; install it with `pip install 'vimpac[lab]'` (or `make lab`)") from None
-    from IPython.display import display
+def explore(model=None, tokenizer=None, video=None, *, fps: float = 2.0, start: int = 0, official=None, **kw):
+    """An ipywidgets explorer (JupyterLab, `make lab`) of `explore_state`: pick the video (a sample or a path), the
+    strategy, blocks or ratio, seed, neighbour mode and model; the figures and accuracies update. The model: `model`
+    (a `VimpacForPreTraining` or a `save_pretrained` folder), `official` (an authors' pre-training `classifier.pt`,
+    `tokenizer="dalle:ENCODER.pkl,DECODER.pkl"`), or the shipped demo model; the model box takes another
+    (`vimpac.inference.load_reconstruction_model`). `kw`: the controls' first values; `fps`, `start`: the frames.
+    Returns the widget (`controls`, `status`, `update()`). Raises `VimpacError` without ipywidgets, or as the loader."""
+    try:
+        import ipywidgets as W
+        from IPython.display import display
+    except ImportError:
+        raise VimpacError(
+            "explore: needs ipywidgets; install it with `pip install 'vimpac[lab]'` (or `make lab`)"
+        ) from None
     load, tok, first, which = _explore_models(model, tokenizer, official)
     ctl = _explore_controls(W, video, kw, first, which)
     status, out = W.HTML(), W.Output()
+
     def update(*_):
         args = {k: w.value for k, w in ctl.items() if k not in ("checkpoint", "video")}
-        try: s = explore_state(load(ctl["checkpoint"].value.strip()), tok, ctl["video"].value.strip() or None, fps=fps, start=start, **args)
+        try:
+            m = load(ctl["checkpoint"].value.strip())
+            s = explore_state(m, tok, ctl["video"].value.strip() or None, fps=fps, start=start, **args)
         except VimpacError as e:
-            status.value = f"<b>error:</b> {html.escape(str(e))}"; return None
-        status.value = f"mask accuracy: model <b>{s['model_accuracy']:.1%}</b>, copying the nearest visible token <b>{s['copy_accuracy']:.1%}</b>"
+            status.value = f"<b>error:</b> {html.escape(str(e))}"
+            return None
+        status.value = (f"mask accuracy: model <b>{s['model_accuracy']:.1%}</b>, copying the nearest visible token "
+                        f"<b>{s['copy_accuracy']:.1%}</b>")
         with out:
-            out.clear_output(wait=True); display(s["reconstruction"], s["nearest_neighbour"])
-        plt.close(s["reconstruction"]); plt.close(s["nearest_neighbour"])
+            out.clear_output(wait=True)
+            display(s["reconstruction"], s["nearest_neighbour"])
+        plt.close(s["reconstruction"])
+        plt.close(s["nearest_neighbour"])
         return s
-    for w in ctl.values(): w.observe(update, names="value")
+
+    for w in ctl.values():
+        w.observe(update, names="value")
     ui = W.VBox([W.HBox([ctl["video"], ctl["checkpoint"]]), W.HBox([ctl["strategy"], ctl["neighbour"]]),
                  W.HBox([ctl["num_blocks"], ctl["ratio"], ctl["seed"]]), status, out])
     ui.controls, ui.status, ui.update = ctl, status, update
@@ -429,17 +416,17 @@ def explore(model=None, tokenizer=None, video=None, fps: float = 2.0, start: int
     return ui
 
 # %% ../nbs/09_viz.ipynb #ee460001
-from .evaluate import nearest_neighbours, store_frames
-
 def plot_confusion(confusion, classes=None, path=None, title: str | None = None):
     """The confusion matrix (C x C counts, row = true class, column = predicted), each row normalised to sum to 1 so
     classes of any size compare, with the counts written in the cells when C <= 30 and class names on the axes when
     given and C <= 60. Saves a PNG to `path` when given; returns the figure. Raises `VimpacError` for a matrix that
     is not square or names that do not match it."""
     m = np.asarray(confusion, dtype=np.float64)
-    if m.ndim != 2 or m.shape[0] != m.shape[1]: raise VimpacError(f"confusion: expected a square C x C matrix, got shape {m.shape}")
+    if m.ndim != 2 or m.shape[0] != m.shape[1]:
+        raise VimpacError(f"confusion: expected a square C x C matrix, got shape {m.shape}")
     C = len(m)
-    if classes is not None and len(classes) != C: raise VimpacError(f"classes: {len(classes)} names for a {C} x {C} matrix")
+    if classes is not None and len(classes) != C:
+        raise VimpacError(f"classes: {len(classes)} names for a {C} x {C} matrix")
     rows = m / np.maximum(m.sum(1, keepdims=True), 1)
     side = min(12.0, max(4.5, 2.5 + 0.32 * C))
     fig, ax = plt.subplots(figsize=(side + 1.2, side))
@@ -447,53 +434,70 @@ def plot_confusion(confusion, classes=None, path=None, title: str | None = None)
     if C <= 30:
         for i in range(C):
             for j in range(C):
-                if m[i, j]: ax.text(j, i, f"{int(m[i, j])}", ha="center", va="center", fontsize=max(5, 10 - C // 5),
-                                    color="white" if rows[i, j] > 0.5 else "black")
+                if m[i, j]:
+                    colour = "white" if rows[i, j] > 0.5 else "black"
+                    size = max(5, 10 - C // 5)
+                    ax.text(j, i, f"{int(m[i, j])}", ha="center", va="center", fontsize=size, color=colour)
     names = classes if classes is not None and C <= 60 else None
     ticks = np.arange(C) if C <= 60 else np.linspace(0, C - 1, 11).round().astype(int)
-    ax.set_xticks(ticks); ax.set_yticks(ticks)
+    ax.set_xticks(ticks)
+    ax.set_yticks(ticks)
     if names is not None:
-        ax.set_xticklabels(names, rotation=60, ha="right", fontsize=8); ax.set_yticklabels(names, fontsize=8)
-    ax.set_xlabel("predicted class"); ax.set_ylabel("true class")
+        ax.set_xticklabels(names, rotation=60, ha="right", fontsize=8)
+        ax.set_yticklabels(names, fontsize=8)
+    ax.set_xlabel("predicted class")
+    ax.set_ylabel("true class")
     fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04, label="share of the true class")
-    if title: ax.set_title(title, fontsize=10)
+    if title:
+        ax.set_title(title, fontsize=10)
     fig.tight_layout()
-    if path is not None: savefig(fig, path)
+    if path is not None:
+        savefig(fig, path)
     return fig
 
+# %% ../nbs/09_viz.ipynb #efe70943
 def _strip(frames, gap: int = 2) -> np.ndarray:
     "Frames (n, S, S, 3) side by side with white gaps: float (S, n S + (n - 1) gap, 3) in [0, 1]."
     a = _as_float_frames(frames)
     n, S = a.shape[:2]
     out = np.ones((S, n * S + (n - 1) * gap, 3), np.float32)
-    for i in range(n): out[:, i * (S + gap):i * (S + gap) + S] = a[i]
+    for i in range(n):
+        out[:, i * (S + gap):i * (S + gap) + S] = a[i]
     return out
 
-# %% ../nbs/09_viz.ipynb #efe70943
+
 def plot_retrieval(rows: list[dict], path=None, title: str | None = None):
     """Nearest-neighbour retrieval, one row per query: the query's frame strip, then its neighbours' strips, best
     first, each titled with its label and cosine similarity (green when the label is the query's, red otherwise).
     `rows`: dicts with `query` = (frames uint8 (n, S, S, 3) or float in [0, 1], label) and `neighbours` = a list of
     (frames, label, similarity). Saves a PNG to `path` when given; returns the figure."""
-    if not rows: raise VimpacError("plot_retrieval: no query")
+    if not rows:
+        raise VimpacError("plot_retrieval: no query")
     K = max(len(r["neighbours"]) for r in rows)
     n = max(len(r["query"][0]) for r in rows)
-    fig, axs = plt.subplots(len(rows), 1 + K, figsize=((1 + K) * (0.95 * n + 0.15), 1.45 * len(rows) + 0.5), squeeze=False)
-    for ax in axs.flat: ax.axis("off")
+    size = ((1 + K) * (0.95 * n + 0.15), 1.45 * len(rows) + 0.5)
+    fig, axs = plt.subplots(len(rows), 1 + K, figsize=size, squeeze=False)
+    for ax in axs.flat:
+        ax.axis("off")
     for r, row in enumerate(rows):
         q, ql = row["query"]
-        axs[r, 0].imshow(_strip(q)); axs[r, 0].set_title(f"query: {ql}", fontsize=8, fontweight="bold")
+        axs[r, 0].imshow(_strip(q))
+        axs[r, 0].set_title(f"query: {ql}", fontsize=8, fontweight="bold")
         for j, (f, lab, sim) in enumerate(row["neighbours"]):
             axs[r, 1 + j].imshow(_strip(f))
-            axs[r, 1 + j].set_title(f"#{j + 1} {lab}\ncos {sim:.3f}", fontsize=8, color="tab:green" if lab == ql else "tab:red")
-    if title: fig.suptitle(title, fontsize=10)
+            colour = "tab:green" if lab == ql else "tab:red"
+            axs[r, 1 + j].set_title(f"#{j + 1} {lab}\ncos {sim:.3f}", fontsize=8, color=colour)
+    if title:
+        fig.suptitle(title, fontsize=10)
     fig.tight_layout()
-    if path is not None: savefig(fig, path)
+    if path is not None:
+        savefig(fig, path)
     return fig
 
 def _name(feats, i: int) -> str:
     "Video i of `Features` by its class name when labelled, else its key."
-    if feats.labels is not None and feats.classes: return str(feats.classes[int(feats.labels[i])])
+    if feats.labels is not None and feats.classes:
+        return str(feats.classes[int(feats.labels[i])])
     return str(feats.keys[i])
 
 # %% ../nbs/09_viz.ipynb #29c0df0f
@@ -509,8 +513,23 @@ def plot_store_retrieval(test, train, test_store, train_store, tokenizer, querie
     rows = []
     for q, s, ii in zip(qi, sims.tolist(), idx.tolist()):
         nb = [(j, v) for j, v in zip(ii, s) if not (same and train.keys[j] == test.keys[q])][:k]
-        rows.append(dict(query=(store_frames(test_store, test.keys[q], tokenizer, frames), _name(test, q)),
-                         neighbours=[(store_frames(train_store, train.keys[j], tokenizer, frames), _name(train, j), v) for j, v in nb]))
+        query = (store_frames(test_store, test.keys[q], tokenizer, frames), _name(test, q))
+        found = [(store_frames(train_store, train.keys[j], tokenizer, frames), _name(train, j), v) for j, v in nb]
+        rows.append(dict(query=query, neighbours=found))
     t = (f"top-{k} {'other' if same else 'training'} videos by [CLS] cosine similarity; "
          "frames are tokenizer reconstructions of the stored tokens")
     return plot_retrieval(rows, path, f"{title}\n{t}" if title else t)
+
+# %% ../nbs/09_viz.ipynb #8925e3d9
+_MOVED = dict(load_reconstruction_model="load_reconstruction_model", reconstruct="reconstruct_tokens",
+              predict_masked="predict_masked", DEMO_CHECKPOINT="DEMO_CHECKPOINT")
+
+
+def __getattr__(name: str):
+    "An old name of this module (`_MOVED`): the object in `vimpac.inference`, with a `VimpacDeprecationWarning`."
+    if name not in _MOVED:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    new = _MOVED[name]
+    warnings.warn(f"vimpac.viz.{name} is now vimpac.inference.{new}; the old name goes in the next release",
+                  VimpacDeprecationWarning, stacklevel=2)
+    return getattr(inference, new)
