@@ -86,12 +86,12 @@ def test_tokenize_then_pretrain(bin_dir, tmp_path):
 
 def test_tools_hide_resource_warnings(capsys):
     """A `ResourceWarning` (an event loop a library left to the garbage collector, emitted whenever the collector runs)
-    is not a line of a tool's output; other warnings are (`_run`). It once broke a one-line error in CI."""
+    is not a line of a tool's output; other warnings are (`run_main`). It once broke a one-line error in CI."""
     import warnings
-    from vimpac.cli import _run
+    from vimpac.utils import run_main
     def fn():
         warnings.warn("unclosed event loop", ResourceWarning)
         warnings.warn("a real warning")
         return 7
-    assert _run("vimpac-x", fn) == 7
+    assert run_main("vimpac-x", fn) == 7
     assert capsys.readouterr().err == "vimpac-x: warning: a real warning\n"

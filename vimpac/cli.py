@@ -6,100 +6,67 @@ Docs: https://vimpac.github.io/vimpac/cli.html.md"""
 
 # %% ../nbs/11_cli.ipynb #a533b2f8
 from __future__ import annotations
-import argparse, os, signal, sys, threading, time, warnings
+import argparse, os, sys, time, warnings
 from pathlib import Path
-from .utils import VimpacError, write_json, make_generator, get_device, check_device, check_number, renamed_kwargs
+import matplotlib.pyplot as plt
+import torch
+from .utils import (VimpacError, write_json, make_generator, get_device, renamed_kwargs, check_number,
+                          OptionParser, run_main, number_option, device_option, folder_option, checked_option,
+                          config_fields, config_values, config_from_options, add_config_options, option_name)
 from .video import VIEW_SETS, read_video, sample_videos
 from .tokenizer import load_tokenizer
 from .store import build_store, TokenStore
 from .data import read_split, SPLIT_DATASETS
 from .masking import block_mask, blocks_for_ratio
+from .model import LAYOUTS, PRESETS, VimpacConfig
+from .engine import check_store_tokenizer
 from .pretrain import PRECISIONS, PretrainConfig, pretrain, evaluate_masking
-from .engine import check_store_tokenizer, KEEP_LAST_HINT
-from .model import LAYOUTS, PRESETS
-from .viz import plot_curves, plot_reconstruction
+from .finetune import FinetuneConfig, finetune
+from .evaluate import (Features, load_run, run_tokenizer, predict, extract_features, evaluate, evaluate_probe,
+                             parse_views, write_predictions)
+from .viz import plot_curves, plot_reconstruction, plot_confusion, plot_store_retrieval
 
 # %% auto #0
-__all__ = ['DATASET_FPS', 'DATASET_VIEWS', 'PROBES', 'tokenize_videos', 'tokenize_dataset', 'tokenize_parser', 'tokenize_main',
-           'pretrain_parser', 'pretrain_args', 'pretrain_main', 'run_demo', 'showcase_main', 'finetune_parser',
-           'finetune_args', 'finetune_main', 'predict_videos', 'predict_main', 'features_of', 'features_main',
-           'evaluate_run', 'evaluate_main']
+__all__ = ['DATASET_FPS', 'DATASET_VIEWS', 'MODEL_SKIP', 'LOOP_OVERRIDES', 'PROBES', 'tokenize_videos', 'tokenize_dataset',
+           'tokenize_parser', 'tokenize_main', 'pretrain_parser', 'pretrain_args', 'pretrain_main', 'run_demo',
+           'showcase_main', 'finetune_parser', 'finetune_args', 'finetune_main', 'predict_videos', 'predict_main',
+           'features_of', 'features_main', 'evaluate_run', 'evaluate_main']
 
 # %% ../nbs/11_cli.ipynb #d4c797d1
-def _one_line(e: BaseException) -> str:
-    "The first non-empty line of an exception's message, or its class name."
-    return next((l.strip() for l in str(e).splitlines() if l.strip()), type(e).__name__)
-
-def _run(prog: str, fn, *args, **kwargs):
-    """Call `fn` at a tool's edge. A `VimpacError`, or any `ValueError` / `OSError` (missing, unreadable or busy
-    files), becomes one line on stderr, `PROG: error: MESSAGE`, and exit status 2; Ctrl-C exit status 130. Warnings
-    print as one line, `PROG: warning: MESSAGE`, but for `ResourceWarning`s (hidden, as Python hides them outside
-    development mode: an event loop a library left to the garbage collector is no news to a user). Other exceptions
-    are bugs and keep their traceback. SIGTERM (a cluster's scheduler, `kill`) unwinds like Ctrl-C, so that data-loading
-    workers are stopped and files closed before the process exits (status 143)."""
-    def show(message, category, filename, lineno, file=None, line=None):
-        print(f"{prog}: warning: {_one_line(message)}", file=sys.stderr)
-    def term(signum, frame): raise _Terminated()
-    main = threading.current_thread() is threading.main_thread()
-    old = signal.signal(signal.SIGTERM, term) if main else None
-    with warnings.catch_warnings():
-        warnings.simplefilter("default"); warnings.simplefilter("ignore", ResourceWarning); warnings.showwarning = show
-        try: return fn(*args, **kwargs)
-        except (ValueError, OSError) as e:
-            print(f"{prog}: error: {_one_line(e)}", file=sys.stderr); sys.exit(2)
-        except KeyboardInterrupt:
-            print(f"{prog}: interrupted", file=sys.stderr); sys.exit(130)
-        except _Terminated:
-            print(f"{prog}: terminated (SIGTERM)", file=sys.stderr); sys.exit(143)
-        finally:
-            if main: signal.signal(signal.SIGTERM, old)
-
-class _Terminated(BaseException):
-    "Raised in the main thread by SIGTERM while a tool runs (`_run`)."
+# The old private names, for `vimpac.demo` until it imports the public ones from `vimpac.utils`
+_Parser = OptionParser
+_number = number_option
+_run = run_main
 
 # %% ../nbs/11_cli.ipynb #128b3780
-class _Parser(argparse.ArgumentParser):
-    """argparse whose errors are one line, `PROG: error: MESSAGE` and exit status 2 (the usage is left to `--help`),
-    or with `raise_errors` a `VimpacError` of the message (for notebooks and papermill)."""
-    def __init__(self, *args, raise_errors: bool = False, **kwargs):
-        super().__init__(*args, **kwargs); self.raise_errors = raise_errors
-    def error(self, message):
-        if self.raise_errors: raise VimpacError(message)
-        self.exit(2, f"{self.prog}: error: {message}\n")
-
-def _checked(check):
-    "An argparse `type=` from a kit check that raises `VimpacError`: argparse prints `PROG: error: argument --X: ...`."
-    def parse(s):
-        try: return check(s)
-        except VimpacError as e: raise argparse.ArgumentTypeError(str(e)) from None
-    return parse
-
-def _number(**bounds): return _checked(lambda s: check_number(None, s, **bounds))
-def _device(s: str) -> str: return _checked(lambda s: (check_device(s), s)[1])(s)
-def _micro_batch(s: str) -> int | None:
-    "An argparse `type=` for `--micro-batch-size`: `auto` (None: the most that fit a GPU, `plan_run`) or an integer >= 1."
-    return None if s.strip().lower() == "auto" else _number(integer=True, ge=1)(s)
-
-def _folder(s: str) -> str:
-    "An argparse `type=`: a folder to write, new or existing, but not a file."
-    if Path(s).exists() and not Path(s).is_dir(): raise argparse.ArgumentTypeError(f"{s} is a file; expected a folder (new or existing)")
-    return s
+def _micro_batch(text: str) -> int | None:
+    """An argparse `type=` for `--micro-batch-size`: `auto` (None: the most that fit a GPU, `plan_run`) or an integer
+    >= 1."""
+    if text.strip().lower() == "auto":
+        return None
+    return number_option(integer=True, ge=1)(text)
 
 # %% ../nbs/11_cli.ipynb #81ff9e93
 class _Renamed(argparse.Action):
     "An option's old name: stores into the new one's `dest` and prints one warning line naming the new option."
     def __init__(self, option_strings, dest, new: str = "", **kwargs):
-        super().__init__(option_strings, dest, **kwargs); self.new = new
+        super().__init__(option_strings, dest, **kwargs)
+        self.new = new
+
     def __call__(self, parser, namespace, values, option_string=None):
         print(f"{parser.prog}: warning: {option_string} is renamed {self.new}; the old name goes in the next release",
               file=sys.stderr)
         setattr(namespace, self.dest, values)
 
-def _frame_size_option(p, default=128, help="frame size S in pixels, a multiple of the tokenizer's downsample (paper: 128, then 256)"):
+
+_FRAME_SIZE_HELP = "frame size S in pixels, a multiple of the tokenizer's downsample (paper: 128, then 256)"
+
+
+def _frame_size_option(p, default=128, help=_FRAME_SIZE_HELP):
     "`--frame-size` (dest `frame_size`), and the hidden old name `--size`."
-    p.add_argument("--frame-size", type=_number(integer=True, ge=1), default=default, help=help)
-    p.add_argument("--size", dest="frame_size", type=_number(integer=True, ge=1), action=_Renamed, new="--frame-size",
-                   help=argparse.SUPPRESS)
+    size = number_option(integer=True, ge=1)
+    p.add_argument("--frame-size", type=size, default=default, help=help)
+    p.add_argument("--size", dest="frame_size", type=size, action=_Renamed, new="--frame-size", help=argparse.SUPPRESS)
 
 # %% ../nbs/11_cli.ipynb #04162286
 @renamed_kwargs(size="frame_size")
@@ -169,141 +136,158 @@ def tokenize_dataset(dataset: str, video_root, out, split_dir=None, split: int =
 # %% ../nbs/11_cli.ipynb #d035e2dc
 def tokenize_parser(raise_errors: bool = False) -> argparse.ArgumentParser:
     "The options of `vimpac-tokenize`. With `raise_errors`, a bad option raises `VimpacError` instead of exiting."
-    p = _Parser(prog="vimpac-tokenize", description="Tokenize videos into a vimpac token store (LMDB), or the official "
-                "split of a dataset into labelled train and test stores (--dataset).", raise_errors=raise_errors)
+    p = OptionParser(prog="vimpac-tokenize", raise_errors=raise_errors,
+                     description="Tokenize videos into a vimpac token store (LMDB), or the official split of a dataset "
+                                 "into labelled train and test stores (--dataset).")
     p.add_argument("inputs", nargs="+", help="video files, folders of videos, or .txt lists of paths; with --dataset: "
                    "the dataset's video root")
-    p.add_argument("--out", required=True, type=_folder,
+    p.add_argument("--out", required=True, type=folder_option,
                    help="token store folder to write or extend; with --dataset: the folder of OUT/train and OUT/test")
     p.add_argument("--dataset", default=None, choices=SPLIT_DATASETS, help="tokenize this dataset's official split, "
                    "with labels (the video root as the one positional argument)")
     p.add_argument("--split-dir", default=None, help="with --dataset: the folder of its official split files "
                    "(e.g. ucfTrainTestlist; for folder: default the video root)")
-    p.add_argument("--split", type=_number(integer=True, ge=1), default=None, help="with --dataset: the split number (default 1)")
-    p.add_argument("--fps", type=_number(gt=0), default=None, help="frames per second to sample (default 2, the "
+    p.add_argument("--split", type=number_option(integer=True, ge=1), default=None,
+                   help="with --dataset: the split number (default 1)")
+    p.add_argument("--fps", type=number_option(gt=0), default=None, help="frames per second to sample (default 2, the "
                    "paper's; with --dataset §4.2's: 2 for ucf101 and kinetics400, 4 for hmdb51, ssv2 and diving48)")
     _frame_size_option(p)
     p.add_argument("--views", default=None, choices=list(VIEW_SETS),
                    help="center (pre-training), all 12 fine-tuning views, or the 6 without flips (SSV2); default center, "
                         "with --dataset all (noflip for ssv2)")
-    p.add_argument("--tokenizer", default="default", help="default | dalle:ENCODER.pkl,DECODER.pkl | a saved VQ-VAE folder")
-    p.add_argument("--batch-size", type=_number(integer=True, ge=1), default=64, help="frames per encoder batch")
-    p.add_argument("--device", type=_device, default=None, help="cpu, cuda or cuda:N (default: cuda when available)")
-    p.add_argument("--workers", type=_number(integer=True, ge=0), default=0, help="decoding worker processes")
-    p.add_argument("--num-shards", type=_number(integer=True, ge=1), default=None,
+    p.add_argument("--tokenizer", default="default",
+                   help="default | dalle:ENCODER.pkl,DECODER.pkl | a saved VQ-VAE folder")
+    p.add_argument("--batch-size", type=number_option(integer=True, ge=1), default=64, help="frames per encoder batch")
+    p.add_argument("--device", type=device_option, default=None,
+                   help="cpu, cuda or cuda:N (default: cuda when available)")
+    p.add_argument("--workers", type=number_option(integer=True, ge=0), default=0, help="decoding worker processes")
+    p.add_argument("--num-shards", type=number_option(integer=True, ge=1), default=None,
                    help="number of writers (default: torchrun's WORLD_SIZE or 1)")
-    p.add_argument("--shard-index", type=_number(integer=True, ge=0), default=None,
+    p.add_argument("--shard-index", type=number_option(integer=True, ge=0), default=None,
                    help="this writer's shard (default: torchrun's RANK or 0)")
     return p
 
 # %% ../nbs/11_cli.ipynb #4422683e
+def _print_summaries(prog: str, summaries: list):
+    "One headline per store, then one line per partial (warning) and failed (error) video."
+    for summary in summaries:
+        print(summary.headline())  # counts, partial videos and what the folder scan skipped, in one line
+        for w in summary.partial:
+            print(f"{prog}: warning: {w['reason']}", file=sys.stderr)
+        for f in summary.failed:
+            print(f"{prog}: error: {f['reason']}", file=sys.stderr)
+
+
 def tokenize_main(argv=None):
     "Console script `vimpac-tokenize`: one summary line per store; exit status 1 when a video failed, 2 for bad input."
     p = tokenize_parser()
     a = p.parse_args(argv)
-    if (a.num_shards is None) != (a.shard_index is None): p.error("--num-shards and --shard-index go together")
-    shards = (a.batch_size, a.device, a.workers, a.num_shards, a.shard_index)
+    if (a.num_shards is None) != (a.shard_index is None):
+        p.error("--num-shards and --shard-index go together")
+    common = dict(tokenizer=a.tokenizer, frame_size=a.frame_size, batch_size=a.batch_size, device=a.device,
+                  workers=a.workers, num_shards=a.num_shards, shard_index=a.shard_index)
     if a.dataset is None:
-        if a.split_dir is not None or a.split is not None: p.error("--split-dir and --split go with --dataset")
-        summary, tok = _run(p.prog, tokenize_videos, a.inputs, a.out, a.tokenizer, 2.0 if a.fps is None else a.fps,
-                            a.frame_size, a.views or "center", *shards)
+        if a.split_dir is not None or a.split is not None:
+            p.error("--split-dir and --split go with --dataset")
+        fps = 2.0 if a.fps is None else a.fps
+        summary, tok = run_main(p.prog, tokenize_videos, a.inputs, a.out, fps=fps, views=a.views or "center", **common)
         summaries = [summary]
     else:
-        if len(a.inputs) != 1: p.error(f"with --dataset, give one positional argument, the video root (got {len(a.inputs)})")
+        if len(a.inputs) != 1:
+            p.error(f"with --dataset, give one positional argument, the video root (got {len(a.inputs)})")
         if a.split_dir is None and a.dataset != "folder":
             p.error(f"--dataset {a.dataset} needs --split-dir, the folder of its official split files")
-        split, parts, tok = _run(p.prog, tokenize_dataset, a.dataset, a.inputs[0], a.out, a.split_dir, a.split or 1,
-                                 a.tokenizer, a.fps, a.frame_size, a.views, *shards)
+        split, parts, tok = run_main(p.prog, tokenize_dataset, a.dataset, a.inputs[0], a.out, split_dir=a.split_dir,
+                                     split=a.split or 1, fps=a.fps, views=a.views, **common)
         print(split.headline())  # the split's counts and the listed videos not found, in one line
         summaries = list(parts.values())
-    for summary in summaries:
-        print(summary.headline())  # counts, partial videos and what the folder scan skipped, in one line
-        for w in summary.partial: print(f"{p.prog}: warning: {w['reason']}", file=sys.stderr)
-        for f in summary.failed: print(f"{p.prog}: error: {f['reason']}", file=sys.stderr)
-    if any(s.failed for s in summaries): sys.exit(1)
+    _print_summaries(p.prog, summaries)
+    if any(s.failed for s in summaries):
+        sys.exit(1)
 
 # %% ../nbs/11_cli.ipynb #4ca90c78
-def _model_options(p, what: str = "with --init/--resume: the saved one's"):
-    p.add_argument("--preset", default=None, choices=list(PRESETS), help=f"model size (default: tiny; {what})")
-    p.add_argument("--layout", default=None, choices=LAYOUTS, help=f"attention layout (default: T,H|W; {what})")
-    p.add_argument("--dropout", type=_number(ge=0, lt=1), default=None, help="backbone dropout (default: the preset's, 0.1)")
+# `VimpacConfig` fields that are no option: the store gives the vocabulary and the token map, the training clip
+# length the positional capacity, the special ids and embedding rows follow the vocabulary; gradient checkpointing is
+# the training config's
+MODEL_SKIP = ("vocab_size", "token_map", "clip_len", "max_clip_len", "gradient_checkpointing", "pad_id", "mask_id",
+              "num_embeddings")
+# the training-loop options whose parsing is the tool's: at least one step, `auto` micro-batches, named precisions
+LOOP_OVERRIDES = dict(steps=dict(type=number_option(integer=True, ge=1)),
+                      micro_batch_size=dict(type=_micro_batch, metavar="N|auto"),
+                      precision=dict(choices=PRECISIONS))
 
-def _loop_options(p, d, epochs_help: str):
-    "The training-loop options of `pretrain_parser` and `finetune_parser`; `d` is the config whose defaults they show."
-    n = p.add_mutually_exclusive_group()
-    n.add_argument("--steps", type=_number(integer=True, ge=1), default=d.steps)
-    n.add_argument("--epochs", type=_number(gt=0), default=None, help=epochs_help)
-    p.add_argument("--save-every", type=_number(integer=True, ge=0), default=d.save_every, help="checkpoint every N steps (0: at the end)")
-    p.add_argument("--keep-last", type=_number(integer=True, ge=1, hint=KEEP_LAST_HINT), default=d.keep_last, help="checkpoints to keep (at least 1)")
-    p.add_argument("--log-every", type=_number(integer=True, ge=1), default=d.log_every)
-    p.add_argument("--seed", type=_number(integer=True), default=d.seed)
-    p.add_argument("--resume", action="store_true", help="continue from the last checkpoint in --out")
-    p.add_argument("--precision", default="auto", choices=PRECISIONS, help="auto: bf16 or fp16 on a GPU, fp32 on a CPU (fp16/bf16 need a GPU)")
-    p.add_argument("--compile", action="store_true", help="torch.compile the model")
-    p.add_argument("--gradient-checkpointing", action="store_true")
-    p.add_argument("--num-workers", type=_number(integer=True, ge=0), default=0, help="data-loading processes")
-    p.add_argument("--device", type=_device, default=None, help="cpu, cuda or cuda:N (default: cuda when available)")
 
-def _loop_config(a) -> dict:
-    "The `TrainConfig` fields of parsed `_loop_options` (and the batch options both tools have)."
-    return dict(steps=a.steps, epochs=a.epochs, batch_size=a.batch_size, micro_batch_size=a.micro_batch_size, lr=a.lr,
-                clip_len=a.clip_len, save_every=a.save_every, keep_last=a.keep_last, log_every=a.log_every, seed=a.seed,
-                precision=a.precision, compile=a.compile, gradient_checkpointing=a.gradient_checkpointing,
-                num_workers=a.num_workers)
+def _model_options(p, what: str):
+    """`--preset` and an option for each knob of `VimpacConfig` (`--layout`, `--dropout`, `--norm`, the sizes), in a
+    group of their own. None has a default: a field not given is the preset's. `what` says when they apply."""
+    g = p.add_argument_group("model options", f"the transformer (Table 11): a preset, whose fields these replace; {what}")
+    g.add_argument("--preset", default=None, choices=list(PRESETS), help="model size (default: tiny)")
+    unset = dict.fromkeys([f.name for f in config_fields(VimpacConfig, MODEL_SKIP)], None)
+    overrides = dict(layout=dict(choices=LAYOUTS), dropout=dict(type=number_option(ge=0, lt=1)))
+    add_config_options(g, VimpacConfig, skip=MODEL_SKIP, defaults=unset, overrides=overrides)
+
+
+def _model_spec(a: argparse.Namespace) -> dict | None:
+    "The model parsed `_model_options` ask for: {preset, field: value} of the options given, or None when none is."
+    given = config_values(VimpacConfig, a, MODEL_SKIP)
+    if a.preset is not None:
+        given = dict(preset=a.preset, **given)
+    return given or None
+
+
+def _loop_options(p, config_class):
+    """An option for each knob of `config_class` (`--steps` or `--epochs`, ...), then the run's own: `--resume` and
+    `--device`."""
+    g = p.add_argument_group("training options", f"the loop: the fields of {config_class.__name__}")
+    add_config_options(g, config_class, overrides=LOOP_OVERRIDES, exclusive=("steps", "epochs"))
+    g.add_argument("--resume", action="store_true", help="continue from the last checkpoint in --out")
+    g.add_argument("--device", type=device_option, default=None, help="cpu, cuda or cuda:N (default: cuda when available)")
 
 # %% ../nbs/11_cli.ipynb #90048d39
 def pretrain_parser(raise_errors: bool = False) -> argparse.ArgumentParser:
-    """The options of `vimpac-pretrain`. With `raise_errors`, a bad option raises `VimpacError` (its one line)
-    instead of printing it and exiting: for notebooks and papermill runs."""
-    d = PretrainConfig()
-    p = _Parser(prog="vimpac-pretrain", description="Pre-train VIMPAC on a token store (alone or under torchrun).",
-                raise_errors=raise_errors)
+    """The options of `vimpac-pretrain`: the run's (store, run folder, start), the model's (`VimpacConfig`) and the
+    loop's (`PretrainConfig`). With `raise_errors`, a bad option raises `VimpacError` (its one line) instead of
+    printing it and exiting: for notebooks and papermill runs."""
+    p = OptionParser(prog="vimpac-pretrain", description="Pre-train VIMPAC on a token store (alone or under torchrun).",
+                     raise_errors=raise_errors)
     p.add_argument("store_pos", nargs="?", metavar="STORE", help=argparse.SUPPRESS)
     p.add_argument("--store", help="token store folder (from vimpac-tokenize)")
-    p.add_argument("--out", required=True, type=_folder, help="run folder to write")
-    _model_options(p)
-    _loop_options(p, d, "passes over the store, instead of --steps")
-    p.add_argument("--batch-size", type=_number(integer=True, ge=2), default=d.batch_size,
-                   help="global clip pairs per update, at most the store's videos (paper: 1024)")
-    p.add_argument("--micro-batch-size", type=_micro_batch, default=None, metavar="N|auto",
-                   help="clip pairs per process and forward pass, or auto (default): the most that fit the GPU")
-    p.add_argument("--lr", type=_number(gt=0), default=d.lr)
-    p.add_argument("--clip-len", type=_number(integer=True, ge=1), default=d.clip_len, help="T, frames per clip")
-    p.add_argument("--d-max", type=_number(ge=0), default=None, help="largest distance in seconds between the two clips (§5.2.2, Table 7)")
-    p.add_argument("--alpha", type=_number(ge=0), default=d.alpha, help="contrastive loss weight (Eq. 6)")
-    p.add_argument("--temperature", type=_number(gt=0), default=d.temperature, help="InfoNCE temperature gamma (Eq. 4)")
+    p.add_argument("--out", required=True, type=folder_option, help="run folder to write")
     p.add_argument("--init", default=None, help="start from a saved model folder (positional tables interpolated)")
-    p.add_argument("--peak-tflops", type=_number(gt=0), default=None,
-                   help="the device's peak TFLOP/s, for the MFU field of the metrics on any device (default: known GPUs only)")
     p.add_argument("--no-eval", action="store_true", help="skip the final mask-accuracy evaluation and plot")
+    _model_options(p, "with --init/--resume the saved model's, which those given must match")
+    _loop_options(p, PretrainConfig)
     return p
 
 # %% ../nbs/11_cli.ipynb #63d84aa7
 def pretrain_args(a: argparse.Namespace, progress: bool = True) -> dict | None:
     """Run `vimpac-pretrain` from parsed options (`pretrain_parser().parse_args(argv)`) in this process: pre-train,
     then (on rank 0, unless `no_eval`) evaluate and plot. Returns the evaluation dict, or None. Raises
-    `VimpacError` for bad input, so a notebook sees the kit's one line as the error. `--preset`, `--layout` and
-    `--dropout`, when given with `--init` or `--resume`, must agree with the saved model."""
+    `VimpacError` for bad input, so a notebook sees the kit's one line as the error. The model options, when given
+    with `--init` or `--resume`, must agree with the saved model."""
     store_path = a.store or a.store_pos
-    if store_path is None: raise VimpacError("the following arguments are required: --store")
+    if store_path is None:
+        raise VimpacError("the following arguments are required: --store")
     rank = int(os.environ.get("RANK", "0"))
     store = TokenStore(store_path)
-    cfg = PretrainConfig(**_loop_config(a), d_max=a.d_max, alpha=a.alpha, temperature=a.temperature, peak_tflops=a.peak_tflops)
-    given = {k: v for k, v in dict(preset=a.preset, layout=a.layout, dropout=a.dropout).items() if v is not None}
-    model, hist = pretrain(store, given or None, cfg, device=a.device, out=a.out, resume=a.resume, init=a.init,
+    cfg = config_from_options(PretrainConfig, a)
+    model, hist = pretrain(store, _model_spec(a), cfg, device=a.device, out=a.out, resume=a.resume, init=a.init,
                            progress=progress and rank == 0)
-    if rank != 0 or a.no_eval: return None
+    if rank != 0 or a.no_eval:
+        return None
     ev = evaluate_masking(model, store, cfg)
     write_json(Path(a.out)/"eval.json", ev)
     plot_curves(hist, Path(a.out)/"training_curves.png", baseline=ev["majority_acc"])
     return ev
 
+
 def pretrain_main(argv=None):
     "Console script `vimpac-pretrain`: prints the final mask and CL accuracies; exit status 2 for bad input."
     p = pretrain_parser()
     a = p.parse_args(argv)
-    if (a.store or a.store_pos) is None: p.error("the following arguments are required: --store")
-    ev = _run(p.prog, pretrain_args, a)
+    if (a.store or a.store_pos) is None:
+        p.error("the following arguments are required: --store")
+    ev = run_main(p.prog, pretrain_args, a)
     if ev is not None:
         print(f"mask accuracy {ev['mask_acc']:.3f} (majority-token baseline {ev['majority_acc']:.3f}), "
               f"CL accuracy {ev['cl_acc']:.3f}; wrote {a.out}")
@@ -338,64 +322,68 @@ def run_demo(out="runs/demo", images="images", frame_size: int = 128, fps: float
 # %% ../nbs/11_cli.ipynb #445c0177
 def showcase_main(argv=None):
     "Console script `vimpac-showcase`: the main job behind `make demo` (`vimpac-demo` is the Gradio app, `vimpac.demo`)."
-    p = _Parser(prog="vimpac-showcase", description="VIMPAC end to end on the bundled sample videos.")
-    p.add_argument("--out", type=_folder, default="runs/demo"); p.add_argument("--images", type=_folder, default="images")
-    _frame_size_option(p); p.add_argument("--fps", type=_number(gt=0), default=2.0)
-    p.add_argument("--steps", type=_number(integer=True, ge=1), default=400); p.add_argument("--tokenizer", default="default")
-    p.add_argument("--seed", type=_number(integer=True), default=0); p.add_argument("--device", type=_device, default=None)
+    p = OptionParser(prog="vimpac-showcase", description="VIMPAC end to end on the bundled sample videos.")
+    p.add_argument("--out", type=folder_option, default="runs/demo")
+    p.add_argument("--images", type=folder_option, default="images")
+    _frame_size_option(p)
+    p.add_argument("--fps", type=number_option(gt=0), default=2.0)
+    p.add_argument("--steps", type=number_option(integer=True, ge=1), default=400)
+    p.add_argument("--tokenizer", default="default")
+    p.add_argument("--seed", type=number_option(integer=True), default=0)
+    p.add_argument("--device", type=device_option, default=None)
     a = p.parse_args(argv)
-    s = _run(p.prog, run_demo, a.out, a.images, a.frame_size, a.fps, a.steps, a.tokenizer, a.seed, a.device)
+    s = run_main(p.prog, run_demo, a.out, a.images, frame_size=a.frame_size, fps=a.fps, steps=a.steps,
+                 tokenizer=a.tokenizer, seed=a.seed, device=a.device)
     print(f"tokenizer: {s['tokenizer']['name']} ({s['tokenizer']['hash']})")
     print(f"pre-training loss {s['first_loss']:.3f} -> {s['final_loss']:.3f}")
-    print(f"mask accuracy {s['mask_acc']:.3f} vs majority-token baseline {s['majority_acc']:.3f}; CL accuracy {s['cl_acc']:.3f}")
+    print(f"mask accuracy {s['mask_acc']:.3f} vs majority-token baseline {s['majority_acc']:.3f}; "
+          f"CL accuracy {s['cl_acc']:.3f}")
     print(f"wrote {a.images}/reconstruction.png, {a.images}/training_curves.png and {a.out}/ "
           f"({s['total_s']:.0f} s: tokenize {s['tokenize_s']:.0f} s, pre-train {s['pretrain_s']:.0f} s)")
 
 # %% ../nbs/11_cli.ipynb #425908c4
-from .finetune import FinetuneConfig, finetune
-
 def finetune_parser(raise_errors: bool = False) -> argparse.ArgumentParser:
-    """The options of `vimpac-finetune`. With `raise_errors`, a bad option raises `VimpacError` (its one line)
-    instead of printing it and exiting: for notebooks and papermill runs."""
-    d = FinetuneConfig()
-    p = _Parser(prog="vimpac-finetune", description="Fine-tune VIMPAC on a labelled token store (alone or under torchrun).",
-                raise_errors=raise_errors)
-    p.add_argument("--store", required=True, help="labelled training token store (vimpac-tokenize --dataset ...: OUT/train)")
-    p.add_argument("--test-store", default=None, help="labelled held-out store: its single-view accuracy is logged at the end")
-    p.add_argument("--out", required=True, type=_folder, help="run folder to write")
+    """The options of `vimpac-finetune`: the run's (stores, run folder, start), the model's from scratch
+    (`VimpacConfig`) and the loop's (`FinetuneConfig`). With `raise_errors`, a bad option raises `VimpacError` (its
+    one line) instead of printing it and exiting: for notebooks and papermill runs."""
+    p = OptionParser(prog="vimpac-finetune", raise_errors=raise_errors,
+                     description="Fine-tune VIMPAC on a labelled token store (alone or under torchrun).")
+    p.add_argument("--store", required=True,
+                   help="labelled training token store (vimpac-tokenize --dataset ...: OUT/train)")
+    p.add_argument("--test-store", default=None,
+                   help="labelled held-out store: its single-view accuracy is logged at the end")
+    p.add_argument("--out", required=True, type=folder_option, help="run folder to write")
     s = p.add_mutually_exclusive_group()
     s.add_argument("--init", default=None, help="start from a kit run folder (pre-training or fine-tuning)")
     s.add_argument("--official", default=None, help="start from an authors' classifier.pt")
-    p.add_argument("--new-head", action="store_true", help="a new zero classification head when the start's class count differs")
+    p.add_argument("--new-head", action="store_true",
+                   help="a new zero classification head when the start's class count differs")
     _model_options(p, "from scratch only")
-    _loop_options(p, d, "passes over the store, instead of --steps (paper: 22-50)")
-    p.add_argument("--batch-size", type=_number(integer=True, ge=1), default=d.batch_size, help="global clips per update (paper: 128)")
-    p.add_argument("--micro-batch-size", type=_micro_batch, default=None, metavar="N|auto",
-                   help="clips per process and forward pass, or auto (default): the most that fit the GPU")
-    p.add_argument("--lr", type=_number(gt=0), default=None, help="default: 1e-4, 5e-5 for large_half (Table 12)")
-    p.add_argument("--clip-len", type=_number(integer=True, ge=1), default=d.clip_len, help="T, frames per clip (paper: 10)")
-    p.add_argument("--views", default=None, help=f"training views: a set ({', '.join(VIEW_SETS)}; default: the store's) or view names, checked against the store")
+    _loop_options(p, FinetuneConfig)
     return p
 
 # %% ../nbs/11_cli.ipynb #5e322013
 def finetune_args(a: argparse.Namespace, progress: bool = True) -> list[dict]:
     """Run `vimpac-finetune` from parsed options (`finetune_parser().parse_args(argv)`) in this process. Returns the
-    logged records. Raises `VimpacError` for bad input (one line)."""
+    logged records. Raises `VimpacError` for bad input (one line), e.g. a model option with `--init`, `--official`
+    or `--resume` (they use the saved model)."""
     store = TokenStore(a.store)
     test = TokenStore(a.test_store) if a.test_store else None
-    cfg = FinetuneConfig(**_loop_config(a), views=a.views)
-    given = {k: v for k, v in dict(preset=a.preset, layout=a.layout, dropout=a.dropout).items() if v is not None}
+    cfg = config_from_options(FinetuneConfig, a)
+    given = _model_spec(a)
     if given and (a.init or a.official or a.resume):
-        raise VimpacError(f"--{'/--'.join(given)}: only for a model from scratch; --init, --official and --resume use the saved model")
-    _, hist = finetune(store, given or None, cfg, device=a.device, out=a.out, resume=a.resume, init=a.init, official=a.official,
+        names = "/".join(option_name(k) for k in given)
+        raise VimpacError(f"{names}: only for a model from scratch; --init, --official and --resume use the saved model")
+    _, hist = finetune(store, given, cfg, device=a.device, out=a.out, resume=a.resume, init=a.init, official=a.official,
                        new_head=a.new_head, test_store=test, progress=progress and int(os.environ.get("RANK", "0")) == 0)
     return hist
+
 
 def finetune_main(argv=None):
     "Console script `vimpac-finetune`: prints the last training (and test) accuracy; exit status 2 for bad input."
     p = finetune_parser()
     a = p.parse_args(argv)
-    hist = _run(p.prog, finetune_args, a)
+    hist = run_main(p.prog, finetune_args, a)
     train = [r for r in hist if "acc" in r]
     if train:
         test = [r["test_acc"] for r in hist if "test_acc" in r]
@@ -403,23 +391,26 @@ def finetune_main(argv=None):
               + (f"; test accuracy {test[-1]:.3f} (one view per video)" if test else "") + f"; wrote {a.out}")
 
 # %% ../nbs/11_cli.ipynb #dfd45ab1
-from .evaluate import (Features, load_run, run_tokenizer, predict, extract_features, evaluate, evaluate_probe,
-                             parse_views, write_predictions)
-from .viz import plot_confusion, plot_store_retrieval
-import torch
-import matplotlib.pyplot as plt
-
 PROBES = ("linear", "knn")  # the frozen-feature checks of `vimpac.evaluate.evaluate_probe`
+
+
+def _views_text(text: str) -> str:
+    "The text of a `--views` option, checked by `parse_views`."
+    parse_views(text)
+    return text
+
 
 def _common(p, views_default, views_help):
     "The options of the three tools that load a checkpoint: the run, its views, its tokenizer, batches, device."
-    p.add_argument("--checkpoint", required=True, help="a saved model folder (save_pretrained: config.json, model.safetensors)")
-    p.add_argument("--views", type=_checked(lambda s: (parse_views(s), s)[1]), default=views_default, help=views_help)
+    p.add_argument("--checkpoint", required=True,
+                   help="a saved model folder (save_pretrained: config.json, model.safetensors)")
+    p.add_argument("--views", type=checked_option(_views_text), default=views_default, help=views_help)
     p.add_argument("--tokenizer", default=None, help="the tokenizer the checkpoint was trained with (default: the kit's "
                    "default, checked against the identity the run records)")
-    p.add_argument("--batch-size", type=_number(integer=True, ge=1), default=32, help="clips per forward pass")
-    p.add_argument("--device", type=_device, default=None, help="cpu, cuda or cuda:N (default: cuda when available)")
-    p.add_argument("--precision", default="auto", choices=PRECISIONS, help="autocast of the forward passes; auto: bf16 or fp16 on a GPU, fp32 on a CPU")
+    p.add_argument("--batch-size", type=number_option(integer=True, ge=1), default=32, help="clips per forward pass")
+    p.add_argument("--device", type=device_option, default=None, help="cpu, cuda or cuda:N (default: cuda when available)")
+    p.add_argument("--precision", default="auto", choices=PRECISIONS,
+                   help="autocast of the forward passes; auto: bf16 or fp16 on a GPU, fp32 on a CPU")
 
 # %% ../nbs/11_cli.ipynb #1f37c4b8
 def predict_videos(videos, checkpoint, views="3x10", fps=None, tokenizer=None, top: int = 5, batch_size: int = 32,
@@ -437,21 +428,26 @@ def predict_videos(videos, checkpoint, views="3x10", fps=None, tokenizer=None, t
 
 def predict_main(argv=None):
     "Console script `vimpac-predict`: each video's top classes with their averaged scores; exit status 2 for bad input."
-    p = _Parser(prog="vimpac-predict", description="Classify videos with a fine-tuned checkpoint (multi-view inference, §4.2).")
+    p = OptionParser(prog="vimpac-predict",
+                     description="Classify videos with a fine-tuned checkpoint (multi-view inference, §4.2).")
     p.add_argument("videos", nargs="+", help="video files, folders of videos, or .txt lists of paths")
     _common(p, "3x10", "SPATIALxTEMPORAL crops: 3x10 (the paper's), or 1xK for the centre crop alone (SSV2)")
-    p.add_argument("--fps", type=_number(gt=0), default=None, help="frames per second to sample (default: the run's, else 2)")
-    p.add_argument("--top", type=_number(integer=True, ge=1), default=5, help="classes to print per video")
+    p.add_argument("--fps", type=number_option(gt=0), default=None,
+                   help="frames per second to sample (default: the run's, else 2)")
+    p.add_argument("--top", type=number_option(integer=True, ge=1), default=5, help="classes to print per video")
     p.add_argument("--csv", default=None, help="also write the predictions to this CSV file")
     a = p.parse_args(argv)
-    preds, info = _run(p.prog, predict_videos, a.videos, a.checkpoint, a.views, a.fps, a.tokenizer, a.top, a.batch_size, a.device,
-                       True, a.precision)
+    preds, info = run_main(p.prog, predict_videos, a.videos, a.checkpoint, views=a.views, fps=a.fps,
+                           tokenizer=a.tokenizer, top=a.top, batch_size=a.batch_size, device=a.device,
+                           precision=a.precision)
     for r in preds:
         print(r["path"])
-        for i, (name, s) in enumerate(r["top"]): print(f"  {i + 1}. {s:.4f}  {name}")
+        for i, (name, s) in enumerate(r["top"]):
+            print(f"  {i + 1}. {s:.4f}  {name}")
     if a.csv:
-        _run(p.prog, write_predictions, a.csv, [r["key"] for r in preds], torch.stack([r["scores"] for r in preds]),
-             info["classes"], None, a.top, [r["path"] for r in preds])
+        scores = torch.stack([r["scores"] for r in preds])
+        run_main(p.prog, write_predictions, a.csv, [r["key"] for r in preds], scores, info["classes"], None, a.top,
+                 [r["path"] for r in preds])
 
 # %% ../nbs/11_cli.ipynb #4f86007e
 def features_of(inputs, checkpoint, out, views="1x10", fps=None, tokenizer=None, batch_size: int = 32, device=None,
@@ -476,15 +472,22 @@ def features_of(inputs, checkpoint, out, views="1x10", fps=None, tokenizer=None,
 
 def features_main(argv=None):
     "Console script `vimpac-features`: writes the features and prints their shape; exit status 2 for bad input."
-    p = _Parser(prog="vimpac-features", description="Write the [CLS] features (N, D) of videos or of a token store, with their keys, to safetensors.")
-    p.add_argument("inputs", nargs="+", metavar="VIDEO_OR_STORE", help="one token store folder, or video files, folders, .txt lists")
+    p = OptionParser(prog="vimpac-features", description="Write the [CLS] features (N, D) of videos or of a token "
+                     "store, with their keys, to safetensors.")
+    p.add_argument("inputs", nargs="+", metavar="VIDEO_OR_STORE",
+                   help="one token store folder, or video files, folders, .txt lists")
     p.add_argument("--out", required=True, help="the .safetensors file to write")
-    _common(p, "1x10", "SPATIALxTEMPORAL crops the features are averaged over (default 1x10: the centre crop, as pre-training)")
-    p.add_argument("--fps", type=_number(gt=0), default=None, help="frames per second for videos (default: the run's, else 2)")
+    _common(p, "1x10", "SPATIALxTEMPORAL crops the features are averaged over (default 1x10: the centre crop, "
+            "as pre-training)")
+    p.add_argument("--fps", type=number_option(gt=0), default=None,
+                   help="frames per second for videos (default: the run's, else 2)")
     a = p.parse_args(argv)
-    if Path(a.out).is_dir(): p.error(f"argument --out: {a.out} is a folder; expected a file to write")
-    f = _run(p.prog, features_of, a.inputs, a.checkpoint, a.out, a.views, a.fps, a.tokenizer, a.batch_size, a.device, True, a.precision)
-    print(f"wrote {a.out}: {tuple(f.features.shape)[0]} videos x {tuple(f.features.shape)[1]} features ({f.views} views)")
+    if Path(a.out).is_dir():
+        p.error(f"argument --out: {a.out} is a folder; expected a file to write")
+    f = run_main(p.prog, features_of, a.inputs, a.checkpoint, a.out, views=a.views, fps=a.fps, tokenizer=a.tokenizer,
+                 batch_size=a.batch_size, device=a.device, precision=a.precision)
+    n, d = tuple(f.features.shape)
+    print(f"wrote {a.out}: {n} videos x {d} features ({f.views} views)")
 
 # %% ../nbs/11_cli.ipynb #5820a29e
 def _evaluation_figures(ev, out: Path, checkpoint, test_store, train, model, info, views, tokenizer, retrieval, batch_size,
@@ -537,20 +540,32 @@ def evaluate_run(checkpoint, test, train=None, probe=None, views=None, k: int = 
 # %% ../nbs/11_cli.ipynb #274dc8bb
 def evaluate_main(argv=None):
     "Console script `vimpac-evaluate`: prints the evaluation's headline and what it wrote; exit status 2 for bad input."
-    p = _Parser(prog="vimpac-evaluate", description="Top-1 / top-5 / mean per-class accuracy of a checkpoint on a labelled "
-                "token store: multi-view inference of a fine-tuned classifier, or a linear probe / kNN on frozen [CLS] features.")
+    p = OptionParser(prog="vimpac-evaluate", description="Top-1 / top-5 / mean per-class accuracy of a checkpoint on a "
+                     "labelled token store: multi-view inference of a fine-tuned classifier, or a linear probe / kNN on "
+                     "frozen [CLS] features.")
     p.add_argument("--test", required=True, help="labelled token store to evaluate on (vimpac-tokenize --dataset)")
-    p.add_argument("--train", default=None, help="labelled training store: what a probe is fitted on, and the retrieval gallery")
+    p.add_argument("--train", default=None,
+                   help="labelled training store: what a probe is fitted on, and the retrieval gallery")
     p.add_argument("--probe", choices=PROBES, default=None, help="judge frozen [CLS] features instead of the classifier")
-    _common(p, None, "SPATIALxTEMPORAL crops (default 3x10, the paper's; 1x10 for probes, the centre crop of pre-training)")
-    p.add_argument("--k", type=_number(integer=True, ge=1), default=20, help="kNN neighbours")
-    p.add_argument("--temperature", type=_number(gt=0), default=0.07, help="kNN vote temperature: weight exp(cos / T)")
-    p.add_argument("--weight-decay", type=_number(ge=0), default=1e-4, help="linear probe L2 penalty")
-    p.add_argument("--out", type=_folder, default=None, help="folder for metrics.json, predictions.csv, confusion.png, retrieval.png")
-    p.add_argument("--retrieval", type=_number(integer=True, ge=0), default=4, help="query videos in retrieval.png (needs --train and --out; 0: none)")
+    _common(p, None, "SPATIALxTEMPORAL crops (default 3x10, the paper's; 1x10 for probes, the centre crop of "
+            "pre-training)")
+    p.add_argument("--k", type=number_option(integer=True, ge=1), default=20, help="kNN neighbours")
+    p.add_argument("--temperature", type=number_option(gt=0), default=0.07,
+                   help="kNN vote temperature: weight exp(cos / T)")
+    p.add_argument("--weight-decay", type=number_option(ge=0), default=1e-4, help="linear probe L2 penalty")
+    p.add_argument("--out", type=folder_option, default=None,
+                   help="folder for metrics.json, predictions.csv, confusion.png, retrieval.png")
+    p.add_argument("--retrieval", type=number_option(integer=True, ge=0), default=4,
+                   help="query videos in retrieval.png (needs --train and --out; 0: none)")
     a = p.parse_args(argv)
-    if a.probe and not a.train: p.error(f"argument --probe: {a.probe} needs --train STORE (the store it is fitted on)")
-    ev = _run(p.prog, evaluate_run, a.checkpoint, a.test, a.train, a.probe, a.views, a.k, a.temperature, a.weight_decay,
-              a.out, a.retrieval, a.tokenizer, a.batch_size, a.device, True, a.precision)
+    if a.probe and not a.train:
+        p.error(f"argument --probe: {a.probe} needs --train STORE (the store it is fitted on)")
+    ev = run_main(p.prog, evaluate_run, a.checkpoint, a.test, train=a.train, probe=a.probe, views=a.views, k=a.k,
+                  temperature=a.temperature, weight_decay=a.weight_decay, out=a.out, retrieval=a.retrieval,
+                  tokenizer=a.tokenizer, batch_size=a.batch_size, device=a.device, precision=a.precision)
     print(ev.headline())
-    if a.out: print(f"wrote {a.out}/metrics.json, predictions.csv, confusion.png" + (", retrieval.png" if (Path(a.out)/"retrieval.png").is_file() else ""))
+    if a.out:
+        wrote = "metrics.json, predictions.csv, confusion.png"
+        if (Path(a.out)/"retrieval.png").is_file():
+            wrote += ", retrieval.png"
+        print(f"wrote {a.out}/{wrote}")

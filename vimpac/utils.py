@@ -6,15 +6,20 @@ Docs: https://vimpac.github.io/vimpac/utils.html.md"""
 
 # %% ../nbs/00a_utils.ipynb #b36c610f
 from __future__ import annotations
-import contextlib, errno, hashlib, json, os, pickletools, re, shutil, tempfile, warnings
+import argparse, contextlib, dataclasses, errno, functools, hashlib, json, math, numbers, os, pickletools, re, shutil
+import signal, sys, tempfile, threading, types, typing, warnings
 from pathlib import Path
 import torch
+from safetensors.torch import load_file, save_file
 
 # %% auto #0
 __all__ = ['IGNORE_INDEX', 'VimpacError', 'load_torch_file', 'read_json', 'check_device', 'get_device', 'make_generator',
            'derive_seed', 'check_number', 'coerce_parameter', 'check_parameters', 'warmup_linear', 'atomic_path',
            'write_json', 'disk_full_error', 'save_weights', 'load_weights', 'VimpacDeprecationWarning',
-           'renamed_kwargs']
+           'renamed_kwargs', 'one_line', 'Terminated', 'run_main', 'OptionParser', 'checked_option', 'number_option',
+           'device_option', 'folder_option', 'config_fields', 'field_help', 'field_default', 'field_kind',
+           'option_name', 'add_config_options', 'config_values', 'config_from_options', 'config_argv',
+           'parameter_lines']
 
 # %% ../nbs/00a_utils.ipynb #6eaf13c8
 class VimpacError(ValueError):
@@ -104,7 +109,6 @@ def derive_seed(*keys: int | str) -> int:
     return int.from_bytes(h, "little") & ((1 << 63) - 1)
 
 # %% ../nbs/00a_utils.ipynb #68a013c8
-import math, numbers
 def check_number(name: str | None, value, integer: bool = False, gt=None, ge=None, lt=None, le=None, hint: str = ""):
     """`value` (a number, or a string from a command line) as an `int` (`integer`) or a finite `float`, within
     the bounds `gt` < value, `ge` <= value, value < `lt`, value <= `le`. Raises `VimpacError` "NAME: expected an
@@ -126,7 +130,6 @@ def check_number(name: str | None, value, integer: bool = False, gt=None, ge=Non
     return v
 
 # %% ../nbs/00a_utils.ipynb #9bbfd166
-import typing, types
 _BOOLS = {"true": True, "yes": True, "on": True, "1": True, "false": False, "no": False, "off": False, "0": False}
 
 def _parse_text(s: str):
@@ -135,7 +138,6 @@ def _parse_text(s: str):
     except ValueError: pass
     try: import yaml; return yaml.safe_load(s)
     except Exception: return None
-
 
 # %% ../nbs/00a_utils.ipynb #c0a2404d
 def coerce_parameter(name: str, value, kind):
@@ -225,7 +227,6 @@ def disk_full_error(path, needed: int, error: BaseException, then: str = "") -> 
 def save_weights(path, module: torch.nn.Module, config: dict, kind: str) -> Path:
     """Write the folder `path`: `model.safetensors` (`module`'s state dict, on the CPU, with `kind` in its metadata)
     and `config.json` (`{"kind": kind, **config}`), each atomically. Returns `path`."""
-    from safetensors.torch import save_file
     path = Path(path); path.mkdir(parents=True, exist_ok=True)
     sd = {k: v.detach().cpu().contiguous() for k, v in module.state_dict().items()}
     with atomic_path(path/"model.safetensors") as tmp: save_file(sd, str(tmp), metadata={"kind": kind})
@@ -237,7 +238,6 @@ def load_weights(path, what: str) -> tuple[dict, dict]:
     included), `state_dict` maps names to CPU tensors. Raises `VimpacError` naming the folder when it lacks either
     file, and naming the file when `config.json` is not a JSON object or `model.safetensors` is truncated or corrupt;
     `what` says what the folder should be (e.g. "a saved VQ-VAE")."""
-    from safetensors.torch import load_file
     path = Path(path)
     if not (path/"config.json").is_file() or not (path/"model.safetensors").is_file():
         raise VimpacError(f"{path}: not {what} (expected config.json and model.safetensors)")
@@ -258,7 +258,6 @@ class VimpacDeprecationWarning(FutureWarning):
 def renamed_kwargs(**old_to_new: str):
     """Decorator: a call that passes an old keyword (`old=...`) is given it as `new=...`, with a
     `VimpacDeprecationWarning` naming both. Passing both raises `TypeError`, as a duplicate argument does."""
-    import functools
     def wrap(fn):
         @functools.wraps(fn)
         def inner(*args, **kwargs):
@@ -271,3 +270,258 @@ def renamed_kwargs(**old_to_new: str):
             return fn(*args, **kwargs)
         return inner
     return wrap
+
+# %% ../nbs/00a_utils.ipynb #410477c3
+def one_line(e: BaseException) -> str:
+    "The first non-empty line of an exception's (or a warning's) message, or its class name."
+    lines = [line.strip() for line in str(e).splitlines() if line.strip()]
+    return lines[0] if lines else type(e).__name__
+
+
+class Terminated(BaseException):
+    "Raised in the main thread by SIGTERM while a tool runs (`run_main`): it unwinds like Ctrl-C."
+
+
+def _raise_terminated(signum, frame):
+    raise Terminated()
+
+
+def run_main(prog: str, fn, *args, **kwargs):
+    """Call `fn(*args, **kwargs)` at a tool's edge and return its result. A `VimpacError`, or any `ValueError` /
+    `OSError` (missing, unreadable or busy files), becomes one line on stderr, `PROG: error: MESSAGE`, and exit
+    status 2; Ctrl-C exit status 130. Warnings print as one line, `PROG: warning: MESSAGE`, but for
+    `ResourceWarning`s (hidden, as Python hides them outside development mode: an event loop a library left to the
+    garbage collector is no news to a user). Other exceptions are bugs and keep their traceback. SIGTERM (a
+    cluster's scheduler, `kill`) unwinds like Ctrl-C, so that data-loading workers are stopped and files closed
+    before the process exits (status 143)."""
+    def show(message, category, filename, lineno, file=None, line=None):
+        print(f"{prog}: warning: {one_line(message)}", file=sys.stderr)
+
+    main = threading.current_thread() is threading.main_thread()
+    old = signal.signal(signal.SIGTERM, _raise_terminated) if main else None
+    with warnings.catch_warnings():
+        warnings.simplefilter("default")
+        warnings.simplefilter("ignore", ResourceWarning)
+        warnings.showwarning = show
+        try:
+            return fn(*args, **kwargs)
+        except (ValueError, OSError) as e:
+            print(f"{prog}: error: {one_line(e)}", file=sys.stderr)
+            sys.exit(2)
+        except KeyboardInterrupt:
+            print(f"{prog}: interrupted", file=sys.stderr)
+            sys.exit(130)
+        except Terminated:
+            print(f"{prog}: terminated (SIGTERM)", file=sys.stderr)
+            sys.exit(143)
+        finally:
+            if main:
+                signal.signal(signal.SIGTERM, old)
+
+# %% ../nbs/00a_utils.ipynb #1d7ed145
+class OptionParser(argparse.ArgumentParser):
+    """An `argparse.ArgumentParser` whose errors are one line, `PROG: error: MESSAGE`, and exit status 2 (the usage is
+    left to `--help`); with `raise_errors`, a `VimpacError` of the message instead (for notebooks and papermill)."""
+    def __init__(self, *args, raise_errors: bool = False, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.raise_errors = raise_errors
+
+    def error(self, message):
+        if self.raise_errors:
+            raise VimpacError(message)
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def checked_option(check):
+    """An argparse `type=` from `check`, a function of the option's text that raises `VimpacError`: argparse then
+    prints `PROG: error: argument --X: MESSAGE`."""
+    def parse(text: str):
+        try:
+            return check(text)
+        except VimpacError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+    return parse
+
+
+def number_option(**bounds):
+    """An argparse `type=`: a number within `bounds`, the keywords of `check_number` (`integer`, `gt`, `ge`, `lt`,
+    `le`, `hint`), e.g. `number_option(integer=True, ge=1)`."""
+    return checked_option(functools.partial(check_number, None, **bounds))
+
+
+def _device_name(text: str) -> str:
+    check_device(text)
+    return text
+
+
+def device_option(text: str) -> str:
+    "An argparse `type=`: a device that exists on this machine (`check_device`), kept as its name."
+    return checked_option(_device_name)(text)
+
+
+def folder_option(text: str) -> str:
+    "An argparse `type=`: a folder to write, new or existing, but not a file."
+    if Path(text).exists() and not Path(text).is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is a file; expected a folder (new or existing)")
+    return text
+
+# %% ../nbs/00a_utils.ipynb #6a9d1767
+def config_fields(config_class, skip=()) -> list:
+    """The fields (`dataclasses.Field`) of the dataclass `config_class` that are knobs of a command line or a run
+    notebook: all but those named in `skip` and those whose metadata says `"cli": False`."""
+    return [f for f in dataclasses.fields(config_class) if f.name not in skip and f.metadata.get("cli", True)]
+
+
+def field_help(f) -> str:
+    "The doc of a config field: its metadata's `help`, else its name in words (a field not documented yet)."
+    return f.metadata.get("help") or f.name.replace("_", " ")
+
+
+def field_default(f):
+    "The default of a config field (made by its `default_factory` when it has one); None when it has none."
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return None
+
+
+def field_kind(config_class, f) -> tuple:
+    """(type, count, optional) of the field `f` of `config_class`, from its annotation: `optional` when it admits
+    None (`X | None`, `Optional[X]`; the first other type is the type); `count` None for one value, else the number
+    of a tuple's values (`tuple[float, float]`, or a bare `tuple` counted from its default), whose type is then the
+    type."""
+    kind = typing.get_type_hints(config_class)[f.name]
+    optional = False
+    if typing.get_origin(kind) in (typing.Union, types.UnionType):
+        optional = type(None) in typing.get_args(kind)
+        kind = [a for a in typing.get_args(kind) if a is not type(None)][0]
+    if kind is not tuple and typing.get_origin(kind) is not tuple:
+        return typing.get_origin(kind) or kind, None, optional
+    items = typing.get_args(kind)
+    default = field_default(f) or ()
+    if items and Ellipsis not in items:
+        return items[0], len(items), optional
+    return (items[0] if items else type(default[0]) if default else str), len(default), optional
+
+
+def option_name(field_name: str) -> str:
+    "The command-line option of a config field: `--` and the name with hyphens (`mask_ratio`: `--mask-ratio`)."
+    return "--" + field_name.replace("_", "-")
+
+# %% ../nbs/00a_utils.ipynb #0d64d163
+def _field_parser(config_class, name: str, kind, many: bool = False):
+    """An argparse `type=` for the field `name` of `config_class` (one of a tuple's values when `many`): checked by
+    the config's own checks on the text, so the message is the config's, then read as `kind` (`check_number` for
+    numbers). An error about another field (a layout and a head count that disagree) is left to the config built
+    from all the options."""
+    def parse(text: str):
+        try:
+            config_class(**{name: (text,) if many else text})
+        except VimpacError as e:
+            if str(e).startswith(f"{name}: "):
+                raise VimpacError(str(e)[len(name) + 2:]) from None
+        except Exception:   # the config computes with the field (text where it expects a number): checked later
+            pass
+        return check_number(None, text, integer=kind is int) if kind in (int, float) else text
+    return checked_option(parse)
+
+# %% ../nbs/00a_utils.ipynb #a44aed06
+def add_config_options(parser, config_class, skip=(), defaults: dict | None = None, overrides: dict | None = None,
+                       exclusive=()) -> list[str]:
+    """Add to `parser` (an argparse parser or argument group) an option `--field-name` for each knob of the dataclass
+    `config_class` (`config_fields`, without `skip`). Its type is the annotation's (`field_kind`): a number is checked
+    by `check_number`, then, like any value, by the config's own checks; a tuple takes that many values; a `bool` is
+    a flag, `--x` (or `--x/--no-x` when it defaults to true). Its default is the field's, or `defaults`' (None: not
+    given), shown in its help, which is the field's doc (`field_help`). `overrides` maps a field to `add_argument`
+    keywords that replace the derived ones (`choices`, a stricter `type`, a `metavar`); the fields in `exclusive`
+    form one mutually exclusive group. Returns the names of the fields added."""
+    defaults = defaults or {}
+    overrides = overrides or {}
+    group = parser.add_mutually_exclusive_group() if exclusive else None
+    names = []
+    for f in config_fields(config_class, skip):
+        kind, count, _ = field_kind(config_class, f)
+        default = defaults.get(f.name, field_default(f))
+        shown = "" if default is None or kind is bool else f" (default: {default})"
+        kwargs = dict(default=default, help=(field_help(f) + shown).replace("%", "%%"))
+        if kind is bool:
+            kwargs["action"] = argparse.BooleanOptionalAction if default else "store_true"
+        else:
+            kwargs["type"] = _field_parser(config_class, f.name, kind, many=count is not None)
+        if count is not None:
+            kwargs["nargs"] = count or "+"
+        kwargs.update(overrides.get(f.name, {}))
+        target = group if f.name in exclusive else parser
+        target.add_argument(option_name(f.name), **kwargs)
+        names.append(f.name)
+    return names
+
+# %% ../nbs/00a_utils.ipynb #52bc4693
+def config_values(config_class, options, skip=()) -> dict:
+    """{field: value} of the knobs of `config_class` (without `skip`) that `options` (parsed options, an
+    `argparse.Namespace`, or a dict) holds and that are not None; a tuple field's values as a tuple."""
+    given = vars(options) if isinstance(options, argparse.Namespace) else dict(options)
+    values = {}
+    for f in config_fields(config_class, skip):
+        if given.get(f.name) is None:
+            continue
+        value = given[f.name]
+        is_tuple = field_kind(config_class, f)[1] is not None
+        values[f.name] = tuple(value) if is_tuple and isinstance(value, list) else value
+    return values
+
+
+def config_from_options(config_class, options, **values):
+    """The `config_class` that parsed options (`add_config_options`'; or a dict) set: each knob they hold that is not
+    None (`config_values`), then `values`; the other fields keep their defaults. The config checks itself (a
+    `VimpacError` naming a field out of range)."""
+    return config_class(**{**config_values(config_class, options), **values})
+
+# %% ../nbs/00a_utils.ipynb #9635a6a7
+def config_argv(config_class, values: dict, skip=()) -> list[str]:
+    """The command-line options that give the knobs of `config_class` (without `skip`) the `values` (e.g. a run
+    notebook's parameters): `--field-name VALUE` for each field in `values` that is not None (a tuple or a list: its
+    values; a `bool`: its flag when true, `--no-x` when false and the field defaults to true). Parsed by a parser
+    with `add_config_options`' options, they give the values back, checked as on the command line."""
+    argv = []
+    for f in config_fields(config_class, skip):
+        value = values.get(f.name)
+        name = option_name(f.name)
+        if value is None:
+            continue
+        if isinstance(value, bool):
+            argv += [name] if value else ["--no-" + name[2:]] if field_default(f) else []
+        elif isinstance(value, (tuple, list)):
+            argv += [name, *map(str, value)]
+        else:
+            argv += [name, str(value)]
+    return argv
+
+# %% ../nbs/00a_utils.ipynb #018c91b1
+def _without_equals(text: str) -> str:
+    "`text` without `=`: papermill cannot read a parameter whose comment holds one."
+    for sign, word in (("<=", "≤"), (">=", "≥"), ("!=", "≠"), ("==", "=")):
+        text = text.replace(sign, word)
+    return re.sub(r"\s*=\s*", " is ", text)
+
+
+def parameter_lines(config_class, skip=(), defaults: dict | None = None, width: int = 120) -> list[str]:
+    """The lines of a papermill parameters cell for the knobs of `config_class` (without `skip`), one a field:
+    `name: TYPE = DEFAULT  # doc`. TYPE is as papermill reads it (`int`, `float`, `str`, `bool`, `list` for a
+    tuple, `Optional[...]` when None is allowed), DEFAULT the field's (or `defaults`'), the doc `field_help`'s
+    (without `=`, which papermill misreads: `<=` is written `≤`, `T = 10` `T is 10`); a line longer than `width` is
+    cut, ending in `...`."""
+    defaults = defaults or {}
+    lines = []
+    for f in config_fields(config_class, skip):
+        kind, count, optional = field_kind(config_class, f)
+        default = defaults.get(f.name, field_default(f))
+        type_name = "list" if count is not None else kind.__name__
+        if optional or default is None:
+            type_name = f"Optional[{type_name}]"
+        value = list(default) if isinstance(default, tuple) else default
+        text = json.dumps(value) if isinstance(value, str) else repr(value)
+        line = f"{f.name}: {type_name} = {text}".ljust(39) + " # " + _without_equals(field_help(f))
+        lines.append(line if len(line) <= width else line[:width - 3] + "...")
+    return lines
