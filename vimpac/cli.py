@@ -32,12 +32,6 @@ __all__ = ['DATASET_FPS', 'DATASET_VIEWS', 'MODEL_SKIP', 'LOOP_OVERRIDES', 'PROB
            'showcase_main', 'finetune_parser', 'finetune_args', 'finetune_main', 'predict_videos', 'predict_main',
            'features_of', 'features_main', 'evaluate_run', 'evaluate_main']
 
-# %% ../nbs/11_cli.ipynb #d4c797d1
-# The old private names, for `vimpac.demo` until it imports the public ones from `vimpac.utils`
-_Parser = OptionParser
-_number = number_option
-_run = run_main
-
 # %% ../nbs/11_cli.ipynb #128b3780
 def _micro_batch(text: str) -> int | None:
     """An argparse `type=` for `--micro-batch-size`: `auto` (None: the most that fit a GPU, `plan_run`) or an integer

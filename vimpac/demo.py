@@ -16,7 +16,7 @@ try:
     import gradio as gr
 except ImportError as e:
     raise ImportError("vimpac.demo needs gradio, which is not installed: pip install 'vimpac[demo]'") from e
-from .utils import VimpacError, VimpacDeprecationWarning
+from .utils import VimpacError, VimpacDeprecationWarning, OptionParser, number_option, run_main
 from .video import sample_videos, video_info
 from .inference import FPS, load_reconstruction_model, reconstruct_video
 from .viz import plot_reconstruction, plot_nn_fill
@@ -210,10 +210,9 @@ def __getattr__(name: str):
 # %% ../nbs/10_demo.ipynb #3c71fcc4
 def main(argv=None):
     "Console script `vimpac-demo` and `python -m vimpac.demo`: start the Gradio app."
-    from vimpac.cli import _Parser, _number, _run
-    p = _Parser(prog="vimpac-demo", description="The VIMPAC reconstruction demo, a local Gradio app.")
+    p = OptionParser(prog="vimpac-demo", description="The VIMPAC reconstruction demo, a local Gradio app.")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1, this machine only)")
-    p.add_argument("--port", type=_number(integer=True, ge=1, le=65535), default=7860)
+    p.add_argument("--port", type=number_option(integer=True, ge=1, le=65535), default=7860)
     which = p.add_mutually_exclusive_group()
     which.add_argument("--checkpoint", default=None,
                        help="a run folder written by vimpac-pretrain (default: the shipped demo model)")
@@ -222,9 +221,9 @@ def main(argv=None):
     p.add_argument("--tokenizer", default=None,
                    help="the tokenizer the model was trained with (default: the kit's; dalle:ENC,DEC for --official)")
     a = p.parse_args(argv)
-    _run(p.prog, check_address, a.host, a.port)           # before the model loads: one line, no Gradio traceback
-    app = _run(p.prog, build_app, a.checkpoint, a.tokenizer, official=a.official)
-    _run(p.prog, launch, app, a.host, a.port)
+    run_main(p.prog, check_address, a.host, a.port)           # before the model loads: one line, no Gradio traceback
+    app = run_main(p.prog, build_app, a.checkpoint, a.tokenizer, official=a.official)
+    run_main(p.prog, launch, app, a.host, a.port)
 
 # %% ../nbs/10_demo.ipynb #a5bceb24
 if __name__ == "__main__":
