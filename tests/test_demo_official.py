@@ -16,7 +16,6 @@ dall_e = pytest.importorskip("dall_e", reason="the dall_e reference package make
 pytest.importorskip("gradio", reason="gradio is not installed (pip install -e '.[dev]')")
 from vimpac.demo import build_app, launch, main, reconstruction_figures
 from vimpac.inference import load_reconstruction_model
-from vimpac.model import VimpacForPreTraining
 from vimpac.official import load_official_pretraining
 from vimpac.utils import VimpacError
 from vimpac.video import sample_videos

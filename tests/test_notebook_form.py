@@ -56,3 +56,13 @@ def test_checker_passes_a_tidy_chapter(tmp_path):
     nb = _nb(tmp_path, [("markdown", "The cap is `LIMIT`."), ("code", "#| export\nLIMIT = 3\ndef f(): pass\n"),
                         ("code", "show_doc(f)\nassert f() is None"), ("code", "#| export\n@patch\ndef g(self: int): pass")])
     assert cn.check(nb) == []
+
+
+def test_checker_counts_neither_a_functions_docstring_nor_its_comments(tmp_path):
+    body = "\n".join(f"    x{i} = {i}" for i in range(cn.MAX_FUNCTION_LINES - 1))
+    doc = '    """A docstring\n' + "    of many lines\n" * 20 + '    """\n    # a comment\n'
+    nb = _nb(tmp_path, [("code", f"#| export\ndef documented():\n{doc}{body}\n"), ("code", "show_doc(documented)")])
+    assert cn.check(nb) == []
+    nb = _nb(tmp_path, [("code", f"#| export\ndef documented():\n{doc}{body}\n    y = 1\n    z = 2\n"),
+                        ("code", "show_doc(documented)")])
+    assert cn.check(nb) == [f"x.ipynb: function documented of 42 lines (at most {cn.MAX_FUNCTION_LINES})"]

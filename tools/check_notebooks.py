@@ -2,7 +2,8 @@
 `MAX_FUNCTION_LINES` lines of code), an export cell at most `MAX_CELL_LINES` (a class may be whole in one cell), a class
 grown with `@patch` inside its own notebook has prose (a markdown cell) before each added part, and every public name a
 chapter exports is shown: a function or class by `show_doc(name)` in the same notebook, a constant by a mention in
-backticks in the notebook's prose. Lines of code: not blank, `#|` directives not counted.
+backticks in the notebook's prose. Lines of code: not blank, `#|` directives not counted; in a function, neither
+its docstring nor comment-only lines.
 
     python tools/check_notebooks.py [NOTEBOOK ...]     # default: every chapter in nbs/; exit 1 with one line a problem
 """
@@ -64,7 +65,12 @@ def _long_functions(nb: Path, src: str) -> list[str]:
     problems, lines = [], src.splitlines()
     for node in ast.walk(ast.parse(_python(src))):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            n = _code_lines("\n".join(lines[node.lineno - 1:node.end_lineno]))
+            body = lines[node.lineno - 1 : node.end_lineno]
+            doc = node.body[0] if node.body and isinstance(node.body[0], ast.Expr) else None
+            if doc is not None and isinstance(doc.value, ast.Constant) and isinstance(doc.value.value, str):
+                first, last = doc.lineno - node.lineno, doc.end_lineno - node.lineno
+                body = body[:first] + body[last + 1 :]  # the docstring documents; it is not code
+            n = sum(1 for line in body if line.strip() and not line.lstrip().startswith("#"))
             if n > MAX_FUNCTION_LINES:
                 problems.append(f"{nb.name}: function {node.name} of {n} lines (at most {MAX_FUNCTION_LINES})")
     return problems
