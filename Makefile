@@ -69,9 +69,11 @@ nbtest: $(STAMP)
 pytest: $(STAMP)
 	$(BIN)/python -m pytest tests
 
-# pyflakes-level rules over the package, tests, benchmarks and the notebooks' code (pyproject.toml [tool.ruff])
+# pyflakes, lines of at most 120 characters and one statement a line over the package, tests, benchmarks and the
+# notebooks' code, and `ruff format` over all but the generated modules (pyproject.toml [tool.ruff], issue 22)
 lint: $(STAMP)
 	$(BIN)/ruff check --no-cache .
+	$(BIN)/ruff format --no-cache --check .
 
 # The GPU suite (issue 13): gpu tests and benchmarks, results in benchmarks/results/gpu-<name>.json, exit 1 on failure.
 # `make bench-gpu DEVICE=cpu QUICK=1`: the same suite at toy sizes on a CPU (part of `make test`; its JSON goes to

@@ -5,13 +5,20 @@ CPU or fail; it is refused with one line naming the fix, exit status 1.
 
     python3 benchmarks/bench_env.py --venv .venv --device cuda
 """
-from __future__ import annotations   # the system's Python runs this, whichever it is
+
+from __future__ import annotations  # the system's Python runs this, whichever it is
 import argparse, shutil, subprocess, sys
 from pathlib import Path
 
 
-def stale_venv_message(venv_exists: bool, venv_torch_cuda: str | None, torch_version: str | None, gpu_seen: bool,
-                       device: str = "cuda", venv: str = ".venv") -> str | None:
+def stale_venv_message(
+    venv_exists: bool,
+    venv_torch_cuda: str | None,
+    torch_version: str | None,
+    gpu_seen: bool,
+    device: str = "cuda",
+    venv: str = ".venv",
+) -> str | None:
     """The one-line refusal for `make bench-gpu`, or None to go on. `venv_exists`: `venv`/bin/python is there;
     `venv_torch_cuda`: its `torch.version.cuda` (None for a CPU build, or where torch does not import);
     `torch_version`: its `torch.__version__` (None where torch does not import); `gpu_seen`: `nvidia-smi -L` lists a
@@ -20,26 +27,34 @@ def stale_venv_message(venv_exists: bool, venv_torch_cuda: str | None, torch_ver
     the CPU wheel only where no torch imports, and a `--system-site-packages` venv sees the system's)."""
     if not (venv_exists and gpu_seen and device.startswith("cuda")) or torch_version is None or venv_torch_cuda:
         return None
-    return (f"bench-gpu: {venv} has a CPU-only torch ({torch_version}) but nvidia-smi sees a GPU: run `make clean-venv`, "
-            f"then `make bench-gpu` again (it makes a venv that keeps the system's CUDA torch)")
+    return (
+        f"bench-gpu: {venv} has a CPU-only torch ({torch_version}) but nvidia-smi sees a GPU: run `make clean-venv`, "
+        f"then `make bench-gpu` again (it makes a venv that keeps the system's CUDA torch)"
+    )
 
 
 def venv_torch(python: Path) -> tuple[str | None, str | None]:
     "(torch.__version__, torch.version.cuda) of the interpreter `python`; (None, None) where torch does not import."
     try:
-        r = subprocess.run([str(python), "-c", "import torch; print(torch.__version__); print(torch.version.cuda)"],
-                           capture_output=True, text=True, timeout=300)
+        r = subprocess.run(
+            [str(python), "-c", "import torch; print(torch.__version__); print(torch.version.cuda)"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None, None
     lines = r.stdout.split()
-    if r.returncode or len(lines) < 2: return None, None
+    if r.returncode or len(lines) < 2:
+        return None, None
     return lines[0], None if lines[1] == "None" else lines[1]
 
 
 def gpu_seen() -> bool:
     "Whether `nvidia-smi -L` lists a GPU (False where there is no nvidia-smi, or it fails)."
     exe = shutil.which("nvidia-smi")
-    if exe is None: return False
+    if exe is None:
+        return False
     try:
         r = subprocess.run([exe, "-L"], capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.TimeoutExpired):
@@ -54,11 +69,14 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     python = Path(a.venv) / "bin" / "python"
     exists = python.exists()
-    if not (exists and a.device.startswith("cuda")): return 0
+    if not (exists and a.device.startswith("cuda")):
+        return 0
     seen = gpu_seen()
     version, cuda = venv_torch(python) if seen else (None, None)
     msg = stale_venv_message(exists, cuda, version, seen, a.device, a.venv)
-    if msg: print(msg, file=sys.stderr); return 1
+    if msg:
+        print(msg, file=sys.stderr)
+        return 1
     return 0
 
 

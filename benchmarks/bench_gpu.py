@@ -8,27 +8,37 @@ and CUDA. Exit status 1 when any part fails.
     python benchmarks/bench_gpu.py --device cpu --quick # toy sizes on a CPU (make bench-gpu DEVICE=cpu QUICK=1)
 
 Every part is one of the scripts beside this one, run as its own process (its peak memory and a CUDA fault stay its
-own) through its command line. A GPU run is planned to fit `PLANNED_S` (about 13 minutes) on one H100: each part has a budget in seconds
+own) through its command line. A GPU run is planned to fit `PLANNED_S` (about 13 minutes) on one H100: each part has a
+budget in seconds
 (`PARTS`, estimated, see benchmarks/README.md), a part that runs past twice its budget is stopped and fails, and the
 table shows the time of each part against its budget. A quick run (`--quick`) has no budgets and writes its JSON
 to `$BENCH_OUT` or <temp dir>/vimpac-bench (toy figures are not results to commit).
 """
+
 import argparse, json, os, platform, re, subprocess, sys, tempfile, time
 from pathlib import Path
 import torch
 
 HERE = Path(__file__).resolve().parent
 ROOT, BIN = HERE.parent, Path(sys.executable).parent
-PLANNED_S = 800      # 13 min 20 s on one H100: issue 13's 9 minutes, plus room for two compiles in the gpu tests and
-                     # in the compiled model part (issue 20: a compile of Small takes about 60-120 s on a GPU)
-COMPILE_S = 120      # one torch.compile of a model's forward and backward on a GPU, at the most
+PLANNED_S = 800  # 13 min 20 s on one H100: issue 13's 9 minutes, plus room for two compiles in the gpu tests and
+# in the compiled model part (issue 20: a compile of Small takes about 60-120 s on a GPU)
+COMPILE_S = 120  # one torch.compile of a model's forward and backward on a GPU, at the most
 
 
 def gpu_notebooks(folder=ROOT / "nbs") -> list[Path]:
-    "The notebooks under `folder` with a code cell flagged `#| gpu` (nbdev-test skips them unless run with `--flags gpu`)."
-    return sorted(nb for nb in Path(folder).rglob("*.ipynb")
-                  if any(l.strip().startswith("#| gpu") for c in json.loads(nb.read_text())["cells"] if c["cell_type"] == "code"
-                         for l in ("".join(c["source"]) if isinstance(c["source"], list) else c["source"]).splitlines()))
+    "The notebooks under `folder` with a code cell flagged `#| gpu` (nbdev-test skips them unless run with `--flags"
+    "gpu`)."
+    return sorted(
+        nb
+        for nb in Path(folder).rglob("*.ipynb")
+        if any(
+            l.strip().startswith("#| gpu")
+            for c in json.loads(nb.read_text())["cells"]
+            if c["cell_type"] == "code"
+            for l in ("".join(c["source"]) if isinstance(c["source"], list) else c["source"]).splitlines()
+        )
+    )
 
 
 def gpu_test_files() -> list[str]:
@@ -42,40 +52,165 @@ def parts(device: str, quick: bool, tmp: Path, peak_tflops=None) -> list[dict]:
     py, gpu = sys.executable, device.startswith("cuda")
     prec = ["--precision", "bf16" if gpu else "fp32"]
     peak = ["--peak-tflops", str(peak_tflops)] if peak_tflops else []
+
     def part(name, budget, script, *args):
         out = tmp / (re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") + ".json") if script else None
         cmd = [py, HERE / script, *map(str, args), "--out", out] if script else list(args)
         return dict(name=name, cmd=[str(x) for x in cmd], out=out, budget_s=None if quick else budget)
+
     nbs = gpu_notebooks()
     # the gpu tests compile (vimpac-pretrain --compile: forward and backward) besides their eager runs: two compiles fit
-    ps = [part("gpu tests", 2 * COMPILE_S, None, py, "-m", "pytest", "-q", "-m", "gpu", "-p", "no:cacheprovider", *gpu_test_files())]
-    if gpu and nbs:   # nbdev-test takes one path: the notebooks are picked by a regex over their full paths
-        ps.append(part("gpu notebook cells", 20, None, BIN / "nbdev-test", ROOT / "nbs", "--flags", "gpu", "--path-re",
-                       "(" + "|".join(re.escape(str(nb)) for nb in nbs) + ")$"))
+    ps = [
+        part(
+            "gpu tests",
+            2 * COMPILE_S,
+            None,
+            py,
+            "-m",
+            "pytest",
+            "-q",
+            "-m",
+            "gpu",
+            "-p",
+            "no:cacheprovider",
+            *gpu_test_files(),
+        )
+    ]
+    if gpu and nbs:  # nbdev-test takes one path: the notebooks are picked by a regex over their full paths
+        ps.append(
+            part(
+                "gpu notebook cells",
+                20,
+                None,
+                BIN / "nbdev-test",
+                ROOT / "nbs",
+                "--flags",
+                "gpu",
+                "--path-re",
+                "(" + "|".join(re.escape(str(nb)) for nb in nbs) + ")$",
+            )
+        )
     size = "tiny T=5 S=32" if quick else "Small T=5 S=128"
-    model = ["--preset", "tiny", "--size", "32", "--videos", "2", "--warmup", "1", "--repeats", "1", "--threads", "1"] if quick \
+    model = (
+        ["--preset", "tiny", "--size", "32", "--videos", "2", "--warmup", "1", "--repeats", "1", "--threads", "1"]
+        if quick
         else ["--videos", "64", "--warmup", "3", "--repeats", "10"]
+    )
     ps.append(part(f"model, {size}, eager", 45, "model_throughput.py", "--device", device, *prec, *model))
     if not quick:
         # compiled: the layout of the goal only (each layout is its own process and its own compile, forward and
         # backward, and a recompile where the masked count M first changes): two compiles fit
-        ps.append(part("model, Small T=5 S=128, compiled", 2 * COMPILE_S, "model_throughput.py", "--device", device, *prec, *model,
-                       "--compile", "--layouts", "T,H|W"))
+        ps.append(
+            part(
+                "model, Small T=5 S=128, compiled",
+                2 * COMPILE_S,
+                "model_throughput.py",
+                "--device",
+                device,
+                *prec,
+                *model,
+                "--compile",
+                "--layouts",
+                "T,H|W",
+            )
+        )
         one = ["--layouts", "T,H|W", "--videos", "16", "--warmup", "2", "--repeats", "5"]
-        ps += [part("model, Base T=5 S=128", 20, "model_throughput.py", "--device", device, *prec, *one, "--preset", "base"),
-               part("model, Large-Half T=5 S=128", 25, "model_throughput.py", "--device", device, *prec, *one, "--preset", "large_half"),
-               part("model, Small T=10 S=256", 25, "model_throughput.py", "--device", device, *prec, *one, "--clip-len", "10", "--size", "256")]
-    ps.append(part("block masks vs loop", 15, "masking_speed.py", "--device", device,
-                   *(["--repeats", "3", "--loop-repeats", "1", "--nn-fill-repeats", "0", "--threads", "1"] if quick else [])))
-    ps.append(part("tokenizer encode", 40, "tokenize_throughput.py", "--device", device, "--parts", "encode",
-                   *(["--repeats", "1", "--copies", "1", "--size", "32"] if quick else [])))
-    ps.append(part("vimpac-pretrain, sample store", 60, "pretrain_speed.py", "--device", device, *peak, *(["--quick"] if quick else [])))
-    ps.append(part("fine-tuning steps", 30, "finetune_steps.py", "--device", device, *prec, "--accum", "1",
-                   *(["--cases", "tiny:5:32:2", "--warmup", "1", "--repeats", "1", "--threads", "1"] if quick
-                     else ["--cases", "small:10:256:16", "--warmup", "3", "--repeats", "10"])))
-    ps.append(part("evaluation, 3x10 views", 30, "evaluate_speed.py", "--device", device, *prec, "--batch-sizes", "30",
-                   *(["--settings", "toy", "--videos", "2", "--repeats", "1", "--threads", "1"] if quick
-                     else ["--settings", "paper", "--videos", "32", "--repeats", "2"])))
+        ps += [
+            part(
+                "model, Base T=5 S=128", 20, "model_throughput.py", "--device", device, *prec, *one, "--preset", "base"
+            ),
+            part(
+                "model, Large-Half T=5 S=128",
+                25,
+                "model_throughput.py",
+                "--device",
+                device,
+                *prec,
+                *one,
+                "--preset",
+                "large_half",
+            ),
+            part(
+                "model, Small T=10 S=256",
+                25,
+                "model_throughput.py",
+                "--device",
+                device,
+                *prec,
+                *one,
+                "--clip-len",
+                "10",
+                "--size",
+                "256",
+            ),
+        ]
+    ps.append(
+        part(
+            "block masks vs loop",
+            15,
+            "masking_speed.py",
+            "--device",
+            device,
+            *(["--repeats", "3", "--loop-repeats", "1", "--nn-fill-repeats", "0", "--threads", "1"] if quick else []),
+        )
+    )
+    ps.append(
+        part(
+            "tokenizer encode",
+            40,
+            "tokenize_throughput.py",
+            "--device",
+            device,
+            "--parts",
+            "encode",
+            *(["--repeats", "1", "--copies", "1", "--size", "32"] if quick else []),
+        )
+    )
+    ps.append(
+        part(
+            "vimpac-pretrain, sample store",
+            60,
+            "pretrain_speed.py",
+            "--device",
+            device,
+            *peak,
+            *(["--quick"] if quick else []),
+        )
+    )
+    ps.append(
+        part(
+            "fine-tuning steps",
+            30,
+            "finetune_steps.py",
+            "--device",
+            device,
+            *prec,
+            "--accum",
+            "1",
+            *(
+                ["--cases", "tiny:5:32:2", "--warmup", "1", "--repeats", "1", "--threads", "1"]
+                if quick
+                else ["--cases", "small:10:256:16", "--warmup", "3", "--repeats", "10"]
+            ),
+        )
+    )
+    ps.append(
+        part(
+            "evaluation, 3x10 views",
+            30,
+            "evaluate_speed.py",
+            "--device",
+            device,
+            *prec,
+            "--batch-sizes",
+            "30",
+            *(
+                ["--settings", "toy", "--videos", "2", "--repeats", "1", "--threads", "1"]
+                if quick
+                else ["--settings", "paper", "--videos", "32", "--repeats", "2"]
+            ),
+        )
+    )
     return ps
 
 
@@ -84,17 +219,26 @@ def run(p: dict) -> dict:
     cmd, and `result` (the JSON it wrote) or `error` (the end of its output)."""
     t = time.perf_counter()
     try:
-        r = subprocess.run(p["cmd"], capture_output=True, text=True, cwd=ROOT, timeout=2 * p["budget_s"] if p["budget_s"] else None)
+        r = subprocess.run(
+            p["cmd"], capture_output=True, text=True, cwd=ROOT, timeout=2 * p["budget_s"] if p["budget_s"] else None
+        )
         ok, text = r.returncode == 0, r.stderr + r.stdout
-        if r.returncode == 5 and "-m" in p["cmd"] and "gpu" in p["cmd"]: ok = True    # pytest: every test skipped (no GPU)
+        if r.returncode == 5 and "-m" in p["cmd"] and "gpu" in p["cmd"]:
+            ok = True  # pytest: every test skipped (no GPU)
     except subprocess.TimeoutExpired as e:
         ok, text = False, f"stopped after {e.timeout:.0f} s (twice the budget)\n{(e.stderr or b'').decode()[-1500:]}"
-    res = dict(name=p["name"], ok=ok, seconds=round(time.perf_counter() - t, 1), budget_s=p["budget_s"], cmd=" ".join(p["cmd"]))
-    if not ok: res["error"] = text[-2000:]
-    elif p["out"] is not None and Path(p["out"]).is_file(): res["result"] = json.loads(Path(p["out"]).read_text())
-    else: res["tail"] = text.strip().splitlines()[-1:]
+    res = dict(
+        name=p["name"], ok=ok, seconds=round(time.perf_counter() - t, 1), budget_s=p["budget_s"], cmd=" ".join(p["cmd"])
+    )
+    if not ok:
+        res["error"] = text[-2000:]
+    elif p["out"] is not None and Path(p["out"]).is_file():
+        res["result"] = json.loads(Path(p["out"]).read_text())
+    else:
+        res["tail"] = text.strip().splitlines()[-1:]
     print(f"{'ok  ' if ok else 'FAIL'} {p['name']} ({res['seconds']} s)", flush=True)
-    if not ok: print(res["error"], file=sys.stderr)
+    if not ok:
+        print(res["error"], file=sys.stderr)
     return res
 
 
@@ -102,65 +246,123 @@ def figures(r: dict) -> str:
     "The headline figures of a part's result, for the table."
     x = r.get("result") or {}
     if "rows" in x and any("layout" in row for row in x["rows"]):
-        return "; ".join(f"{row['layout']} {row['videos_per_s']:.1f} videos/s" + (f" ({100 * row['mfu']:.0f}% MFU)" if row.get("mfu") else "")
-                         for row in x["rows"])
+        return "; ".join(
+            f"{row['layout']} {row['videos_per_s']:.1f} videos/s"
+            + (f" ({100 * row['mfu']:.0f}% MFU)" if row.get("mfu") else "")
+            for row in x["rows"]
+        )
     if "rows" in x:
-        return "; ".join(f"{row['size']} {row['vectorized_ms']:.2f} ms, x{row['speedup']:.0f} the loop" for row in x["rows"])
+        return "; ".join(
+            f"{row['size']} {row['vectorized_ms']:.2f} ms, x{row['speedup']:.0f} the loop" for row in x["rows"]
+        )
     if "encode" in x:
         best = {}
-        for k, v in x["encode"].items(): best[k.split(" | ")[0]] = max(v, best.get(k.split(" | ")[0], 0))
+        for k, v in x["encode"].items():
+            best[k.split(" | ")[0]] = max(v, best.get(k.split(" | ")[0], 0))
         return "; ".join(f"{k} up to {v:.0f} frames/s" for k, v in best.items())
     if "videos_per_s" in x:
         mfu = f", {100 * x['mfu']:.1f}% MFU" if x.get("mfu") else ""
-        return f"{x['preset']} batch {x['batch_size']}: {x['videos_per_s']:.1f} videos/s{mfu}, peak {x['peak_mem_gb']:.2f} GB"
+        speed = f"{x['videos_per_s']:.1f} videos/s{mfu}"
+        return f"{x['preset']} batch {x['batch_size']}: {speed}, peak {x['peak_mem_gb']:.2f} GB"
     if "results" in x and x["results"] and "clips_per_s" in x["results"][0] and "case" in x["results"][0]:
-        return "; ".join(f"{row['case']}: {row['clips_per_s']:.1f} videos/s, peak {row['peak_mem_gb']:.2f} GB" for row in x["results"])
+        return "; ".join(
+            f"{row['case']}: {row['clips_per_s']:.1f} videos/s, peak {row['peak_mem_gb']:.2f} GB"
+            for row in x["results"]
+        )
     if "results" in x:
-        return "; ".join(f"{row['preset']} T={row['clip_len']} S={row['frame_size']}: {row['videos_per_s_3x10']:.2f} videos/s at 3x10"
-                         for row in x["results"])
+        return "; ".join(
+            f"{row['preset']} T={row['clip_len']} S={row['frame_size']}: {row['videos_per_s_3x10']:.2f} videos/s at "
+            "3x10"
+            for row in x["results"]
+        )
     return " ".join(r.get("tail", [])) if r["ok"] else "failed"
 
 
 def environment(device: str, quick: bool) -> dict:
     gpu = device.startswith("cuda")
-    return dict(device=torch.cuda.get_device_name(device) if gpu else platform.processor() or platform.machine(),
-                torch=torch.__version__, cuda=torch.version.cuda, cudnn=torch.backends.cudnn.version() if gpu else None,
-                driver_capability=list(torch.cuda.get_device_capability(device)) if gpu else None,
-                cpus=os.cpu_count(), machine=platform.machine(), python=platform.python_version(), quick=quick)
+    return dict(
+        device=torch.cuda.get_device_name(device) if gpu else platform.processor() or platform.machine(),
+        torch=torch.__version__,
+        cuda=torch.version.cuda,
+        cudnn=torch.backends.cudnn.version() if gpu else None,
+        driver_capability=list(torch.cuda.get_device_capability(device)) if gpu else None,
+        cpus=os.cpu_count(),
+        machine=platform.machine(),
+        python=platform.python_version(),
+        quick=quick,
+    )
 
 
 def table(env: dict, results: list[dict], total: float) -> str:
-    cuda = f"CUDA {env['cuda']}" + (f", cuDNN {env['cudnn']}" if env["cudnn"] else "") if env["cuda"] else "no CUDA (a CPU run)"
-    head = f"**{env['device']}**, torch {env['torch']}, {cuda}, {env['cpus']} CPU cores" + (" (quick: toy sizes)" if env["quick"] else "")
-    rows = [f"| {r['name']} | {'yes' if r['ok'] else 'NO'} | {r['seconds']} | {r['budget_s'] or '-'} | {figures(r)} |" for r in results]
+    cuda = (
+        f"CUDA {env['cuda']}" + (f", cuDNN {env['cudnn']}" if env["cudnn"] else "")
+        if env["cuda"]
+        else "no CUDA (a CPU run)"
+    )
+    head = f"**{env['device']}**, torch {env['torch']}, {cuda}, {env['cpus']} CPU cores" + (
+        " (quick: toy sizes)" if env["quick"] else ""
+    )
+    rows = [
+        f"| {r['name']} | {'yes' if r['ok'] else 'NO'} | {r['seconds']} | {r['budget_s'] or '-'} | {figures(r)} |"
+        for r in results
+    ]
     plan = "" if env["quick"] else f" (planned {PLANNED_S} s)"
-    return "\n".join([head, "", "| part | ok | seconds | budget (s) | figures |", "|---|---|---|---|---|", *rows, "",
-                      f"total {total:.0f} s{plan}"])
+    return "\n".join(
+        [
+            head,
+            "",
+            "| part | ok | seconds | budget (s) | figures |",
+            "|---|---|---|---|---|",
+            *rows,
+            "",
+            f"total {total:.0f} s{plan}",
+        ]
+    )
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--quick", action="store_true", help="toy sizes (a CPU run in a few minutes at most)")
-    ap.add_argument("--peak-tflops", type=float, default=None, help="the device's peak TFLOP/s for the pre-training MFU "
-                    "(default: a known GPU's dense bf16 peak; on a CPU, a measured matmul rate)")
-    ap.add_argument("--out-dir", default=None, help="default: benchmarks/results (quick: $BENCH_OUT or <temp>/vimpac-bench)")
+    ap.add_argument(
+        "--peak-tflops",
+        type=float,
+        default=None,
+        help="the device's peak TFLOP/s for the pre-training MFU "
+        "(default: a known GPU's dense bf16 peak; on a CPU, a measured matmul rate)",
+    )
+    ap.add_argument(
+        "--out-dir", default=None, help="default: benchmarks/results (quick: $BENCH_OUT or <temp>/vimpac-bench)"
+    )
     a = ap.parse_args(argv)
     if a.device.startswith("cuda") and not torch.cuda.is_available():
-        print("bench_gpu: error: --device cuda: no CUDA GPU is visible (use --device cpu --quick)", file=sys.stderr); return 2
+        print("bench_gpu: error: --device cuda: no CUDA GPU is visible (use --device cpu --quick)", file=sys.stderr)
+        return 2
     env = environment(a.device, a.quick)
     t0, tmp = time.perf_counter(), Path(tempfile.mkdtemp(prefix="vimpac-bench-parts-"))
     results = [run(p) for p in parts(a.device, a.quick, tmp, a.peak_tflops)]
     total = time.perf_counter() - t0
-    out_dir = Path(a.out_dir or (os.environ.get("BENCH_OUT") or Path(tempfile.gettempdir()) / "vimpac-bench" if a.quick else HERE / "results"))
+    out_dir = Path(
+        a.out_dir
+        or (
+            os.environ.get("BENCH_OUT") or Path(tempfile.gettempdir()) / "vimpac-bench" if a.quick else HERE / "results"
+        )
+    )
     name = re.sub(r"[^A-Za-z0-9]+", "-", env["device"]).strip("-").lower() + ("-quick" if a.quick else "")
     out = out_dir / f"gpu-{name}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     md = table(env, results, total)
-    out.write_text(json.dumps(dict(env=env, total_s=round(total, 1), planned_s=None if a.quick else PLANNED_S, parts=results),
-                              indent=1, default=str) + "\n")
+    out.write_text(
+        json.dumps(
+            dict(env=env, total_s=round(total, 1), planned_s=None if a.quick else PLANNED_S, parts=results),
+            indent=1,
+            default=str,
+        )
+        + "\n"
+    )
     print("\n" + md + f"\n\nwritten: {out}")
-    if not a.quick and total > PLANNED_S: print(f"bench_gpu: warning: the suite took {total:.0f} s, over the {PLANNED_S} s planned", file=sys.stderr)
+    if not a.quick and total > PLANNED_S:
+        print(f"bench_gpu: warning: the suite took {total:.0f} s, over the {PLANNED_S} s planned", file=sys.stderr)
     return 0 if all(r["ok"] for r in results) else 1
 
 

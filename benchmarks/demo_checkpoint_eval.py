@@ -10,6 +10,7 @@ copy baselines replay the same batches and masks (same seed, same draws) and fil
 split in two 5-s halves so that a batch holds two videos):
 - `test_pattern`: saturated colour bars with saturated shapes moving and turning over them (`vimpac.synthetic`);
 - `grace_hopper_pan`: a slow pan and zoom over matplotlib's `grace_hopper.jpg` (`vimpac.synthetic.pan_zoom`)."""
+
 import argparse, tempfile
 from pathlib import Path
 import numpy as np
@@ -35,10 +36,15 @@ def heldout_videos(folder: Path, fps: float = 8.0, seconds: float = 10.0, size: 
     n = int(fps * seconds)
     shapes = random_scene(np.random.default_rng(7), (4, 4), n, saturated=1.0, max_speed=0.01).shapes
     pattern = render(Scene(Background("bars", BARS), shapes), n, size)
-    hopper = pan_zoom(plt.imread(cbook.get_sample_data("grace_hopper.jpg")), n, size, (0.4, 0.35, 1.0), (0.55, 0.3, 2.0))
+    hopper = pan_zoom(
+        plt.imread(cbook.get_sample_data("grace_hopper.jpg")), n, size, (0.4, 0.35, 1.0), (0.55, 0.3, 2.0)
+    )
     out = {}
     for name, frames in (("test_pattern", pattern), ("grace_hopper_pan", hopper)):
-        out[name] = [write_video(frames[i * n // 2:(i + 1) * n // 2], folder / name / f"{name}_{i}.mp4", fps=fps) for i in (0, 1)]
+        out[name] = [
+            write_video(frames[i * n // 2 : (i + 1) * n // 2], folder / name / f"{name}_{i}.mp4", fps=fps)
+            for i in (0, 1)
+        ]
     return out
 
 
@@ -52,7 +58,7 @@ def copy_baselines(model, store, cfg: PretrainConfig, batches: int = 20, seed: i
         data.set_epoch(b)
         pairs = data.batch(batch_indices(len(store), cfg.batch_size, b, seed))
         _, labels, mask = mask_clip_pairs(pairs, model.config, cfg, gen)
-        clips = torch.cat([pairs[:, 0], pairs[:, 1]])          # the order mask_clip_pairs uses: (two n)
+        clips = torch.cat([pairs[:, 0], pairs[:, 1]])  # the order mask_clip_pairs uses: (two n)
         valid = labels != -100
         total += int(valid.sum())
         for mode in hits:
@@ -70,7 +76,8 @@ def main(argv=None):
     run = read_json(ckpt / "training.json", "the run's record", required=("tokenizer", "fps", "frame_size"))
     model = VimpacForPreTraining.from_pretrained(ckpt).eval()
     tok = load_tokenizer("default")
-    if tok.identity != run["tokenizer"]: raise SystemExit(f"the default tokenizer {tok.identity} is not the run's {run['tokenizer']}")
+    if tok.identity != run["tokenizer"]:
+        raise SystemExit(f"the default tokenizer {tok.identity} is not the run's {run['tokenizer']}")
     cfg = PretrainConfig(batch_size=run.get("batch_size", 3), clip_len=model.config.max_clip_len)
     results = {}
     with tempfile.TemporaryDirectory() as d:
@@ -81,12 +88,17 @@ def main(argv=None):
             store = TokenStore(d / name, tokenizer=tok)
             torch.manual_seed(0)
             ev = evaluate_masking(model, store, cfg, batches=a.batches) | copy_baselines(model, store, cfg, a.batches)
-            assert ev["nn_masked_tokens"] == ev["masked_tokens"], ev       # the same masked tokens as the model's
+            assert ev["nn_masked_tokens"] == ev["masked_tokens"], ev  # the same masked tokens as the model's
             results[name] = dict(ev, batches=a.batches)
-            print(f"{name:18s} model {100 * ev['mask_acc']:5.1f}%  majority {100 * ev['majority_acc']:5.1f}%  "
-                  f"NN spatial {100 * ev['nn_spatial_acc']:5.1f}%  NN spatiotemporal {100 * ev['nn_spatiotemporal_acc']:5.1f}%  "
-                  f"CL {100 * ev['cl_acc']:5.1f}%  masked tokens {ev['masked_tokens']}", flush=True)
-    if a.out: write_json(a.out, results)
+            print(
+                f"{name:18s} model {100 * ev['mask_acc']:5.1f}%  majority {100 * ev['majority_acc']:5.1f}%  "
+                f"NN spatial {100 * ev['nn_spatial_acc']:5.1f}%  NN spatiotemporal "
+                f"{100 * ev['nn_spatiotemporal_acc']:5.1f}%  "
+                f"CL {100 * ev['cl_acc']:5.1f}%  masked tokens {ev['masked_tokens']}",
+                flush=True,
+            )
+    if a.out:
+        write_json(a.out, results)
     return results
 
 

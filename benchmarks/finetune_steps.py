@@ -11,6 +11,7 @@ its own subprocess so that peak memory (CPU: peak resident set size; GPU: peak a
 medians over `--repeats` timed steps after `--warmup` steps. A fine-tuning step holds one clip per video, so clips/s
 is videos/s. Exits 1 when a case fails.
 """
+
 import argparse, json, platform, subprocess, sys
 import torch
 from bench_utils import device_sync, median_seconds, peak_memory_gb
@@ -19,29 +20,58 @@ from bench_utils import device_sync, median_seconds, peak_memory_gb
 def worker(a):
     from vimpac.model import VimpacConfig, VimpacForVideoClassification, model_flops
     from vimpac.engine import TrainConfig, Engine, start_run
-    if a.threads: torch.set_num_threads(a.threads)
-    preset, T, S, micro = a.case.split(":"); T, S, micro = int(T), int(S), int(micro)
-    cfg = VimpacConfig.from_preset(preset, max_clip_len=T, token_map=(S // 8, S // 8), gradient_checkpointing=a.checkpointing)
+
+    if a.threads:
+        torch.set_num_threads(a.threads)
+    preset, T, S, micro = a.case.split(":")
+    T, S, micro = int(T), int(S), int(micro)
+    cfg = VimpacConfig.from_preset(
+        preset, max_clip_len=T, token_map=(S // 8, S // 8), gradient_checkpointing=a.checkpointing
+    )
     run = start_run(None, False, a.device, a.precision)
-    eng = Engine(VimpacForVideoClassification(cfg, 101), TrainConfig(lr=1e-4, precision=a.precision, compile=a.compile,
-                                                                      gradient_checkpointing=a.checkpointing), 10 ** 6, run)
+    eng = Engine(
+        VimpacForVideoClassification(cfg, 101),
+        TrainConfig(lr=1e-4, precision=a.precision, compile=a.compile, gradient_checkpointing=a.checkpointing),
+        10**6,
+        run,
+    )
     g = torch.Generator(device=run.device).manual_seed(0)
     G = micro * a.accum
-    batches = [(torch.randint(0, cfg.vocab_size, (micro, T, S // 8, S // 8), device=run.device, generator=g),
-                torch.randint(0, 101, (micro,), device=run.device, generator=g)) for _ in range(a.accum)]
+    batches = [
+        (
+            torch.randint(0, cfg.vocab_size, (micro, T, S // 8, S // 8), device=run.device, generator=g),
+            torch.randint(0, 101, (micro,), device=run.device, generator=g),
+        )
+        for _ in range(a.accum)
+    ]
+
     def loss_fn(mb):
         o = eng.forward(*mb)
         return o.loss * (len(mb[1]) / G), torch.stack([o.loss.detach() * len(mb[1])])
+
     # the loop's step: update_async reads nothing on the host (finetune settles at log steps only)
     step, sync = lambda: eng.update_async(eng.accumulate(batches, loss_fn)), device_sync(run.device)
-    for _ in range(a.warmup): step()
+    for _ in range(a.warmup):
+        step()
     sync()
-    if run.device.type == "cuda": torch.cuda.reset_peak_memory_stats()
+    if run.device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats()
     t = median_seconds(step, a.repeats, sync, warmup=0)
     flops = model_flops(cfg, T, mask_ratio=0.0)
-    print(json.dumps(dict(case=a.case, accum=a.accum, clips_per_step=G, step_s=t, clips_per_s=G / t, flops_per_clip=flops,
-                          achieved_flops=flops * G / t,
-                          peak_mem_gb=peak_memory_gb(run.device))))
+    print(
+        json.dumps(
+            dict(
+                case=a.case,
+                accum=a.accum,
+                clips_per_step=G,
+                step_s=t,
+                clips_per_s=G / t,
+                flops_per_clip=flops,
+                achieved_flops=flops * G / t,
+                peak_mem_gb=peak_memory_gb(run.device),
+            )
+        )
+    )
 
 
 def main(argv=None) -> int:
@@ -58,22 +88,37 @@ def main(argv=None) -> int:
     p.add_argument("--out", default=None)
     p.add_argument("--case", help=argparse.SUPPRESS)
     a = p.parse_args(argv)
-    if a.case: return worker(a)
+    if a.case:
+        return worker(a)
     rows, failed = [], []
     for case in a.cases:
-        argv = [sys.executable, __file__, "--case", case] + [x for k in ("device", "precision", "accum", "warmup", "repeats", "threads")
-                                                              for x in (f"--{k}", str(getattr(a, k)))]
+        argv = [sys.executable, __file__, "--case", case] + [
+            x
+            for k in ("device", "precision", "accum", "warmup", "repeats", "threads")
+            for x in (f"--{k}", str(getattr(a, k)))
+        ]
         argv += ["--compile"] * a.compile + ["--checkpointing"] * a.checkpointing
         r = subprocess.run(argv, capture_output=True, text=True)
         if r.returncode:
-            failed.append(case); print(f"{case}: failed: {(r.stderr.strip().splitlines() or ['no output'])[-1]}", file=sys.stderr); continue
+            failed.append(case)
+            print(f"{case}: failed: {(r.stderr.strip().splitlines() or ['no output'])[-1]}", file=sys.stderr)
+            continue
         rows.append(json.loads(r.stdout.strip().splitlines()[-1]))
         x = rows[-1]
-        print(f"{case:>16}  {x['clips_per_step']:3d} clips/step  {x['step_s']:8.2f} s/step  {x['clips_per_s']:8.2f} clips/s  "
-              f"{x['achieved_flops'] / 1e9:8.1f} GFLOP/s  {x['peak_mem_gb']:.2f} GB")
+        print(
+            f"{case:>16}  {x['clips_per_step']:3d} clips/step  {x['step_s']:8.2f} s/step  {x['clips_per_s']:8.2f} "
+            "clips/s  "
+            f"{x['achieved_flops'] / 1e9:8.1f} GFLOP/s  {x['peak_mem_gb']:.2f} GB"
+        )
     if a.out:
-        meta = dict(machine=platform.machine(), processor=platform.processor(), torch=torch.__version__,
-                    threads=a.threads or torch.get_num_threads(), device=a.device, precision=a.precision)
+        meta = dict(
+            machine=platform.machine(),
+            processor=platform.processor(),
+            torch=torch.__version__,
+            threads=a.threads or torch.get_num_threads(),
+            device=a.device,
+            precision=a.precision,
+        )
         json.dump(dict(meta=meta, results=rows, failed=failed), open(a.out, "w"), indent=1)
     return 1 if failed else 0
 

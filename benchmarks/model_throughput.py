@@ -14,9 +14,18 @@ Each layout runs in its own subprocess, so that peak memory (CPU: peak resident 
 its own. Figures are medians over `--repeats` timed steps after `--warmup` steps. The paper's Table 14 (one V100,
 Small, T = 5, S = 128): TxHxW 12.6, T,HxW 20.0, T,H,W 26.4, T,H|W 32.0 videos/s.
 """
+
 import argparse, json, os, platform, subprocess, sys
 import torch
-from bench_utils import device_sync, median_seconds, peak_memory_gb, forward_params, pretrain_batch, pretrain_loss_fn, to_device
+from bench_utils import (
+    device_sync,
+    median_seconds,
+    peak_memory_gb,
+    forward_params,
+    pretrain_batch,
+    pretrain_loss_fn,
+    to_device,
+)
 
 PAPER = {"TxHxW": 12.6, "T,HxW": 20.0, "T,H,W": 26.4, "T,H|W": 32.0}
 
@@ -24,10 +33,17 @@ PAPER = {"TxHxW": 12.6, "T,HxW": 20.0, "T,H,W": 26.4, "T,H|W": 32.0}
 def worker(a):
     from vimpac.model import VimpacConfig, VimpacForPreTraining, model_flops
     from vimpac.pretrain import peak_flops
-    if a.threads: torch.set_num_threads(a.threads)
+
+    if a.threads:
+        torch.set_num_threads(a.threads)
     dev = torch.device(a.device)
-    cfg = VimpacConfig.from_preset(a.preset, layout=a.layout, max_clip_len=a.clip_len, token_map=(a.size // 8, a.size // 8),
-                                   gradient_checkpointing=a.checkpointing)
+    cfg = VimpacConfig.from_preset(
+        a.preset,
+        layout=a.layout,
+        max_clip_len=a.clip_len,
+        token_map=(a.size // 8, a.size // 8),
+        gradient_checkpointing=a.checkpointing,
+    )
     model = VimpacForPreTraining(cfg).to(dev).train()
     # the engine's compile (one graph, vimpac.engine.Engine) where the kit's forward takes the host's [PAD] flag;
     # older kits broke the graph at `pad.any()`
@@ -39,18 +55,26 @@ def worker(a):
     sync, n = device_sync(dev), [0]
 
     def step():
-        mb = to_device(host[n[0] % len(host)], dev); n[0] += 1
+        mb = to_device(host[n[0] % len(host)], dev)
+        n[0] += 1
         loss_fn(step_model, mb).backward()
         model.zero_grad(set_to_none=True)
 
-    for _ in range(a.warmup): step()
+    for _ in range(a.warmup):
+        step()
     sync()
-    if dev.type == "cuda": torch.cuda.reset_peak_memory_stats()
+    if dev.type == "cuda":
+        torch.cuda.reset_peak_memory_stats()
     t = median_seconds(step, a.repeats, sync, warmup=0)
-    flops = 2 * model_flops(cfg, a.clip_len)            # per video: 2 clips
-    res = dict(layout=a.layout, videos_per_s=a.videos / t, step_s=t, flops_per_video=flops,
-               achieved_flops=flops * a.videos / t,
-               peak_mem_gb=peak_memory_gb(dev))
+    flops = 2 * model_flops(cfg, a.clip_len)  # per video: 2 clips
+    res = dict(
+        layout=a.layout,
+        videos_per_s=a.videos / t,
+        step_s=t,
+        flops_per_video=flops,
+        achieved_flops=flops * a.videos / t,
+        peak_mem_gb=peak_memory_gb(dev),
+    )
     if dev.type == "cuda":
         peak = peak_flops(dev)
         res["mfu"] = res["achieved_flops"] / peak if peak else None
@@ -72,35 +96,57 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--layouts", nargs="+", default=list(PAPER), choices=list(PAPER), help="layouts to time (default: all)")
+    ap.add_argument(
+        "--layouts", nargs="+", default=list(PAPER), choices=list(PAPER), help="layouts to time (default: all)"
+    )
     ap.add_argument("--out", default=None)
     a = ap.parse_args(argv)
-    if a.layout: return worker(a)
+    if a.layout:
+        return worker(a)
     layouts = a.layouts
     machine = f"{platform.machine()} {os.cpu_count()} cores"
-    if a.device.startswith("cuda"): machine += ", " + torch.cuda.get_device_name()
-    print(f"{machine}, torch {torch.__version__}, {a.preset}, T={a.clip_len}, S={a.size}, {a.videos} videos/step, "
-          f"{a.precision}{', compiled' if a.compile else ''}")
+    if a.device.startswith("cuda"):
+        machine += ", " + torch.cuda.get_device_name()
+    print(
+        f"{machine}, torch {torch.__version__}, {a.preset}, T={a.clip_len}, S={a.size}, {a.videos} videos/step, "
+        f"{a.precision}{', compiled' if a.compile else ''}"
+    )
     rows, failed = [], []
     for layout in layouts:
-        cmd = [sys.executable, __file__, "--layout", layout] + [x for x in argv if x not in ("--out", "--layouts")
-                                                                   and not x.endswith(".json") and x not in PAPER]
+        cmd = [sys.executable, __file__, "--layout", layout] + [
+            x for x in argv if x not in ("--out", "--layouts") and not x.endswith(".json") and x not in PAPER
+        ]
         r = subprocess.run(cmd, capture_output=True, text=True)
         if r.returncode:
-            failed.append(layout); print(f"{layout}: failed\n{r.stderr[-2000:]}", file=sys.stderr); continue
+            failed.append(layout)
+            print(f"{layout}: failed\n{r.stderr[-2000:]}", file=sys.stderr)
+            continue
         rows.append(json.loads(r.stdout.strip().splitlines()[-1]))
-    if not rows: return 1
+    if not rows:
+        return 1
     ref = next((r for r in rows if r["layout"] == "T,H|W"), rows[-1])
-    print(f"{'layout':7s} {'videos/s':>9s} {'GFLOP/video':>12s} {'TFLOP/s':>8s} {'MFU':>6s} {'peak GB':>8s} "
-          f"{'ratio to ' + ref['layout']:>15s} {'paper ratio':>12s}")
+    print(
+        f"{'layout':7s} {'videos/s':>9s} {'GFLOP/video':>12s} {'TFLOP/s':>8s} {'MFU':>6s} {'peak GB':>8s} "
+        f"{'ratio to ' + ref['layout']:>15s} {'paper ratio':>12s}"
+    )
     for r in rows:
-        r["ratio"] = r["videos_per_s"] / ref["videos_per_s"]; r["paper_ratio"] = PAPER[r["layout"]] / PAPER[ref["layout"]]
+        r["ratio"] = r["videos_per_s"] / ref["videos_per_s"]
+        r["paper_ratio"] = PAPER[r["layout"]] / PAPER[ref["layout"]]
         mfu = f"{100 * r['mfu']:5.1f}%" if r.get("mfu") else "    -"
-        print(f"{r['layout']:7s} {r['videos_per_s']:9.2f} {r['flops_per_video'] / 1e9:12.1f} {r['achieved_flops'] / 1e12:8.3f} "
-              f"{mfu:>6s} {r['peak_mem_gb']:8.2f} {r['ratio']:15.2f} {r['paper_ratio']:12.2f}")
+        print(
+            f"{r['layout']:7s} {r['videos_per_s']:9.2f} {r['flops_per_video'] / 1e9:12.1f} "
+            f"{r['achieved_flops'] / 1e12:8.3f} "
+            f"{mfu:>6s} {r['peak_mem_gb']:8.2f} {r['ratio']:15.2f} {r['paper_ratio']:12.2f}"
+        )
     if a.out:
         with open(a.out, "w") as f:
-            json.dump(dict(machine=machine, torch=torch.__version__, args=vars(a), rows=rows, failed=failed, paper_v100=PAPER), f, indent=1)
+            json.dump(
+                dict(
+                    machine=machine, torch=torch.__version__, args=vars(a), rows=rows, failed=failed, paper_v100=PAPER
+                ),
+                f,
+                indent=1,
+            )
         print("wrote", a.out)
     return 1 if failed else 0
 

@@ -2,7 +2,8 @@
 on fake tensors, then videos/s and MFU predicted on an H100 SXM and an A100, eager and compiled, and the memory of a
 training step at the default micro-batch.
 
-    .venv/bin/python benchmarks/roofline.py [--presets tiny small base large_half] [--out benchmarks/results/roofline.json]
+    .venv/bin/python benchmarks/roofline.py [--presets tiny small base large_half] [--out
+    benchmarks/results/roofline.json]
 
 Workloads (`WORKLOADS`): pre-training at T = 5 on a 16 x 16 token map (frame size 128), one sample = one video = two
 clips, the step `vimpac-pretrain` runs (`bench_utils.pretrain_loss_fn`: block masks from the host, the loop's loss
@@ -39,6 +40,7 @@ count (`torch.autograd.graph.saved_tensors_hooks`, each storage once, the parame
 micro-batch the kit itself plans on an 80 GiB GPU with its predicted peak (`kit_plan`: `vimpac.engine.memory_model`,
 which adds the weights, gradients and AdamW moments, a margin and a reserve).
 """
+
 import argparse, contextlib, json, sys
 from pathlib import Path
 import torch
@@ -68,7 +70,7 @@ WORKLOADS = {
     "pretrain": dict(clip_len=5, token_map=16, sample="video (2 clips)"),
     "finetune": dict(clip_len=10, token_map=32, num_classes=101, sample="clip"),
 }
-COUNT_SAMPLES = 2          # samples per counted step (the CLS head's BatchNorm needs 2 clips; InfoNCE 2 videos)
+COUNT_SAMPLES = 2  # samples per counted step (the CLS head's BatchNorm needs 2 clips; InfoNCE 2 videos)
 
 
 class RooflineError(ValueError):
@@ -78,8 +80,10 @@ class RooflineError(ValueError):
 def check_presets(presets) -> list[str]:
     "`presets` as a list of known preset names; raises `RooflineError` naming the known ones for any other."
     from vimpac.model import PRESETS
+
     bad = [p for p in presets if p not in PRESETS]
-    if bad: raise RooflineError(f"preset: expected one of {', '.join(PRESETS)}, got {', '.join(map(repr, bad))}")
+    if bad:
+        raise RooflineError(f"preset: expected one of {', '.join(PRESETS)}, got {', '.join(map(repr, bad))}")
     return list(presets)
 
 
@@ -87,27 +91,35 @@ def check_presets(presets) -> list[str]:
 def _no_value_checks():
     "The model's token-id checks read values, which fake tensors do not have: off while counting."
     import vimpac.model as vm
+
     orig = getattr(vm, "_refuse_any", None)
-    if orig is not None: vm._refuse_any = lambda bad, message: None
-    try: yield
+    if orig is not None:
+        vm._refuse_any = lambda bad, message: None
+    try:
+        yield
     finally:
-        if orig is not None: vm._refuse_any = orig
+        if orig is not None:
+            vm._refuse_any = orig
 
 
 class SavedBytes:
     """`saved_tensors_hooks` that total the bytes autograd saves for backward, each storage once (by
     `untyped_storage()._cdata`, the tensors kept referenced so that no address is reused), leaving out `exclude`d
     storages (the parameters: the kit's memory model counts them, `kit_plan`)."""
+
     def __init__(self, exclude=()):
         self.seen, self.keep, self.total = {s.untyped_storage()._cdata for s in exclude}, [], 0
 
     paused = False
 
     def pack(self, t):
-        if self.paused: return t
+        if self.paused:
+            return t
         s = t.untyped_storage()
         if s._cdata not in self.seen:
-            self.seen.add(s._cdata); self.keep.append(t); self.total += s.nbytes()
+            self.seen.add(s._cdata)
+            self.keep.append(t)
+            self.total += s.nbytes()
         return t
 
     def hooks(self):
@@ -116,10 +128,12 @@ class SavedBytes:
 
 class Bytes(EagerBytes):
     "`traffic.EagerBytes` that can be paused (the inside of a fused kernel stood in) and credited a kernel's own bytes."
+
     paused = False
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        if self.paused: return func(*args, **(kwargs or {}))
+        if self.paused:
+            return func(*args, **(kwargs or {}))
         return super().__torch_dispatch__(func, types, args, kwargs)
 
     def add(self, name: str, n: int):
@@ -135,6 +149,7 @@ class _FusedAttention(torch.autograd.Function):
     forward reads q, k, v (and the mask) and writes the output and its log-sum-exp (fp32, one per query row); backward
     reads those and the output's gradient and writes dq, dk, dv. The math path computes the values and the FLOPs
     (FlopCounterMode still counts its matmuls); its own ops' bytes and saved tensors are not counted."""
+
     @staticmethod
     def forward(ctx, q, k, v, mask, dropout_p, moved, saved):
         moved.paused = saved.paused = True
@@ -161,21 +176,34 @@ class _FusedAttention(torch.autograd.Function):
             dq, dk, dv = torch.autograd.grad(out, inner, do)
         finally:
             moved.paused = False
-        moved.add("_scaled_dot_product_fused_attention_backward",
-                  _nbytes(*ctx.saved_tensors, do, dq, dk, dv, ctx.mask) + ctx.lse)
+        moved.add(
+            "_scaled_dot_product_fused_attention_backward",
+            _nbytes(*ctx.saved_tensors, do, dq, dk, dv, ctx.mask) + ctx.lse,
+        )
         return dq, dk, dv, None, None, None, None
 
 
 # The functions CUDA's autocast runs in fp32 (its "fp32 list") that the model calls under autocast; the CPU's autocast
 # runs them in the input's dtype.
-CUDA_FP32 = {F.layer_norm, F.group_norm, F.softmax, F.log_softmax, F.cross_entropy, F.nll_loss, torch.softmax,
-             torch.log_softmax, torch.Tensor.softmax, torch.Tensor.log_softmax}
+CUDA_FP32 = {
+    F.layer_norm,
+    F.group_norm,
+    F.softmax,
+    F.log_softmax,
+    F.cross_entropy,
+    F.nll_loss,
+    torch.softmax,
+    torch.log_softmax,
+    torch.Tensor.softmax,
+    torch.Tensor.log_softmax,
+}
 
 
 class GpuStandIns(TorchFunctionMode):
     """While counting on fake CPU tensors, what a GPU does differently: `fused_attention` counts each
     `scaled_dot_product_attention` as one fused kernel (`_FusedAttention`), `cuda_autocast` runs the functions of
     CUDA's fp32 autocast list (`CUDA_FP32`: LayerNorm, softmax, the losses) in fp32 under autocast."""
+
     def __init__(self, moved: Bytes, saved: "SavedBytes", fused_attention: bool = True, cuda_autocast: bool = True):
         super().__init__()
         self.moved, self.saved, self.fused, self.cuda = moved, saved, fused_attention, cuda_autocast
@@ -187,15 +215,17 @@ class GpuStandIns(TorchFunctionMode):
             mask = kwargs.get("attn_mask", rest[0] if rest else None)
             return _FusedAttention.apply(q, k, v, mask, kwargs.get("dropout_p", 0.0), self.moved, self.saved)
         if self.cuda and func in CUDA_FP32 and torch.is_autocast_enabled("cpu"):
-            args, kwargs = pytree.tree_map_only(torch.Tensor, lambda t: t.float() if t.dtype in (torch.bfloat16, torch.float16) else t,
-                                                (args, kwargs))
+            args, kwargs = pytree.tree_map_only(
+                torch.Tensor, lambda t: t.float() if t.dtype in (torch.bfloat16, torch.float16) else t, (args, kwargs)
+            )
             with torch.autocast("cpu", enabled=False):
                 return func(*args, **kwargs)
         return func(*args, **kwargs)
 
 
-def count(preset: str, workload: str = "pretrain", precision: str = "bf16", samples: int = COUNT_SAMPLES,
-          gpu: bool = True) -> dict:
+def count(
+    preset: str, workload: str = "pretrain", precision: str = "bf16", samples: int = COUNT_SAMPLES, gpu: bool = True
+) -> dict:
     """FLOPs, bytes and saved bytes per sample of one training step of `preset` on `workload` (`WORKLOADS`), counted on
     fake tensors at `precision` ("bf16": autocast, see the module's docstring; "fp32"). `gpu`: with the GPU's fused
     attention and CUDA's fp32 autocast list stood in (`GpuStandIns`); False: what the CPU runs (`traffic.py`'s count).
@@ -203,8 +233,10 @@ def count(preset: str, workload: str = "pretrain", precision: str = "bf16", samp
     Raises `RooflineError` for an unknown preset or workload."""
     from torch._subclasses.fake_tensor import FakeTensorMode
     from vimpac.model import VimpacConfig, VimpacForPreTraining, VimpacForVideoClassification
+
     check_presets([preset])
-    if workload not in WORKLOADS: raise RooflineError(f"workload: expected one of {', '.join(WORKLOADS)}, got {workload!r}")
+    if workload not in WORKLOADS:
+        raise RooflineError(f"workload: expected one of {', '.join(WORKLOADS)}, got {workload!r}")
     w, amp = WORKLOADS[workload], torch.bfloat16 if precision == "bf16" else None
     c = VimpacConfig.from_preset(preset, max_clip_len=w["clip_len"], token_map=(w["token_map"],) * 2)
     host = pretrain_batch(c, samples) if workload == "pretrain" else None
@@ -213,14 +245,16 @@ def count(preset: str, workload: str = "pretrain", precision: str = "bf16", samp
             model = VimpacForPreTraining(c).train()
             mb = to_device(tuple(fm.from_tensor(x) if isinstance(x, torch.Tensor) else x for x in host), "cpu")
             loss_fn = pretrain_loss_fn(model, amp_dtype=amp)
-            forward = lambda: loss_fn(model, mb)   # noqa: E731
+            forward = lambda: loss_fn(model, mb)  # noqa: E731
         else:
             model = VimpacForVideoClassification(c, w["num_classes"]).train()
             tokens = torch.zeros(samples, w["clip_len"], *c.token_map, dtype=torch.long)
             labels = torch.zeros(samples, dtype=torch.long)
+
             def forward():
                 with torch.autocast("cpu", dtype=amp, enabled=amp is not None):
                     return model(tokens, labels, has_pad=False).loss
+
         params = list(model.parameters())
         saved, moved = SavedBytes(exclude=params), Bytes()
         stand_ins = GpuStandIns(moved, saved) if gpu else contextlib.nullcontext()
@@ -229,21 +263,31 @@ def count(preset: str, workload: str = "pretrain", precision: str = "bf16", samp
                 loss = forward()
             loss.backward()
     split = moved.split()
-    return dict(flops=flops.get_total_flops() / samples, matmul_bytes=split["matmul"] / samples,
-                memory_bytes=split["memory"] / samples, saved_bytes=saved.total / samples,
-                params=sum(p.numel() for p in params), samples=samples,
-                flops_by_op={str(k): v / samples for k, v in flops.get_flop_counts()["Global"].items()})
+    return dict(
+        flops=flops.get_total_flops() / samples,
+        matmul_bytes=split["matmul"] / samples,
+        memory_bytes=split["memory"] / samples,
+        saved_bytes=saved.total / samples,
+        params=sum(p.numel() for p in params),
+        samples=samples,
+        flops_by_op={str(k): v / samples for k, v in flops.get_flop_counts()["Global"].items()},
+    )
 
 
 def kit_flops(preset: str, workload: str) -> float | None:
     """The kit's own formula for the FLOPs of a pre-training video (2 x `vimpac.model.model_flops` of a clip at the
     workload's size), the count's cross-check; None for fine-tuning (its formula has the pre-training heads) or a kit
     without it."""
-    try: from vimpac.model import VimpacConfig, model_flops
-    except ImportError: return None
-    if workload != "pretrain": return None
+    try:
+        from vimpac.model import VimpacConfig, model_flops
+    except ImportError:
+        return None
+    if workload != "pretrain":
+        return None
     w = WORKLOADS[workload]
-    return 2 * model_flops(VimpacConfig.from_preset(preset, max_clip_len=w["clip_len"], token_map=(w["token_map"],) * 2), w["clip_len"])
+    return 2 * model_flops(
+        VimpacConfig.from_preset(preset, max_clip_len=w["clip_len"], token_map=(w["token_map"],) * 2), w["clip_len"]
+    )
 
 
 def compiled_ratios(folder=HERE / "results") -> dict:
@@ -254,17 +298,25 @@ def compiled_ratios(folder=HERE / "results") -> dict:
     for f in sorted(Path(folder).glob("traffic_*.json")):
         r = json.loads(f.read_text())
         if "compiled" in r and r.get("eager", {}).get("memory") and not fused.get(r["preset"]):
-            out[r["preset"]] = (r["compiled"]["memory"] / r["eager"]["memory"], f.name, r.get("token_map"), r.get("clip_len"))
-            fused[r["preset"]] = r.get("attention") == "fused"   # the GPU's attention kernel: preferred
+            out[r["preset"]] = (
+                r["compiled"]["memory"] / r["eager"]["memory"],
+                f.name,
+                r.get("token_map"),
+                r.get("clip_len"),
+            )
+            fused[r["preset"]] = r.get("attention") == "fused"  # the GPU's attention kernel: preferred
     return out
 
 
 def pick_ratio(preset: str, ratios: dict) -> tuple[float, str]:
     "The compiled / eager ratio for `preset` (its own, else Small's, else any) and a sentence saying where it is from."
     key = preset if preset in ratios else "small" if "small" in ratios else next(iter(ratios), None)
-    if key is None: return 1.0, "no traffic_*.json with a compiled count: compiled taken as eager"
+    if key is None:
+        return 1.0, "no traffic_*.json with a compiled count: compiled taken as eager"
     r, name, tm, T = ratios[key]
-    return r, f"{r:.3f} from {name} ({key}, {tm}x{tm} tokens, T={T}, fp32 on a CPU)" + ("" if key == preset else f", not {preset}'s own")
+    return r, f"{r:.3f} from {name} ({key}, {tm}x{tm} tokens, T={T}, fp32 on a CPU)" + (
+        "" if key == preset else f", not {preset}'s own"
+    )
 
 
 def predict(flops: float, matmul_bytes: float, memory_bytes: float, gpu: dict) -> dict:
@@ -275,7 +327,7 @@ def predict(flops: float, matmul_bytes: float, memory_bytes: float, gpu: dict) -
     return dict(per_s=1 / t, mfu=flops / t / gpu["peak_flops"], seconds=t)
 
 
-GPU_BYTES = 80 * 2**30     # an H100 SXM or A100 80 GB
+GPU_BYTES = 80 * 2**30  # an H100 SXM or A100 80 GB
 
 
 def kit_plan(preset: str, workload: str, precision: str = "bf16", device_bytes: int = GPU_BYTES) -> tuple[int, float]:
@@ -284,13 +336,16 @@ def kit_plan(preset: str, workload: str, precision: str = "bf16", device_bytes: 
     `pretrain` / `finetune` do on a GPU (`micro_batch_size="auto"`)."""
     from vimpac.engine import memory_model, plan_steps
     from vimpac.model import VimpacConfig, VimpacForPreTraining, VimpacForVideoClassification
+
     w = WORKLOADS[workload]
     c = VimpacConfig.from_preset(preset, max_clip_len=w["clip_len"], token_map=(w["token_map"],) * 2)
     if workload == "pretrain":
         from vimpac.pretrain import PretrainConfig as Cfg, _memory_inputs
+
         model, least = VimpacForPreTraining(c), 2
     else:
         from vimpac.finetune import FinetuneConfig as Cfg, _memory_inputs
+
         model, least = VimpacForVideoClassification(c, w["num_classes"]), 1
     cfg = Cfg(clip_len=w["clip_len"])
     mm = memory_model(model, _memory_inputs(c, cfg), torch.bfloat16 if precision == "bf16" else None)
@@ -298,8 +353,13 @@ def kit_plan(preset: str, workload: str, precision: str = "bf16", device_bytes: 
     return micro, mm.peak(micro)
 
 
-def roofline(presets=PRESET_ORDER, workloads=tuple(WORKLOADS), precision: str = "bf16", traffic_dir=HERE / "results",
-             gpu_path: bool = True) -> list[dict]:
+def roofline(
+    presets=PRESET_ORDER,
+    workloads=tuple(WORKLOADS),
+    precision: str = "bf16",
+    traffic_dir=HERE / "results",
+    gpu_path: bool = True,
+) -> list[dict]:
     """One row per (preset, workload): the counts (`count`, with the GPU's stand-ins unless `gpu_path` is False), the
     compiled ratio used and the predictions per GPU (see `predict`)."""
     presets, ratios, rows = check_presets(presets), compiled_ratios(traffic_dir), []
@@ -308,30 +368,51 @@ def roofline(presets=PRESET_ORDER, workloads=tuple(WORKLOADS), precision: str = 
             c = count(p, wl, precision, gpu=gpu_path)
             ratio, source = pick_ratio(p, ratios)
             c["kit_flops"] = kit_flops(p, wl)
-            row = dict(preset=p, workload=wl, sample=WORKLOADS[wl]["sample"], precision=precision,
-                       path="gpu" if gpu_path else "cpu", **c,
-                       compiled_memory_bytes=c["memory_bytes"] * ratio, compiled_ratio=ratio, compiled_ratio_source=source,
-                       **dict(zip(("micro_batch", "memory_at_micro_batch"), kit_plan(p, wl, precision))))
+            row = dict(
+                preset=p,
+                workload=wl,
+                sample=WORKLOADS[wl]["sample"],
+                precision=precision,
+                path="gpu" if gpu_path else "cpu",
+                **c,
+                compiled_memory_bytes=c["memory_bytes"] * ratio,
+                compiled_ratio=ratio,
+                compiled_ratio_source=source,
+                **dict(zip(("micro_batch", "memory_at_micro_batch"), kit_plan(p, wl, precision))),
+            )
             for g, spec in GPUS.items():
-                row[g] = dict(eager=predict(c["flops"], c["matmul_bytes"], c["memory_bytes"], spec),
-                              compiled=predict(c["flops"], c["matmul_bytes"], row["compiled_memory_bytes"], spec))
+                row[g] = dict(
+                    eager=predict(c["flops"], c["matmul_bytes"], c["memory_bytes"], spec),
+                    compiled=predict(c["flops"], c["matmul_bytes"], row["compiled_memory_bytes"], spec),
+                )
             rows.append(row)
     return rows
 
 
 def table(rows: list[dict]) -> str:
-    "The rows as a markdown table (per sample: GFLOP, GB moved, predicted samples/s and MFU, GiB at the default micro-batch)."
+    "The rows as a markdown table (per sample: GFLOP, GB moved, predicted samples/s and MFU, GiB at the default"
+    "micro-batch)."
     gpus = list(GPUS)
-    head = ["preset", "workload", "GFLOP", "GB matmul", "GB memory-bound (eager / compiled)"] + \
-           [f"{g} eager / compiled per s (MFU)" for g in gpus] + ["saved GB per sample", "micro-batch on 80 GiB: GiB"]
+    head = (
+        ["preset", "workload", "GFLOP", "GB matmul", "GB memory-bound (eager / compiled)"]
+        + [f"{g} eager / compiled per s (MFU)" for g in gpus]
+        + ["saved GB per sample", "micro-batch on 80 GiB: GiB"]
+    )
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
-        preds = [f"{r[g]['eager']['per_s']:.0f} ({100 * r[g]['eager']['mfu']:.0f}%) / {r[g]['compiled']['per_s']:.0f} "
-                 f"({100 * r[g]['compiled']['mfu']:.0f}%)" for g in gpus]
+        preds = [
+            f"{r[g]['eager']['per_s']:.0f} ({100 * r[g]['eager']['mfu']:.0f}%) / {r[g]['compiled']['per_s']:.0f} "
+            f"({100 * r[g]['compiled']['mfu']:.0f}%)"
+            for g in gpus
+        ]
         mem = f"{r['micro_batch']}: {r['memory_at_micro_batch'] / 2**30:.1f}"
-        out.append(f"| {r['preset']} | {r['workload']} ({r['sample']}) | {r['flops'] / 1e9:.1f} | {r['matmul_bytes'] / 1e9:.2f} | "
-                   f"{r['memory_bytes'] / 1e9:.2f} / {r['compiled_memory_bytes'] / 1e9:.2f} | " + " | ".join(preds) +
-                   f" | {r['saved_bytes'] / 1e9:.2f} | {mem} |")
+        out.append(
+            f"| {r['preset']} | {r['workload']} ({r['sample']}) | {r['flops'] / 1e9:.1f} | "
+            f"{r['matmul_bytes'] / 1e9:.2f} | "
+            f"{r['memory_bytes'] / 1e9:.2f} / {r['compiled_memory_bytes'] / 1e9:.2f} | "
+            + " | ".join(preds)
+            + f" | {r['saved_bytes'] / 1e9:.2f} | {mem} |"
+        )
     return "\n".join(out)
 
 
@@ -340,29 +421,52 @@ def main(argv=None) -> int:
     p.add_argument("--presets", nargs="+", default=list(PRESET_ORDER))
     p.add_argument("--workloads", nargs="+", default=list(WORKLOADS), choices=list(WORKLOADS))
     p.add_argument("--precision", default="bf16", choices=["bf16", "fp32"])
-    p.add_argument("--path", default="gpu", choices=["gpu", "cpu"], help="count the GPU's fused attention and CUDA's "
-                   "fp32 autocast list (gpu), or what the CPU runs (cpu)")
+    p.add_argument(
+        "--path",
+        default="gpu",
+        choices=["gpu", "cpu"],
+        help="count the GPU's fused attention and CUDA's fp32 autocast list (gpu), or what the CPU runs (cpu)",
+    )
     p.add_argument("--traffic-dir", type=Path, default=HERE / "results", help="where the traffic_*.json files are")
     p.add_argument("--out", type=Path, help="write the rows and the assumptions as JSON")
     a = p.parse_args(argv)
     try:
         rows = roofline(a.presets, a.workloads, a.precision, a.traffic_dir, a.path == "gpu")
     except RooflineError as e:
-        print(f"roofline: error: {e}", file=sys.stderr); return 2
-    print(f"per sample (pre-training: a video of 2 clips, T=5, 16x16 tokens; fine-tuning: a clip, T=10, 32x32 tokens), "
-          f"{a.precision}, {a.path} path; matmul efficiency {MATMUL_EFFICIENCY}, memory efficiency {MEMORY_EFFICIENCY}")
+        print(f"roofline: error: {e}", file=sys.stderr)
+        return 2
+    print(
+        f"per sample (pre-training: a video of 2 clips, T=5, 16x16 tokens; fine-tuning: a clip, T=10, 32x32 tokens), "
+        f"{a.precision}, {a.path} path; matmul efficiency {MATMUL_EFFICIENCY}, memory efficiency {MEMORY_EFFICIENCY}"
+    )
     print(table(rows))
-    for src in sorted({r["compiled_ratio_source"] for r in rows}): print("compiled memory-bound bytes = eager x", src)
+    for src in sorted({r["compiled_ratio_source"] for r in rows}):
+        print("compiled memory-bound bytes = eager x", src)
     for r in rows:
         if r.get("kit_flops"):
-            print(f"{r['preset']} {r['workload']}: counted {r['flops'] / 1e9:.1f} GFLOP, vimpac.model.model_flops "
-                  f"{r['kit_flops'] / 1e9:.1f} ({100 * (r['flops'] / r['kit_flops'] - 1):+.1f}%)")
+            print(
+                f"{r['preset']} {r['workload']}: counted {r['flops'] / 1e9:.1f} GFLOP, vimpac.model.model_flops "
+                f"{r['kit_flops'] / 1e9:.1f} ({100 * (r['flops'] / r['kit_flops'] - 1):+.1f}%)"
+            )
     if a.out:
         a.out.parent.mkdir(parents=True, exist_ok=True)
-        a.out.write_text(json.dumps(dict(torch=torch.__version__, precision=a.precision, path=a.path, gpus=GPUS,
-                                         matmul_efficiency=MATMUL_EFFICIENCY, memory_efficiency=MEMORY_EFFICIENCY,
-                                         optimizer_bytes_per_param=OPTIMIZER_BYTES_PER_PARAM, workloads=WORKLOADS,
-                                         rows=rows), indent=1) + "\n")
+        a.out.write_text(
+            json.dumps(
+                dict(
+                    torch=torch.__version__,
+                    precision=a.precision,
+                    path=a.path,
+                    gpus=GPUS,
+                    matmul_efficiency=MATMUL_EFFICIENCY,
+                    memory_efficiency=MEMORY_EFFICIENCY,
+                    optimizer_bytes_per_param=OPTIMIZER_BYTES_PER_PARAM,
+                    workloads=WORKLOADS,
+                    rows=rows,
+                ),
+                indent=1,
+            )
+            + "\n"
+        )
         print("wrote", a.out)
     return 0
 

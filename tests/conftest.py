@@ -13,9 +13,11 @@ def bin_dir():
 
 
 def _texture_video(path, seed, seconds=2, fps=8, size=40):
-    "A small moving random texture, MPEG-4 (in the container of `path`'s extension), written by the kit; returns `path`."
+    "A small moving random texture, MPEG-4 (in the container of `path`'s extension), written by the kit; returns"
+    "`path`."
     import numpy as np
     from vimpac.synthetic import write_video
+
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     base = np.random.default_rng(seed).integers(0, 256, (size, size, 3), dtype=np.uint8)
@@ -25,7 +27,8 @@ def _texture_video(path, seed, seconds=2, fps=8, size=40):
 
 @pytest.fixture(scope="session")
 def texture_video():
-    "`texture_video(path, seed, seconds=2, fps=8, size=40)`: writes a small moving random texture video (MPEG-4) at `path`."
+    "`texture_video(path, seed, seconds=2, fps=8, size=40)`: writes a small moving random texture video (MPEG-4) at"
+    "`path`."
     return _texture_video
 
 
@@ -34,7 +37,9 @@ def one_thread():
     """One intra-op thread for a module's tests (`pytestmark = pytest.mark.usefixtures("one_thread")`): tiny models run
     many times slower when OpenMP threads wait on a busy shared CPU."""
     import torch
-    n = torch.get_num_threads(); torch.set_num_threads(1)
+
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
     yield
     torch.set_num_threads(n)
 
@@ -42,7 +47,10 @@ def one_thread():
 def pytest_collection_modifyitems(config, items):
     "Tests marked `gpu` are skipped, with the reason, where no CUDA GPU is visible."
     import torch
-    if torch.cuda.is_available(): return
+
+    if torch.cuda.is_available():
+        return
     skip = pytest.mark.skip(reason="gpu: needs a CUDA GPU (torch.cuda.is_available() is False)")
     for item in items:
-        if "gpu" in item.keywords: item.add_marker(skip)
+        if "gpu" in item.keywords:
+            item.add_marker(skip)

@@ -1,6 +1,7 @@
 """Bad options are refused before anything is written (issue 10): each ends with exit status 2 and exactly one line,
 `PROG: error: ...`, naming the option and what it allows, no traceback, and nothing under --out. Most run in this
 process (`tokenize_main(argv)` / `pretrain_main(argv)`); a few run the console scripts as users do."""
+
 import json, os, shutil, subprocess
 import pytest
 import torch
@@ -15,7 +16,7 @@ NO_GPU_7 = torch.cuda.device_count() < 8
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 
 
-pytestmark = pytest.mark.usefixtures("one_thread")   # conftest.py
+pytestmark = pytest.mark.usefixtures("one_thread")  # conftest.py
 
 
 @pytest.fixture(scope="module")
@@ -36,21 +37,26 @@ def store(videos, tmp_path_factory):
 def run(store, tmp_path_factory):
     "A finished tiny run with a checkpoint, for --init and --resume."
     out = tmp_path_factory.mktemp("run") / "run"
-    pretrain_main(["--store", str(store), "--out", str(out), "--steps", "2", "--batch-size", "3", "--device", "cpu", "--no-eval"])
+    pretrain_main(
+        ["--store", str(store), "--out", str(out), "--steps", "2", "--batch-size", "3", "--device", "cpu", "--no-eval"]
+    )
     return out
 
 
 def snapshot(path):
     "What is under `path`: {relative file: (size, mtime)}, or None when it does not exist."
-    if not path.exists(): return None
-    if path.is_file(): return {".": (path.stat().st_size, path.stat().st_mtime_ns)}
+    if not path.exists():
+        return None
+    if path.is_file():
+        return {".": (path.stat().st_size, path.stat().st_mtime_ns)}
     return {str(p.relative_to(path)): (p.stat().st_size, p.stat().st_mtime_ns) for p in sorted(path.rglob("*"))}
 
 
 def refused(main, argv, capsys):
     "Run `main(argv)` in this process; return its one stderr line after checking exit status 2 and no traceback."
     capsys.readouterr()
-    with pytest.raises(SystemExit) as e: main(argv)
+    with pytest.raises(SystemExit) as e:
+        main(argv)
     err = capsys.readouterr().err
     assert e.value.code == 2, err
     assert "Traceback" not in err
@@ -72,10 +78,16 @@ TOKENIZE = [  # (options, what the one line says)
     (["--num-shards", "0", "--shard-index", "0"], "argument --num-shards: expected an integer >= 1, got '0'"),
     (["--num-shards", "2", "--shard-index", "2"], "shard_index: expected 0 <= index < num_shards = 2, got 2"),
     (["--device", "foo"], "argument --device: device 'foo': not a device name; expected cpu, cuda or cuda:N"),
-    pytest.param(["--device", "cuda"], "argument --device: device 'cuda': no CUDA GPU here",
-                 marks=pytest.mark.skipif(not CPU_ONLY, reason="a GPU is here")),
-    pytest.param(["--device", "cuda:7"], "argument --device: device 'cuda:7': ",
-                 marks=pytest.mark.skipif(not NO_GPU_7, reason="8 GPUs are here")),
+    pytest.param(
+        ["--device", "cuda"],
+        "argument --device: device 'cuda': no CUDA GPU here",
+        marks=pytest.mark.skipif(not CPU_ONLY, reason="a GPU is here"),
+    ),
+    pytest.param(
+        ["--device", "cuda:7"],
+        "argument --device: device 'cuda:7': ",
+        marks=pytest.mark.skipif(not NO_GPU_7, reason="8 GPUs are here"),
+    ),
 ]
 
 
@@ -105,17 +117,32 @@ PRETRAIN = [
     (["--num-workers", "-1"], "argument --num-workers: expected an integer >= 0, got '-1'"),
     (["--save-every", "-1"], "argument --save-every: expected an integer >= 0, got '-1'"),
     (["--keep-last", "-1"], "argument --keep-last: expected an integer >= 1, got '-1' (at least 1 checkpoint is kept"),
-    (["--keep-last", "0"], "argument --keep-last: expected an integer >= 1, got '0' (at least 1 checkpoint is kept: "
-                           "a run that keeps none cannot resume)"),   # issue 21: 0 silently kept 1
+    (
+        ["--keep-last", "0"],
+        "argument --keep-last: expected an integer >= 1, got '0' (at least 1 checkpoint is kept: "
+        "a run that keeps none cannot resume)",
+    ),  # issue 21: 0 silently kept 1
     (["--d-max", "-1"], "argument --d-max: expected a finite number >= 0, got '-1'"),
     (["--seed", "1.5"], "argument --seed: expected an integer, got '1.5'"),
     (["--device", "foo"], "argument --device: device 'foo': not a device name"),
-    pytest.param(["--device", "cuda"], "argument --device: device 'cuda': no CUDA GPU here",
-                 marks=pytest.mark.skipif(not CPU_ONLY, reason="a GPU is here")),
-    pytest.param(["--device", "cuda:7"], "argument --device: device 'cuda:7': ",
-                 marks=pytest.mark.skipif(not NO_GPU_7, reason="8 GPUs are here")),
-    (["--device", "cpu", "--precision", "fp16"], "precision fp16: mixed precision needs a CUDA GPU, the device is cpu; use fp32 or auto"),
-    (["--device", "cpu", "--precision", "bf16"], "precision bf16: mixed precision needs a CUDA GPU, the device is cpu; use fp32 or auto"),
+    pytest.param(
+        ["--device", "cuda"],
+        "argument --device: device 'cuda': no CUDA GPU here",
+        marks=pytest.mark.skipif(not CPU_ONLY, reason="a GPU is here"),
+    ),
+    pytest.param(
+        ["--device", "cuda:7"],
+        "argument --device: device 'cuda:7': ",
+        marks=pytest.mark.skipif(not NO_GPU_7, reason="8 GPUs are here"),
+    ),
+    (
+        ["--device", "cpu", "--precision", "fp16"],
+        "precision fp16: mixed precision needs a CUDA GPU, the device is cpu; use fp32 or auto",
+    ),
+    (
+        ["--device", "cpu", "--precision", "bf16"],
+        "precision bf16: mixed precision needs a CUDA GPU, the device is cpu; use fp32 or auto",
+    ),
 ]
 
 
@@ -129,34 +156,64 @@ def test_pretrain_refuses(options, line, store, tmp_path, capsys):
 
 @pytest.mark.parametrize("main,prog", [(tokenize_main, "vimpac-tokenize"), (pretrain_main, "vimpac-pretrain")])
 def test_out_is_a_file(main, prog, videos, store, tmp_path, capsys):
-    f = tmp_path / "notes.txt"; f.write_text("keep me\n")
+    f = tmp_path / "notes.txt"
+    f.write_text("keep me\n")
     first = [str(videos[0])] if main is tokenize_main else ["--store", str(store)]
     got = refused(main, [*first, "--out", str(f)], capsys)
     assert got == f"{prog}: error: argument --out: {f} is a file; expected a folder (new or existing)"
     assert f.read_text() == "keep me\n"
     # below a file: Python's own OSError, caught at the edge as one line
-    got = refused(main, [*first, "--out", str(f / "sub"), "--device", "cpu", "--steps", "2", "--batch-size", "3", "--no-eval"]
-                  if main is pretrain_main else [*first, "--out", str(f / "sub")], capsys)
+    got = refused(
+        main,
+        [*first, "--out", str(f / "sub"), "--device", "cpu", "--steps", "2", "--batch-size", "3", "--no-eval"]
+        if main is pretrain_main
+        else [*first, "--out", str(f / "sub")],
+        capsys,
+    )
     assert got.startswith(f"{prog}: error: [Errno") and str(f) in got, got
     assert f.read_text() == "keep me\n"
 
 
-@pytest.mark.parametrize("options,needle", [
-    (["--resume", "--preset", "small"], "preset 'small': num_layers 6 (saved: 2)"),
-    (["--resume", "--layout", "T,H,W"], "layout 'T,H,W' (saved: 'T,H|W')"),
-    (["--resume", "--dropout", "0"], "dropout 0.0 (saved: 0.1)"),
-    (["--init", "RUN", "--layout", "TxHxW"], "layout 'TxHxW' (saved: 'T,H|W')"),
-    (["--init", "RUN", "--dropout", "0.2"], "dropout 0.2 (saved: 0.1)")])
+@pytest.mark.parametrize(
+    "options,needle",
+    [
+        (["--resume", "--preset", "small"], "preset 'small': num_layers 6 (saved: 2)"),
+        (["--resume", "--layout", "T,H,W"], "layout 'T,H,W' (saved: 'T,H|W')"),
+        (["--resume", "--dropout", "0"], "dropout 0.0 (saved: 0.1)"),
+        (["--init", "RUN", "--layout", "TxHxW"], "layout 'TxHxW' (saved: 'T,H|W')"),
+        (["--init", "RUN", "--dropout", "0.2"], "dropout 0.2 (saved: 0.1)"),
+    ],
+)
 def test_model_options_must_agree_with_the_saved_model(options, needle, run, store, tmp_path, capsys):
     "--preset, --layout and --dropout are not dropped silently with --resume / --init: they must match the saved model."
     if "--resume" in options:
-        out = tmp_path / "resumed"; shutil.copytree(run, out)
-    else: out = tmp_path / "next"
+        out = tmp_path / "resumed"
+        shutil.copytree(run, out)
+    else:
+        out = tmp_path / "next"
     before = snapshot(out)
-    got = refused(pretrain_main, ["--store", str(store), "--out", str(out), "--steps", "4", "--batch-size", "3", "--device", "cpu",
-                                  *[str(run) if o == "RUN" else o for o in options]], capsys)
-    assert got.startswith("vimpac-pretrain: error: --resume: the checkpoint" if "--resume" in options else
-                          f"vimpac-pretrain: error: --init: {run} holds another model than asked"), got
+    got = refused(
+        pretrain_main,
+        [
+            "--store",
+            str(store),
+            "--out",
+            str(out),
+            "--steps",
+            "4",
+            "--batch-size",
+            "3",
+            "--device",
+            "cpu",
+            *[str(run) if o == "RUN" else o for o in options],
+        ],
+        capsys,
+    )
+    assert got.startswith(
+        "vimpac-pretrain: error: --resume: the checkpoint"
+        if "--resume" in options
+        else f"vimpac-pretrain: error: --init: {run} holds another model than asked"
+    ), got
     assert needle in got and "leave these options out" in got, got
     assert snapshot(out) == before
 
@@ -174,54 +231,111 @@ def test_refused_run_leaves_no_folder_and_a_correct_run_then_works(videos, tmp_p
 
 def test_batch_larger_than_the_store_warns(store, tmp_path, capsys):
     capsys.readouterr()
-    pretrain_main(["--store", str(store), "--out", str(tmp_path / "run"), "--steps", "1", "--batch-size", "8",
-                   "--device", "cpu", "--no-eval"])
+    pretrain_main(
+        [
+            "--store",
+            str(store),
+            "--out",
+            str(tmp_path / "run"),
+            "--steps",
+            "1",
+            "--batch-size",
+            "8",
+            "--device",
+            "cpu",
+            "--no-eval",
+        ]
+    )
     warns = [l for l in capsys.readouterr().err.splitlines() if "warning" in l]
-    assert warns == [f"vimpac-pretrain: warning: batch size 8 is larger than the 3 videos of {store}; using 3 "
-                     "(a batch holds at most one clip pair per video)"]
+    assert warns == [
+        f"vimpac-pretrain: warning: batch size 8 is larger than the 3 videos of {store}; using 3 "
+        "(a batch holds at most one clip pair per video)"
+    ]
     # issue 21: pretrain_config.json records the batch size used, not the one asked for
     assert json.loads((tmp_path / "run" / "pretrain_config.json").read_text())["batch_size"] == 3
 
 
 def test_train_config_refuses_keep_last_0():
     "issue 21: keep_last=0 kept 1 checkpoint without a word; a run that keeps none could not resume."
-    with pytest.raises(VimpacError) as e: TrainConfig(keep_last=0)
-    assert str(e.value) == "keep_last: expected an integer >= 1, got 0 (at least 1 checkpoint is kept: a run that keeps none cannot resume)"
+    with pytest.raises(VimpacError) as e:
+        TrainConfig(keep_last=0)
+    assert (
+        str(e.value)
+        == "keep_last: expected an integer >= 1, got 0 (at least 1 checkpoint is kept: a run that keeps none cannot "
+        "resume)"
+    )
     assert TrainConfig(keep_last=1).keep_last == 1
 
 
 def test_resume_passes_over_a_corrupt_newest_checkpoint(store, tmp_path, capsys):
     out = tmp_path / "run"
-    args = ["--store", str(store), "--out", str(out), "--batch-size", "3", "--device", "cpu", "--no-eval",
-            "--save-every", "2", "--log-every", "1"]
+    args = [
+        "--store",
+        str(store),
+        "--out",
+        str(out),
+        "--batch-size",
+        "3",
+        "--device",
+        "cpu",
+        "--no-eval",
+        "--save-every",
+        "2",
+        "--log-every",
+        "1",
+    ]
     pretrain_main([*args, "--steps", "4"])
     ckpts = sorted((out / "checkpoints").glob("step-*.pt"))
     assert [c.name for c in ckpts] == ["step-00000002.pt", "step-00000004.pt"]
-    ckpts[1].write_bytes(ckpts[1].read_bytes()[:2000])                  # the newest, truncated
+    ckpts[1].write_bytes(ckpts[1].read_bytes()[:2000])  # the newest, truncated
     capsys.readouterr()
     pretrain_main([*args, "--steps", "6", "--resume"])
     warns = [l for l in capsys.readouterr().err.splitlines() if "warning" in l]
-    assert len(warns) == 1 and warns[0].startswith("vimpac-pretrain: warning: --resume: passed over 1 unreadable checkpoint(s)")
+    assert len(warns) == 1 and warns[0].startswith(
+        "vimpac-pretrain: warning: --resume: passed over 1 unreadable checkpoint(s)"
+    )
     assert f"{ckpts[1]}: not a readable torch file" in warns[0] and warns[0].endswith("resuming from step-00000002.pt")
     assert [json.loads(l)["step"] for l in (out / "metrics.jsonl").read_text().splitlines()] == list(range(6))
     # none loads: one error line naming the newest; an empty file says so
-    for c in (out / "checkpoints").glob("step-*.pt"): c.write_bytes(b"")
+    for c in (out / "checkpoints").glob("step-*.pt"):
+        c.write_bytes(b"")
     got = refused(pretrain_main, [*args, "--steps", "8", "--resume"], capsys)
-    assert got.startswith(f"vimpac-pretrain: error: --resume: none of the 3 checkpoint(s) in {out / 'checkpoints'} loads; "
-                          f"the newest: {out / 'checkpoints' / 'step-00000006.pt'}: empty file (0 bytes)"), got
+    assert got.startswith(
+        f"vimpac-pretrain: error: --resume: none of the 3 checkpoint(s) in {out / 'checkpoints'} loads; "
+        f"the newest: {out / 'checkpoints' / 'step-00000006.pt'}: empty file (0 bytes)"
+    ), got
 
 
-@pytest.mark.parametrize("script,options,line", [
-    ("vimpac-tokenize", ["--fps", "inf"], "argument --fps: expected a finite number > 0, got 'inf'"),
-    ("vimpac-tokenize", ["--frame-size", "100"], "frame size: 100 is not a multiple of the tokenizer's downsample 8"),
-    ("vimpac-pretrain", ["--lr", "nan"], "argument --lr: expected a finite number > 0, got 'nan'"),
-    ("vimpac-pretrain", ["--keep-last", "0"], "argument --keep-last: expected an integer >= 1, got '0' (at least 1"),
-    ("vimpac-pretrain", ["--device", "cuda:7"], "argument --device: device 'cuda:7': ")])
+@pytest.mark.parametrize(
+    "script,options,line",
+    [
+        ("vimpac-tokenize", ["--fps", "inf"], "argument --fps: expected a finite number > 0, got 'inf'"),
+        (
+            "vimpac-tokenize",
+            ["--frame-size", "100"],
+            "frame size: 100 is not a multiple of the tokenizer's downsample 8",
+        ),
+        ("vimpac-pretrain", ["--lr", "nan"], "argument --lr: expected a finite number > 0, got 'nan'"),
+        (
+            "vimpac-pretrain",
+            ["--keep-last", "0"],
+            "argument --keep-last: expected an integer >= 1, got '0' (at least 1",
+        ),
+        ("vimpac-pretrain", ["--device", "cuda:7"], "argument --device: device 'cuda:7': "),
+    ],
+)
 def test_console_scripts(script, options, line, bin_dir, videos, store, tmp_path):
-    if "cuda:7" in options and not NO_GPU_7: pytest.skip("8 GPUs are here")
+    if "cuda:7" in options and not NO_GPU_7:
+        pytest.skip("8 GPUs are here")
     out = tmp_path / "out"
     first = [str(videos[0])] if script == "vimpac-tokenize" else ["--store", str(store)]
-    r = subprocess.run([str(bin_dir / script), *first, "--out", str(out), *options], capture_output=True, text=True, timeout=300, env=ENV)
+    r = subprocess.run(
+        [str(bin_dir / script), *first, "--out", str(out), *options],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=ENV,
+    )
     assert r.returncode == 2 and "Traceback" not in r.stderr
     lines = [l for l in r.stderr.splitlines() if l.strip()]
     assert len(lines) == 1 and lines[0].startswith(f"{script}: error: {line}"), r.stderr

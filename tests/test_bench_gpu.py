@@ -1,6 +1,7 @@
 """`make bench-gpu` on a fresh GPU box (issue 20 §7): budgets that fit two compiles, an install path with only what the
 suite needs (not the dev extra, not dall-e; the system's CUDA torch kept), and a stale CPU venv refused with one line
 (benchmarks/bench_env.py, its logic checked with stand-ins for the venv's torch and nvidia-smi)."""
+
 import re, shutil, subprocess, sys
 from pathlib import Path
 import pytest
@@ -22,13 +23,19 @@ def test_budgets_fit_two_compiles_and_the_plan(tmp_path, monkeypatch):
     by = {p["name"]: p for p in ps}
     compiled = next(p for n, p in by.items() if "compiled" in n)
     assert by["gpu tests"]["budget_s"] >= 2 * bench_gpu.COMPILE_S and compiled["budget_s"] >= 2 * bench_gpu.COMPILE_S
-    assert bench_gpu.COMPILE_S >= 120                                  # a compile of Small on a GPU: 60-120 s
+    assert bench_gpu.COMPILE_S >= 120  # a compile of Small on a GPU: 60-120 s
     assert "--compile" in compiled["cmd"] and compiled["cmd"][compiled["cmd"].index("--layouts") + 1] == "T,H|W"
 
 
 def _dry_run(*args):
-    if shutil.which("make") is None: pytest.skip("no `make` on this machine")
-    r = subprocess.run(["make", "-n", "-B", "--no-print-directory", "-C", str(ROOT), *args], capture_output=True, text=True, timeout=120)
+    if shutil.which("make") is None:
+        pytest.skip("no `make` on this machine")
+    r = subprocess.run(
+        ["make", "-n", "-B", "--no-print-directory", "-C", str(ROOT), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr
     return r.stdout
 
@@ -46,19 +53,24 @@ def test_bench_gpu_installs_only_what_the_suite_needs(tmp_path):
     assert "benchmarks/bench_gpu.py --device cuda" in lines[-1]
     quick = _dry_run("bench-gpu", f"VENV={venv}", "DEVICE=cpu", "QUICK=1")
     assert "bench_gpu.py --device cpu --quick" in quick and ".[dev]" not in quick
-    bench = re.search(r"^bench = \[(.*?)\]", (ROOT / "pyproject.toml").read_text(), re.M | re.S).group(1)   # no tomllib on 3.10
+    bench = re.search(r"^bench = \[(.*?)\]", (ROOT / "pyproject.toml").read_text(), re.M | re.S).group(
+        1
+    )  # no tomllib on 3.10
     assert '"pytest' in bench and not any(x in bench.lower() for x in ("gradio", "playwright", "dall"))
 
 
-@pytest.mark.parametrize("exists, cuda, version, gpu, device, refused", [
-    (True, None, "2.13.0+cpu", True, "cuda", True),          # the stale CPU venv on a GPU box
-    (True, None, "2.13.0+cpu", True, "cuda:1", True),
-    (True, "12.4", "2.5.1+cu124", True, "cuda", False),      # a venv with a CUDA torch
-    (True, None, "2.13.0+cpu", False, "cuda", False),        # no GPU seen: bench_gpu.py says so itself
-    (True, None, "2.13.0+cpu", True, "cpu", False),          # a CPU run asked for (make test's quick run)
-    (False, None, None, True, "cuda", False),                # no venv yet: the install path makes one
-    (True, None, None, True, "cuda", False),                 # a venv without torch: the install path adds one
-])
+@pytest.mark.parametrize(
+    "exists, cuda, version, gpu, device, refused",
+    [
+        (True, None, "2.13.0+cpu", True, "cuda", True),  # the stale CPU venv on a GPU box
+        (True, None, "2.13.0+cpu", True, "cuda:1", True),
+        (True, "12.4", "2.5.1+cu124", True, "cuda", False),  # a venv with a CUDA torch
+        (True, None, "2.13.0+cpu", False, "cuda", False),  # no GPU seen: bench_gpu.py says so itself
+        (True, None, "2.13.0+cpu", True, "cpu", False),  # a CPU run asked for (make test's quick run)
+        (False, None, None, True, "cuda", False),  # no venv yet: the install path makes one
+        (True, None, None, True, "cuda", False),  # a venv without torch: the install path adds one
+    ],
+)
 def test_stale_venv_logic(exists, cuda, version, gpu, device, refused):
     msg = bench_env.stale_venv_message(exists, cuda, version, gpu, device)
     assert (msg is not None) == refused
@@ -71,8 +83,11 @@ def test_stale_venv_refused_with_one_line(tmp_path, monkeypatch, capsys):
     nvidia-smi seeing a GPU: exit 1 and one line; with a CUDA torch: exit 0 and nothing printed."""
     py = tmp_path / "venv" / "bin" / "python"
     py.parent.mkdir(parents=True)
+
     def fake_torch(version, cuda):
-        py.write_text(f"#!/bin/sh\nprintf '{version}\\n{cuda}\\n'\n"); py.chmod(0o755)
+        py.write_text(f"#!/bin/sh\nprintf '{version}\\n{cuda}\\n'\n")
+        py.chmod(0o755)
+
     monkeypatch.setattr(bench_env, "gpu_seen", lambda: True)
     fake_torch("2.13.0+cpu", "None")
     assert bench_env.venv_torch(py) == ("2.13.0+cpu", None)

@@ -1,6 +1,7 @@
 """Broken files a user hands the kit (DALL-E pickles, tokenizer folders, token stores) end in one line naming the file,
 never a traceback or a signal; and the tokenizer's API edges (float frames outside [0, 1], float or bool tokens).
 Stores are made with the kit's own `build_store` and the default tokenizer on tiny synthetic videos."""
+
 import json, os, pickle, shutil, signal, subprocess, sys, warnings
 from vimpac.synthetic import write_video
 import numpy as np
@@ -16,12 +17,14 @@ from vimpac.utils import VimpacError
 def one_line(msg: str, *needles):
     "A user-facing message: one line, no traceback, naming every needle."
     assert "\n" not in msg and "Traceback" not in msg, msg
-    for n in needles: assert str(n) in msg, (n, msg)
+    for n in needles:
+        assert str(n) in msg, (n, msg)
 
 
 def cli_error(capsys, fn, argv, prog):
     "Run a console script's main in-process: it must exit 2 and print one `PROG: error: ...` line on stderr."
-    with pytest.raises(SystemExit) as e: fn(list(map(str, argv)))
+    with pytest.raises(SystemExit) as e:
+        fn(list(map(str, argv)))
     assert e.value.code == 2
     err = [l for l in capsys.readouterr().err.splitlines() if l.strip()]
     assert len(err) == 1 and err[0].startswith(f"{prog}: error: ") and "Traceback" not in err[0], err
@@ -40,7 +43,8 @@ def gradient_video(path, seconds=2, fps=10, size=64, seed=0):
 
 
 @pytest.fixture(scope="module")
-def tok(): return load_tokenizer("default")
+def tok():
+    return load_tokenizer("default")
 
 
 @pytest.fixture(scope="module")
@@ -78,7 +82,8 @@ def big_store(tmp_path_factory, videos, tok):
 
 
 def copy_store(src, dst):
-    shutil.copytree(src, dst); return dst
+    shutil.copytree(src, dst)
+    return dst
 
 
 def run(args, **kw):
@@ -87,16 +92,24 @@ def run(args, **kw):
 
 # ---------------------------------------------------------------- DALL-E dVAE files
 
+
 class _RunsCode:
-    def __init__(self, target): self.target = target
-    def __reduce__(self): return (os.system, (f"touch {self.target}",))
+    def __init__(self, target):
+        self.target = target
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.target}",))
 
 
 def test_dalle_empty_pkl(tmp_path, videos, capsys):
-    empty = tmp_path / "encoder.pkl"; empty.touch()
-    with pytest.raises(VimpacError) as e: DalleTokenizer.from_official(empty)
+    empty = tmp_path / "encoder.pkl"
+    empty.touch()
+    with pytest.raises(VimpacError) as e:
+        DalleTokenizer.from_official(empty)
     one_line(str(e.value), empty, "empty file (0 bytes)")
-    line = cli_error(capsys, tokenize_main, [videos[0], "--out", tmp_path / "s", "--tokenizer", f"dalle:{empty}"], "vimpac-tokenize")
+    line = cli_error(
+        capsys, tokenize_main, [videos[0], "--out", tmp_path / "s", "--tokenizer", f"dalle:{empty}"], "vimpac-tokenize"
+    )
     one_line(line, empty, "empty")
     assert not (tmp_path / "s").exists()
 
@@ -114,12 +127,14 @@ def test_dalle_hostile_pickle_default_protocol(tmp_path, capfd):
     assert not caught and capfd.readouterr().err == ""  # no torch warnings
     # the same payload in torch's own format is refused by the global it names
     torch.save({"model": _RunsCode(target)}, evil)
-    with pytest.raises(VimpacError) as e: load_tokenizer(f"dalle:{evil}")
+    with pytest.raises(VimpacError) as e:
+        load_tokenizer(f"dalle:{evil}")
     one_line(str(e.value), evil, "refused", "system")
     assert not target.exists()
 
 
 # ---------------------------------------------------------------- tokenizer folders
+
 
 @pytest.fixture(scope="module")
 def saved_tokenizer(tmp_path_factory):
@@ -133,26 +148,49 @@ def edit_config(**changes):
     def edit(d):
         cfg = json.loads((d / "config.json").read_text())
         for k, v in changes.items():
-            if v is None: del cfg[k]
-            else: cfg[k] = v
+            if v is None:
+                del cfg[k]
+            else:
+                cfg[k] = v
         (d / "config.json").write_text(json.dumps(cfg))
+
     return edit
 
 
 def truncate_weights(d):
-    w = d / "model.safetensors"; w.write_bytes(w.read_bytes()[: w.stat().st_size * 2 // 3])
+    w = d / "model.safetensors"
+    w.write_bytes(w.read_bytes()[: w.stat().st_size * 2 // 3])
 
 
 BROKEN_FOLDERS = {
-    "invalid json": (lambda d: (d / "config.json").write_text('{"kind": "vimpac-vqvae",'), "config.json", "invalid JSON"),
-    "unknown key": (edit_config(vocab=64, extra=1), "config.json", "unknown key(s) extra, vocab; a vimpac VQ-VAE config has kind, vocab_size, code_dim"),
+    "invalid json": (
+        lambda d: (d / "config.json").write_text('{"kind": "vimpac-vqvae",'),
+        "config.json",
+        "invalid JSON",
+    ),
+    "unknown key": (
+        edit_config(vocab=64, extra=1),
+        "config.json",
+        "unknown key(s) extra, vocab; a vimpac VQ-VAE config has kind, vocab_size, code_dim",
+    ),
     "missing field": (edit_config(channels=None), "config.json", "lacks the field(s) channels"),
-    "wrong type": (edit_config(vocab_size="64"), "config.json", "field vocab_size is '64', expected a positive integer"),
+    "wrong type": (
+        edit_config(vocab_size="64"),
+        "config.json",
+        "field vocab_size is '64', expected a positive integer",
+    ),
     "not an object": (lambda d: (d / "config.json").write_text("[1, 2]"), "config.json", "holds a JSON list"),
-    "corrupt weights": (lambda d: (d / "model.safetensors").write_bytes(b"\x08" + b"\0" * 7 + b"garbage!" * 8),
-                        "model.safetensors", "not a readable safetensors file"),
+    "corrupt weights": (
+        lambda d: (d / "model.safetensors").write_bytes(b"\x08" + b"\0" * 7 + b"garbage!" * 8),
+        "model.safetensors",
+        "not a readable safetensors file",
+    ),
     "truncated weights": (truncate_weights, "model.safetensors", "truncated or corrupt?"),
-    "empty weights": (lambda d: (d / "model.safetensors").write_bytes(b""), "model.safetensors", "not a readable safetensors file"),
+    "empty weights": (
+        lambda d: (d / "model.safetensors").write_bytes(b""),
+        "model.safetensors",
+        "not a readable safetensors file",
+    ),
     "weights of another config": (edit_config(code_dim=4), "model.safetensors", "weights do not match"),
 }
 
@@ -162,9 +200,11 @@ def test_broken_tokenizer_folder(case, saved_tokenizer, tmp_path, videos, capsys
     edit, fname, needle = BROKEN_FOLDERS[case]
     d = copy_store(saved_tokenizer, tmp_path / "tok")
     edit(d)
-    with pytest.raises(VimpacError) as e: VQVAE.from_pretrained(d)
+    with pytest.raises(VimpacError) as e:
+        VQVAE.from_pretrained(d)
     one_line(str(e.value), d / fname, needle)
-    with pytest.raises(VimpacError) as e: load_tokenizer(str(d))
+    with pytest.raises(VimpacError) as e:
+        load_tokenizer(str(d))
     one_line(str(e.value), d / fname, needle)
     line = cli_error(capsys, tokenize_main, [videos[0], "--out", tmp_path / "s", "--tokenizer", d], "vimpac-tokenize")
     one_line(line, d / fname, needle)
@@ -184,11 +224,15 @@ def test_broken_tokenizer_folder_subprocess(saved_tokenizer, tmp_path, videos, b
 
 # ---------------------------------------------------------------- token stores
 
-def break_meta_json(s): (s / "meta.json").write_text('{"format": "vimpac-token-store/2", "fps": 2.0,')
+
+def break_meta_json(s):
+    (s / "meta.json").write_text('{"format": "vimpac-token-store/2", "fps": 2.0,')
 
 
 def drop_meta_field(s):
-    m = json.loads((s / "meta.json").read_text()); del m["token_map"]; (s / "meta.json").write_text(json.dumps(m))
+    m = json.loads((s / "meta.json").read_text())
+    del m["token_map"]
+    (s / "meta.json").write_text(json.dumps(m))
 
 
 def garbage_shard(s):
@@ -203,7 +247,11 @@ BROKEN_STORES = {
     "invalid meta.json": (break_meta_json, lambda s: s / "meta.json", "invalid JSON"),
     "meta.json lacks a field": (drop_meta_field, lambda s: s / "meta.json", "lacks the field(s) token_map"),
     "garbage shard": (garbage_shard, lambda s: next(s.glob("shard-*.lmdb")).resolve(), "not an LMDB data file"),
-    "tiny garbage shard": (tiny_garbage_shard, lambda s: next(s.glob("shard-*.lmdb")).resolve(), "not an LMDB file, or truncated"),
+    "tiny garbage shard": (
+        tiny_garbage_shard,
+        lambda s: next(s.glob("shard-*.lmdb")).resolve(),
+        "not an LMDB file, or truncated",
+    ),
 }
 
 
@@ -212,9 +260,12 @@ def test_broken_store(case, good_store, tmp_path, capsys):
     edit, named, needle = BROKEN_STORES[case]
     s = copy_store(good_store, tmp_path / "store")
     edit(s)
-    with pytest.raises(VimpacError) as e: TokenStore(s)
+    with pytest.raises(VimpacError) as e:
+        TokenStore(s)
     one_line(str(e.value), named(s), needle)
-    line = cli_error(capsys, pretrain_main, ["--store", s, "--out", tmp_path / "run", "--steps", "2"], "vimpac-pretrain")
+    line = cli_error(
+        capsys, pretrain_main, ["--store", s, "--out", tmp_path / "run", "--steps", "2"], "vimpac-pretrain"
+    )
     one_line(line, named(s), needle)
     assert not (tmp_path / "run").exists()
 
@@ -222,10 +273,13 @@ def test_broken_store(case, good_store, tmp_path, capsys):
 def test_build_store_refuses_to_extend_a_broken_meta(good_store, tmp_path, videos, tok):
     s = copy_store(good_store, tmp_path / "store")
     break_meta_json(s)
-    with pytest.raises(VimpacError) as e: build_store(videos, tok, s, fps=2, frame_size=64, progress=False)
+    with pytest.raises(VimpacError) as e:
+        build_store(videos, tok, s, fps=2, frame_size=64, progress=False)
     one_line(str(e.value), s / "meta.json", "invalid JSON")
-    shutil.copy(good_store / "meta.json", s / "meta.json"); drop_meta_field(s)
-    with pytest.raises(VimpacError) as e: build_store(videos, tok, s, fps=2, frame_size=64, progress=False)
+    shutil.copy(good_store / "meta.json", s / "meta.json")
+    drop_meta_field(s)
+    with pytest.raises(VimpacError) as e:
+        build_store(videos, tok, s, fps=2, frame_size=64, progress=False)
     one_line(str(e.value), s / "meta.json", "lacks the field(s) token_map")
 
 
@@ -233,15 +287,20 @@ def test_shard_folder_without_data(good_store, tmp_path):
     s = copy_store(good_store, tmp_path / "store")
     shard = next(s.glob("shard-*.lmdb"))
     (shard / "data.mdb").unlink()
-    with pytest.raises(VimpacError) as e: TokenStore(s)
+    with pytest.raises(VimpacError) as e:
+        TokenStore(s)
     one_line(str(e.value), shard.resolve(), "without its data.mdb")
 
 
-READ_ALL = ("import sys\nfrom vimpac.store import TokenStore\nfrom vimpac.utils import VimpacError\n"
-            "try:\n    s = TokenStore(sys.argv[1]); n = sum(int(s.tokens(k).sum()) for k in s.keys())\n"
-            "except VimpacError as e:\n    print(e, file=sys.stderr); sys.exit(2)\nprint('read', len(s))\n")
-RAW_LMDB_READ = ("import sys, lmdb\nenv = lmdb.open(sys.argv[1], readonly=True, lock=False)\n"
-                 "print(sum(len(v) for _, v in env.begin().cursor()))\n")
+READ_ALL = (
+    "import sys\nfrom vimpac.store import TokenStore\nfrom vimpac.utils import VimpacError\n"
+    "try:\n    s = TokenStore(sys.argv[1]); n = sum(int(s.tokens(k).sum()) for k in s.keys())\n"
+    "except VimpacError as e:\n    print(e, file=sys.stderr); sys.exit(2)\nprint('read', len(s))\n"
+)
+RAW_LMDB_READ = (
+    "import sys, lmdb\nenv = lmdb.open(sys.argv[1], readonly=True, lock=False)\n"
+    "print(sum(len(v) for _, v in env.begin().cursor()))\n"
+)
 
 
 def truncate_shard(store, fraction):
@@ -290,10 +349,16 @@ def test_lmdb_header_of_a_real_store(big_store):
 
 # ---------------------------------------------------------------- LMDB environments across fork
 
+
 class _ReadInWorker(torch.utils.data.Dataset):
     "Reads video i of the store and says which process read it and the process ids of the shard's cached environments."
-    def __init__(self, store): self.store = store
-    def __len__(self): return len(self.store)
+
+    def __init__(self, store):
+        self.store = store
+
+    def __len__(self):
+        return len(self.store)
+
     def __getitem__(self, i):
         x = self.store[i]
         shard = self.store.shards[self.store._where[self.store.keys()[i]]].resolve()
@@ -305,8 +370,9 @@ def test_forked_workers_open_their_own_environment(good_store):
     shard = str(store.shards[0].resolve())
     parent_env = store_mod._ENVS[(os.getpid(), shard)][0]
     want = [store[i] for i in range(len(store))]
-    dl = torch.utils.data.DataLoader(_ReadInWorker(store), batch_size=None, num_workers=2,
-                                     multiprocessing_context="fork")
+    dl = torch.utils.data.DataLoader(
+        _ReadInWorker(store), batch_size=None, num_workers=2, multiprocessing_context="fork"
+    )
     got = list(dl)
     assert all(torch.equal(x, w) for (x, _, _), w in zip(got, want))
     assert all(pid != os.getpid() for _, pid, _ in got)
@@ -319,11 +385,14 @@ def test_forked_workers_open_their_own_environment(good_store):
 
 # ---------------------------------------------------------------- tokenizer API edges
 
+
 @pytest.fixture(scope="module")
 def dalle():
     torch.manual_seed(0)
-    return DalleTokenizer(DalleEncoder(n_hid=16, n_blk_per_group=1, vocab_size=64),
-                          DalleDecoder(n_init=8, n_hid=16, n_blk_per_group=1, vocab_size=64))
+    return DalleTokenizer(
+        DalleEncoder(n_hid=16, n_blk_per_group=1, vocab_size=64),
+        DalleDecoder(n_init=8, n_hid=16, n_blk_per_group=1, vocab_size=64),
+    )
 
 
 @pytest.mark.parametrize("which", ["tok", "dalle"])
@@ -331,11 +400,17 @@ def test_encode_refuses_float_frames_outside_unit_range(which, request):
     t = request.getfixturevalue(which)
     frames = np.random.default_rng(0).integers(0, 256, (2, 32, 32, 3), dtype=np.uint8)
     floats = torch.from_numpy(frames).permute(0, 3, 1, 2).float()
-    with pytest.raises(VimpacError) as e: t.encode(floats)  # 0..255 floats: garbage tokens before
-    one_line(str(e.value), "must lie in [0, 1]", f"found values in [{floats.min():g}, {floats.max():g}]", "uint8", "255")
-    below = torch.full((1, 3, 8, 8), 0.5); below[..., 0] = -0.25
-    with pytest.raises(VimpacError, match=r"\[-0.25, 0.5\]"): t.encode(below)
-    with pytest.raises(VimpacError, match="must lie in"): t.encode(torch.full((1, 3, 8, 8), float("nan")))
+    with pytest.raises(VimpacError) as e:
+        t.encode(floats)  # 0..255 floats: garbage tokens before
+    one_line(
+        str(e.value), "must lie in [0, 1]", f"found values in [{floats.min():g}, {floats.max():g}]", "uint8", "255"
+    )
+    below = torch.full((1, 3, 8, 8), 0.5)
+    below[..., 0] = -0.25
+    with pytest.raises(VimpacError, match=r"\[-0.25, 0.5\]"):
+        t.encode(below)
+    with pytest.raises(VimpacError, match="must lie in"):
+        t.encode(torch.full((1, 3, 8, 8), float("nan")))
     assert torch.equal(t.encode(floats / 255), t.encode(frames))
 
 
@@ -344,7 +419,8 @@ def test_decode_refuses_float_and_bool_tokens(which, request):
     t = request.getfixturevalue(which)
     codes = torch.randint(0, 64, (2, 4, 4), generator=torch.Generator().manual_seed(0))
     for bad in (codes.float() + 0.7, codes.double(), codes > 10, codes.half()):
-        with pytest.raises(VimpacError) as e: t.decode(bad)
+        with pytest.raises(VimpacError) as e:
+            t.decode(bad)
         one_line(str(e.value), f"dtype {bad.dtype}", "expected integer codes", "int64")
     ref = t.decode(codes)
     for ok in (codes.to(torch.int16), codes.to(torch.int32), codes.to(torch.uint8), codes.numpy().astype(np.int16)):
@@ -361,16 +437,25 @@ def test_store_tokens_decode_as_they_are(good_store, tok):
 
 @pytest.mark.parametrize("psize", [4096, 16384, 65536])
 def test_lmdb_header_page_sizes(psize, tmp_path):
-    "The parser reads the page size from the header (4 KiB here; 16 KiB on Apple silicon, 64 KiB on some arm64 / ppc64le)."
+    "The parser reads the page size from the header (4 KiB here; 16 KiB on Apple silicon, 64 KiB on some arm64 /"
+    "ppc64le)."
     buf = bytearray(2 * psize)
     for i, (last, txnid) in enumerate([(30, 5), (33, 6)]):  # the second meta page is the newer one
         store_mod._PAGE_HEAD.pack_into(buf, i * psize, i, 0, store_mod._P_META)
-        store_mod._META.pack_into(buf, i * psize + store_mod._PAGE_HEAD.size, store_mod._MDB_MAGIC, 1, 1 << 30, psize, last, txnid)
-    shard = tmp_path / "shard-00000-of-00001.lmdb"; shard.mkdir()
+        store_mod._META.pack_into(
+            buf, i * psize + store_mod._PAGE_HEAD.size, store_mod._MDB_MAGIC, 1, 1 << 30, psize, last, txnid
+        )
+    shard = tmp_path / "shard-00000-of-00001.lmdb"
+    shard.mkdir()
     (shard / "data.mdb").write_bytes(bytes(buf) + bytes(32 * psize))  # exactly the 34 pages the header needs
     h = store_mod._lmdb_header(shard / "data.mdb")
     assert (h["page_size"], h["last_page"], h["txnid"], h["needed"]) == (psize, 33, 6, 34 * psize)
     store_mod._check_shard(shard)
     os.truncate(shard / "data.mdb", 34 * psize - 1)
-    with pytest.raises(VimpacError) as e: store_mod._check_shard(shard)
-    one_line(str(e.value), shard, f"holds {34 * psize - 1} bytes, its header needs at least {34 * psize} (34 pages of {psize} bytes)")
+    with pytest.raises(VimpacError) as e:
+        store_mod._check_shard(shard)
+    one_line(
+        str(e.value),
+        shard,
+        f"holds {34 * psize - 1} bytes, its header needs at least {34 * psize} (34 pages of {psize} bytes)",
+    )

@@ -1,10 +1,15 @@
-"Console scripts: bad input gives one clear line naming the file and a non-zero exit; good input writes a store and a run."
+"Console scripts: bad input gives one clear line naming the file and a non-zero exit; good input writes a store and"
+
+"a run."
+
 import json, subprocess
 from vimpac.video import sample_videos
 
 
 def run(bin_dir, script, *args, cwd=None):
-    return subprocess.run([str(bin_dir / script), *map(str, args)], capture_output=True, text=True, cwd=cwd, timeout=600)
+    return subprocess.run(
+        [str(bin_dir / script), *map(str, args)], capture_output=True, text=True, cwd=cwd, timeout=600
+    )
 
 
 def error_lines(r):
@@ -51,6 +56,7 @@ def test_failures_do_not_stop_the_run_and_rerun_skips(bin_dir, tmp_path):
     r2 = run(bin_dir, "vimpac-tokenize", *args)
     assert "0 stored, 3 skipped (already stored), 2 failed" in r2.stdout
     from vimpac.store import TokenStore
+
     store = TokenStore(tmp_path / "store")
     assert len(store) == 3 and len(store.failures()) == 2
 
@@ -74,6 +80,7 @@ def test_tokenize_then_pretrain(bin_dir, tmp_path):
     meta = json.loads((store / "meta.json").read_text())
     assert meta["tokenizer"]["name"] == "vimpac-vqvae" and meta["views"] == ["1x-center"]
     from vimpac.store import TokenStore
+
     assert TokenStore(store).lengths == [11, 20, 8]  # 5.3 s, 10 s and 4 s at 2 FPS
     run_dir = tmp_path / "run"
     r = run(bin_dir, "vimpac-pretrain", store, "--out", run_dir, "--steps", "12", "--batch-size", "3")
@@ -89,9 +96,11 @@ def test_tools_hide_resource_warnings(capsys):
     is not a line of a tool's output; other warnings are (`run_main`). It once broke a one-line error in CI."""
     import warnings
     from vimpac.utils import run_main
+
     def fn():
         warnings.warn("unclosed event loop", ResourceWarning)
         warnings.warn("a real warning")
         return 7
+
     assert run_main("vimpac-x", fn) == 7
     assert capsys.readouterr().err == "vimpac-x: warning: a real warning\n"

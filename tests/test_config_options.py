@@ -1,6 +1,7 @@
 """Configs make the options (issue 22): `vimpac-pretrain` / `vimpac-finetune` have one option for each knob of the
 model's and the loop's config dataclasses, with the field's doc as help; a bad value is one line naming the option;
 the run notebooks' parameters cells are written from the same fields (tools/sync_parameters.py)."""
+
 import dataclasses, importlib.util
 from pathlib import Path
 import pytest
@@ -8,8 +9,16 @@ from vimpac.cli import MODEL_SKIP, pretrain_main, pretrain_parser, finetune_pars
 from vimpac.finetune import FinetuneConfig
 from vimpac.model import VimpacConfig
 from vimpac.pretrain import PretrainConfig
-from vimpac.utils import (VimpacError, OptionParser, add_config_options, config_argv, config_fields,
-                          config_from_options, option_name, parameter_lines)
+from vimpac.utils import (
+    VimpacError,
+    OptionParser,
+    add_config_options,
+    config_argv,
+    config_fields,
+    config_from_options,
+    option_name,
+    parameter_lines,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -17,6 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 @dataclasses.dataclass
 class Toy:
     "A config as the kit writes them: typed fields, docs in metadata, checks in `__post_init__`."
+
     steps: int = dataclasses.field(default=3, metadata={"help": "updates"})
     lr: float | None = dataclasses.field(default=None, metadata={"help": "peak learning rate; None: 100% the model's"})
     betas: tuple = (0.9, 0.98)
@@ -28,6 +38,7 @@ class Toy:
 
     def __post_init__(self):
         from vimpac.utils import check_number
+
         check_number("steps", self.steps, integer=True, ge=1)
         if self.lr is not None:
             check_number("lr", self.lr, gt=0)
@@ -46,27 +57,63 @@ def toy_parser():
 def test_toy_options_round_trip():
     p = toy_parser()
     assert config_from_options(Toy, p.parse_args([])) == Toy()
-    a = p.parse_args(["--steps", "5", "--lr", "0.1", "--betas", "0.5", "0.6", "--sizes", "4", "5", "6", "--mode", "b",
-                      "--fast", "--no-slow"])
+    a = p.parse_args(
+        [
+            "--steps",
+            "5",
+            "--lr",
+            "0.1",
+            "--betas",
+            "0.5",
+            "0.6",
+            "--sizes",
+            "4",
+            "5",
+            "6",
+            "--mode",
+            "b",
+            "--fast",
+            "--no-slow",
+        ]
+    )
     want = Toy(steps=5, lr=0.1, betas=(0.5, 0.6), sizes=(4, 5, 6), mode="b", fast=True, slow=False)
     assert config_from_options(Toy, a) == want
     argv = config_argv(Toy, dataclasses.asdict(want))
-    assert argv == ["--steps", "5", "--lr", "0.1", "--betas", "0.5", "0.6", "--sizes", "4", "5", "6", "--mode", "b",
-                    "--fast", "--no-slow"]
+    assert argv == [
+        "--steps",
+        "5",
+        "--lr",
+        "0.1",
+        "--betas",
+        "0.5",
+        "0.6",
+        "--sizes",
+        "4",
+        "5",
+        "6",
+        "--mode",
+        "b",
+        "--fast",
+        "--no-slow",
+    ]
     assert config_from_options(Toy, p.parse_args(argv)) == want
     text = p.format_help()
     assert "updates (default: 3)" in text and "None: 100% the model's" in text and "--tokens" not in text
-    assert "mode (default: a)" in text         # a field without a doc: its name
+    assert "mode (default: a)" in text  # a field without a doc: its name
 
 
-@pytest.mark.parametrize("argv,message", [
-    (["--steps", "0"], "argument --steps: expected an integer >= 1, got '0'"),
-    (["--steps", "x"], "argument --steps: expected an integer >= 1, got 'x'"),
-    (["--lr", "nan"], "argument --lr: expected a finite number > 0, got 'nan'"),
-    (["--betas", "0.9", "1"], "argument --betas: expected a finite number >= 0 and < 1, got '1'"),
-    (["--betas", "0.9"], "argument --betas: expected 2 arguments"),
-    (["--sizes", "1", "2", "x"], "argument --sizes: expected an integer, got 'x'"),
-    (["--mode", "c"], "argument --mode: expected 'a' or 'b', got 'c'")])
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["--steps", "0"], "argument --steps: expected an integer >= 1, got '0'"),
+        (["--steps", "x"], "argument --steps: expected an integer >= 1, got 'x'"),
+        (["--lr", "nan"], "argument --lr: expected a finite number > 0, got 'nan'"),
+        (["--betas", "0.9", "1"], "argument --betas: expected a finite number >= 0 and < 1, got '1'"),
+        (["--betas", "0.9"], "argument --betas: expected 2 arguments"),
+        (["--sizes", "1", "2", "x"], "argument --sizes: expected an integer, got 'x'"),
+        (["--mode", "c"], "argument --mode: expected 'a' or 'b', got 'c'"),
+    ],
+)
 def test_toy_bad_values_name_the_option(argv, message):
     with pytest.raises(VimpacError) as e:
         toy_parser().parse_args(argv)
@@ -76,8 +123,14 @@ def test_toy_bad_values_name_the_option(argv, message):
 def test_parameter_lines():
     lines = parameter_lines(Toy, defaults=dict(steps=6))
     assert [line.split(" # ")[0].rstrip() for line in lines] == [
-        "steps: int = 6", "lr: Optional[float] = None", "betas: list = [0.9, 0.98]", "sizes: list = [1, 2, 3]",
-        'mode: str = "a"', "fast: bool = False", "slow: bool = True"]
+        "steps: int = 6",
+        "lr: Optional[float] = None",
+        "betas: list = [0.9, 0.98]",
+        "sizes: list = [1, 2, 3]",
+        'mode: str = "a"',
+        "fast: bool = False",
+        "slow: bool = True",
+    ]
     assert lines[0].endswith("# updates") and all(len(line) <= 120 for line in lines)
 
 
@@ -90,21 +143,74 @@ def test_every_knob_is_an_option(parser, config_class):
     have = options_of(parser())
     knobs = config_fields(config_class) + config_fields(VimpacConfig, MODEL_SKIP)
     assert {option_name(f.name) for f in knobs} <= have
-    for paper in ("--mask-ratio", "--num-blocks", "--d-max", "--alpha", "--temperature") if config_class is PretrainConfig else ():
+    for paper in (
+        ("--mask-ratio", "--num-blocks", "--d-max", "--alpha", "--temperature")
+        if config_class is PretrainConfig
+        else ()
+    ):
         assert paper in have
     for knob in ("--layout", "--norm", "--dropout", "--weight-decay", "--warmup-ratio", "--betas", "--preset"):
         assert knob in have
-    assert not {"--vocab-size", "--token-map", "--pad-id", "--mask-id"} & have    # the store's, not knobs
+    assert not {"--vocab-size", "--token-map", "--pad-id", "--mask-id"} & have  # the store's, not knobs
 
 
-OLD_PRETRAIN = ["--store", "--out", "--preset", "--layout", "--dropout", "--steps", "--epochs", "--save-every",
-                "--keep-last", "--log-every", "--seed", "--resume", "--precision", "--compile", "--gradient-checkpointing",
-                "--num-workers", "--device", "--batch-size", "--micro-batch-size", "--lr", "--clip-len", "--d-max",
-                "--alpha", "--temperature", "--init", "--peak-tflops", "--no-eval"]
-OLD_FINETUNE = ["--store", "--test-store", "--out", "--init", "--official", "--new-head", "--preset", "--layout",
-                "--dropout", "--steps", "--epochs", "--save-every", "--keep-last", "--log-every", "--seed", "--resume",
-                "--precision", "--compile", "--gradient-checkpointing", "--num-workers", "--device", "--batch-size",
-                "--micro-batch-size", "--lr", "--clip-len", "--views"]
+OLD_PRETRAIN = [
+    "--store",
+    "--out",
+    "--preset",
+    "--layout",
+    "--dropout",
+    "--steps",
+    "--epochs",
+    "--save-every",
+    "--keep-last",
+    "--log-every",
+    "--seed",
+    "--resume",
+    "--precision",
+    "--compile",
+    "--gradient-checkpointing",
+    "--num-workers",
+    "--device",
+    "--batch-size",
+    "--micro-batch-size",
+    "--lr",
+    "--clip-len",
+    "--d-max",
+    "--alpha",
+    "--temperature",
+    "--init",
+    "--peak-tflops",
+    "--no-eval",
+]
+OLD_FINETUNE = [
+    "--store",
+    "--test-store",
+    "--out",
+    "--init",
+    "--official",
+    "--new-head",
+    "--preset",
+    "--layout",
+    "--dropout",
+    "--steps",
+    "--epochs",
+    "--save-every",
+    "--keep-last",
+    "--log-every",
+    "--seed",
+    "--resume",
+    "--precision",
+    "--compile",
+    "--gradient-checkpointing",
+    "--num-workers",
+    "--device",
+    "--batch-size",
+    "--micro-batch-size",
+    "--lr",
+    "--clip-len",
+    "--views",
+]
 
 
 def test_old_options_keep_working():
@@ -113,27 +219,59 @@ def test_old_options_keep_working():
 
 
 def test_pretrain_options_make_the_configs():
-    a = pretrain_parser().parse_args(["--store", "s", "--out", "o", "--mask-ratio", "0.3", "--num-blocks", "4",
-                                      "--weight-decay", "0.1", "--warmup-ratio", "0.2", "--d-max", "2",
-                                      "--micro-batch-size", "auto", "--epochs", "2", "--compile",
-                                      "--norm", "pre", "--layout", "T,H,W", "--preset", "small", "--num-layers", "3"])
-    assert config_from_options(PretrainConfig, a) == PretrainConfig(mask_ratio=0.3, num_blocks=4, weight_decay=0.1,
-                                                                     warmup_ratio=0.2, d_max=2.0, epochs=2.0, compile=True)
+    a = pretrain_parser().parse_args(
+        [
+            "--store",
+            "s",
+            "--out",
+            "o",
+            "--mask-ratio",
+            "0.3",
+            "--num-blocks",
+            "4",
+            "--weight-decay",
+            "0.1",
+            "--warmup-ratio",
+            "0.2",
+            "--d-max",
+            "2",
+            "--micro-batch-size",
+            "auto",
+            "--epochs",
+            "2",
+            "--compile",
+            "--norm",
+            "pre",
+            "--layout",
+            "T,H,W",
+            "--preset",
+            "small",
+            "--num-layers",
+            "3",
+        ]
+    )
+    assert config_from_options(PretrainConfig, a) == PretrainConfig(
+        mask_ratio=0.3, num_blocks=4, weight_decay=0.1, warmup_ratio=0.2, d_max=2.0, epochs=2.0, compile=True
+    )
     assert _model_spec(a) == dict(preset="small", num_layers=3, layout="T,H,W", norm="pre")
     a = finetune_parser().parse_args(["--store", "s", "--out", "o", "--views", "noflip", "--lr", "1e-4"])
     assert config_from_options(FinetuneConfig, a) == FinetuneConfig(views="noflip", lr=1e-4)
     assert _model_spec(a) is None
 
 
-@pytest.mark.parametrize("options,line", [
-    (["--mask-ratio", "1"], "argument --mask-ratio: expected a finite number > 0 and < 1, got '1'"),
-    (["--num-blocks", "0"], "argument --num-blocks: expected an integer >= 1, got '0'"),
-    (["--weight-decay", "-1"], "argument --weight-decay: expected a finite number >= 0, got '-1'"),
-    (["--warmup-ratio", "2"], "argument --warmup-ratio: expected a finite number >= 0 and <= 1, got '2'"),
-    (["--betas", "0.9", "1.5"], "argument --betas: expected a finite number >= 0 and < 1, got '1.5'"),
-    (["--norm", "mid"], "argument --norm: expected 'post' or 'pre', got 'mid'"),
-    (["--layout", "T,H"], None),    # a layout is good alone; refused only with head counts that do not divide
-    (["--steps", "2", "--epochs", "1"], "argument --epochs: not allowed with argument --steps")])
+@pytest.mark.parametrize(
+    "options,line",
+    [
+        (["--mask-ratio", "1"], "argument --mask-ratio: expected a finite number > 0 and < 1, got '1'"),
+        (["--num-blocks", "0"], "argument --num-blocks: expected an integer >= 1, got '0'"),
+        (["--weight-decay", "-1"], "argument --weight-decay: expected a finite number >= 0, got '-1'"),
+        (["--warmup-ratio", "2"], "argument --warmup-ratio: expected a finite number >= 0 and <= 1, got '2'"),
+        (["--betas", "0.9", "1.5"], "argument --betas: expected a finite number >= 0 and < 1, got '1.5'"),
+        (["--norm", "mid"], "argument --norm: expected 'post' or 'pre', got 'mid'"),
+        (["--layout", "T,H"], None),  # a layout is good alone; refused only with head counts that do not divide
+        (["--steps", "2", "--epochs", "1"], "argument --epochs: not allowed with argument --steps"),
+    ],
+)
 def test_bad_values_are_one_line(options, line, tmp_path, capsys):
     out = tmp_path / "run"
     if line is None:
@@ -180,4 +318,7 @@ def test_papermill_reads_generated_lines_with_equals_in_the_doc():
     lines = parameter_lines(Doc)
     assert lines[0].endswith("# T is frames per clip, 1 ≤ T") and lines[1].endswith("# a fraction, ≠ 0")
     params = PythonTranslator.inspect(nbformat.v4.new_code_cell("\n".join(lines)))
-    assert [(p.name, p.inferred_type_name, p.default) for p in params] == [("clip_len", "int", "5"), ("ratio", "float", "0.1")]
+    assert [(p.name, p.inferred_type_name, p.default) for p in params] == [
+        ("clip_len", "int", "5"),
+        ("ratio", "float", "0.1"),
+    ]

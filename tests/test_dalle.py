@@ -1,5 +1,6 @@
 """Parity of the kit's DALL-E dVAE with the official `dall_e` 0.1 implementation (installed as a dev-only reference,
 without its torchvision pin), and refusal of hostile pickles."""
+
 import os
 import numpy as np
 import pytest
@@ -18,9 +19,11 @@ def official_files(tmp_path, n_hid=64, blocks=1, vocab=512, n_init=32, seed=0):
     dec = dall_e.Decoder(n_init=n_init, n_hid=n_hid, n_blk_per_group=blocks, vocab_size=vocab)
     for m in (enc, dec):  # official biases start at zero: give them values so that they are checked too
         for name, p in m.named_parameters():
-            if name.endswith(".b"): p.data.normal_(std=0.1)
+            if name.endswith(".b"):
+                p.data.normal_(std=0.1)
     # saved the way the released files were: the whole module pickled by torch.save
-    torch.save(enc, tmp_path / "encoder.pkl"); torch.save(dec, tmp_path / "decoder.pkl")
+    torch.save(enc, tmp_path / "encoder.pkl")
+    torch.save(dec, tmp_path / "decoder.pkl")
     return enc.eval(), dec.eval()
 
 
@@ -28,7 +31,12 @@ def official_files(tmp_path, n_hid=64, blocks=1, vocab=512, n_init=32, seed=0):
 def test_parity_with_official(tmp_path, n_hid, blocks, vocab):
     enc, dec = official_files(tmp_path, n_hid, blocks, vocab)
     ours = DalleTokenizer.from_official(tmp_path / "encoder.pkl", tmp_path / "decoder.pkl")
-    assert (ours.encoder.n_hid, ours.encoder.n_blk_per_group, ours.vocab_size, ours.encoder.group_count) == (n_hid, blocks, vocab, 4)
+    assert (ours.encoder.n_hid, ours.encoder.n_blk_per_group, ours.vocab_size, ours.encoder.group_count) == (
+        n_hid,
+        blocks,
+        vocab,
+        4,
+    )
     frames = read_video(sample_videos()[0], fps=2, frame_size=64)[:3]
     x = torch.from_numpy(frames).permute(0, 3, 1, 2).float() / 255
     with torch.no_grad():
@@ -56,8 +64,11 @@ def test_encoder_only_and_swapped_files(tmp_path):
 
 
 class _RunsCode:
-    def __init__(self, target): self.target = target
-    def __reduce__(self): return (os.system, (f"touch {self.target}",))
+    def __init__(self, target):
+        self.target = target
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.target}",))
 
 
 def test_hostile_pickles_are_refused(tmp_path):

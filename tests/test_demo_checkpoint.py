@@ -1,6 +1,7 @@
 """The shipped demo checkpoint (`vimpac/weights/demo`, issue 11 §4): it loads with `from_pretrained`, it fits the
 default tokenizer's tokens of the sample videos at the frame size it was trained on, and its mask accuracy on them
 beats always predicting the most frequent code by a clear margin."""
+
 from pathlib import Path
 import pytest
 import vimpac
@@ -17,21 +18,22 @@ DEMO = Path(vimpac.__file__).parent / "weights" / "demo"
 @pytest.fixture(scope="module")
 def demo():
     "The demo model and the record of its training run (data, tokenizer identity, settings)."
-    return VimpacForPreTraining.from_pretrained(DEMO), read_json(DEMO / "training.json", "the demo run's record",
-                                                                  required=("tokenizer", "fps", "frame_size"))
+    return VimpacForPreTraining.from_pretrained(DEMO), read_json(
+        DEMO / "training.json", "the demo run's record", required=("tokenizer", "fps", "frame_size")
+    )
 
 
 def test_demo_checkpoint_is_small_and_complete():
     files = {p.name for p in DEMO.iterdir()}
     assert {"config.json", "model.safetensors", "README.md", "training.json"} <= files, files
-    assert sum(p.stat().st_size for p in DEMO.iterdir()) < 20e6    # package-data budget
+    assert sum(p.stat().st_size for p in DEMO.iterdir()) < 20e6  # package-data budget
 
 
 def test_demo_checkpoint_fits_default_tokenizer_and_beats_majority(demo, tmp_path):
     model, run = demo
     tok = load_tokenizer("default")
-    assert tok.identity == run["tokenizer"], (tok.identity, run["tokenizer"])   # trained on this tokenizer's codes
-    assert f"hash `{tok.identity['hash']}`" in (DEMO / "README.md").read_text()   # the card names the same one
+    assert tok.identity == run["tokenizer"], (tok.identity, run["tokenizer"])  # trained on this tokenizer's codes
+    assert f"hash `{tok.identity['hash']}`" in (DEMO / "README.md").read_text()  # the card names the same one
     assert model.config.vocab_size == tok.vocab_size
     build_store(sample_videos(), tok, tmp_path / "store", fps=run["fps"], frame_size=run["frame_size"], progress=False)
     store = TokenStore(tmp_path / "store", tokenizer=tok)
@@ -46,7 +48,9 @@ def test_default_tokenizer_card_matches_its_weights():
     "The default tokenizer's card and report describe the shipped weights (its hash), which stay under 10 MB."
     folder = Path(vimpac.__file__).parent / "weights" / "default"
     tok = load_tokenizer("default")
-    report = read_json(folder / "tokenizer_report.json", "the tokenizer's report", required=("identity", "heldout_psnr"))
+    report = read_json(
+        folder / "tokenizer_report.json", "the tokenizer's report", required=("identity", "heldout_psnr")
+    )
     assert report["identity"] == tok.identity, (report["identity"], tok.identity)
     assert f"hash `{tok.identity['hash']}`" in (folder / "README.md").read_text()
     assert set(report["heldout_psnr"]) == {"sample videos", "procedural scenes", "photographs", "colour test patterns"}

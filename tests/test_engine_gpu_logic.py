@@ -2,6 +2,7 @@
 fused path of a GPU run (`Engine(fused=True)`, `update_async`'s device-side skip, the fp16 `GradScaler`) is exercised
 here; `GlobalBatchNorm1d`'s all-reduce path in a one-process gloo group, op by op, for host reads; the MFU peak of
 GPUs by name; fine-tuning's host reads; the torch floor."""
+
 import contextlib, re, socket, sys
 from pathlib import Path
 import pytest
@@ -9,25 +10,36 @@ import torch
 import torch.distributed as dist
 from torch.utils._python_dispatch import TorchDispatchMode
 import vimpac.engine as E
-from vimpac.engine import (Engine, GlobalBatchNorm1d, Run, TrainConfig, batchnorm_sync, latest_checkpoint, peak_flops_for,
-                           start_run, sync_batchnorm)
+from vimpac.engine import (
+    Engine,
+    GlobalBatchNorm1d,
+    Run,
+    TrainConfig,
+    batchnorm_sync,
+    latest_checkpoint,
+    peak_flops_for,
+    start_run,
+    sync_batchnorm,
+)
 from vimpac.model import VimpacConfig, VimpacForVideoClassification
 
 ROOT = Path(__file__).resolve().parents[1]
-pytestmark = pytest.mark.usefixtures("one_thread")   # conftest.py
+pytestmark = pytest.mark.usefixtures("one_thread")  # conftest.py
 
 MC = VimpacConfig.from_preset("tiny", vocab_size=32, token_map=(4, 4), max_clip_len=3, dropout=0.1)
 TOKS, Y = torch.randint(0, 32, (8, 3, 4, 4), generator=torch.Generator().manual_seed(0)), torch.arange(8) % 3
 
 
 def fresh():
-    torch.manual_seed(0); return VimpacForVideoClassification(MC, 3)
+    torch.manual_seed(0)
+    return VimpacForVideoClassification(MC, 3)
 
 
 def loss_fn(eng):
     def f(mb):
         o = eng.forward(*mb)
         return o.loss, torch.stack([o.loss.detach() * len(mb[1]), (o.logits.argmax(-1) == mb[1]).sum()])
+
     return f
 
 
@@ -52,14 +64,19 @@ def test_resume_across_optimizer_implementations(tmp_path, written_fused, resume
     first step raised `AssertionError: Expected grad_scale and found_inf to be None` (the restored param groups said
     fused=None)."""
     cfg = TrainConfig(lr=1e-3, save_every=1, keep_last=1, batch_size=8)
-    full = Engine(fresh(), cfg, 5, cpu_run(tmp_path / "full"), fused=written_fused); full.restore(); train(full, 0, 5)
-    part = Engine(fresh(), cfg, 5, cpu_run(tmp_path / "part"), fused=written_fused); part.restore(); train(part, 0, 3)
+    full = Engine(fresh(), cfg, 5, cpu_run(tmp_path / "full"), fused=written_fused)
+    full.restore()
+    train(full, 0, 5)
+    part = Engine(fresh(), cfg, 5, cpu_run(tmp_path / "part"), fused=written_fused)
+    part.restore()
+    train(part, 0, 3)
     _, state = latest_checkpoint(tmp_path / "part", "test-checkpoint", "a test checkpoint")
     assert [g["fused"] for g in state["optimizer"]["param_groups"]] == [True if written_fused else None] * 2
-    m = fresh(); m.load_state_dict(state["model"])
+    m = fresh()
+    m.load_state_dict(state["model"])
     again = Engine(m, cfg, 5, cpu_run(tmp_path / "again"), fused=resumed_fused)
     assert again.restore(state) == 3 and again.fused is resumed_fused
-    assert [g["fused"] for g in again.opt.param_groups] == [True if resumed_fused else None] * 2   # its own kernel
+    assert [g["fused"] for g in again.opt.param_groups] == [True if resumed_fused else None] * 2  # its own kernel
     train(again, 3, 5)
     assert all(int(s["step"]) == 5 for s in again.opt.state.values())
     for a, b in zip(full.model.parameters(), again.model.parameters()):
@@ -70,16 +87,18 @@ def test_grad_scaler_fused_step_after_nonfused_checkpoint(tmp_path):
     """The fp16 path: an enabled `GradScaler` ("cpu" here, "cuda" on a GPU) and a fused AdamW restored from a non-fused
     checkpoint step without the assertion, through `update_async`."""
     cfg = TrainConfig(lr=1e-3, save_every=1, keep_last=1, batch_size=8)
-    writer = Engine(fresh(), cfg, 4, cpu_run(tmp_path / "w", use_scaler=True), fused=False); writer.restore()
+    writer = Engine(fresh(), cfg, 4, cpu_run(tmp_path / "w", use_scaler=True), fused=False)
+    writer.restore()
     train(writer, 0, 2)
     _, state = latest_checkpoint(tmp_path / "w", "test-checkpoint", "a test checkpoint")
     assert state["scaler"] and state["scaler"]["scale"] > 1
-    m = fresh(); m.load_state_dict(state["model"])
+    m = fresh()
+    m.load_state_dict(state["model"])
     eng = Engine(m, cfg, 4, cpu_run(None, use_scaler=True), fused=True)
     assert eng.scaler.is_enabled() and eng.restore(state) == 2
     before = [p.detach().clone() for p in eng.model.parameters()]
     train(eng, 2, 3)
-    assert all(int(s["step"]) == 3 for s in eng.opt.state.values())               # the step was taken
+    assert all(int(s["step"]) == 3 for s in eng.opt.state.values())  # the step was taken
     assert any(not torch.equal(a, b) for a, b in zip(before, eng.model.parameters()))
     assert all(torch.isfinite(p).all() for p in eng.model.parameters())
 
@@ -88,10 +107,11 @@ def test_update_is_deprecated_and_still_steps():
     """`Engine.update` (the step that read everything at once) warns `VimpacDeprecationWarning` for one release and
     still takes the step `update_async` takes, reading it as `settle` does: the same weights bit for bit."""
     from vimpac.utils import VimpacDeprecationWarning
+
     cfg = TrainConfig(lr=1e-3, batch_size=8)
     old, new = (Engine(fresh(), cfg, 4, cpu_run(None)) for _ in range(2))
     got = {}
-    for eng in (old, new):                          # one after the other: each draws its dropout from its seed
+    for eng in (old, new):  # one after the other: each draws its dropout from its seed
         eng.restore()
         for step in range(2):
             stats = eng.accumulate([(TOKS, Y)], loss_fn(eng))
@@ -100,7 +120,7 @@ def test_update_is_deprecated_and_still_steps():
                     st, finite, norm, lr = eng.update(stats)
                 got.setdefault(eng, []).append((st.cpu(), finite, norm, lr))
             else:
-                (_, st, finite, norm, lr), = eng.settle([(step, *eng.update_async(stats))])
+                ((_, st, finite, norm, lr),) = eng.settle([(step, *eng.update_async(stats))])
                 got.setdefault(eng, []).append((st, finite, norm, lr))
     for (a, fa, na, la), (b, fb, nb, lb) in zip(got[old], got[new]):
         assert torch.equal(a, b) and fa and fb and isinstance(na, float) and na == nb and la == lb
@@ -114,52 +134,80 @@ def test_update_is_deprecated_and_still_steps():
 def test_nothing_in_the_kit_calls_update():
     "The deprecated `Engine.update` is called by no module, notebook, benchmark or tool of the kit (only its own test)."
     hits = []
-    for p in [*ROOT.glob("vimpac/*.py"), *ROOT.glob("nbs/*.ipynb"), *ROOT.glob("benchmarks/*.py"), *ROOT.glob("tools/*.py")]:
+    for p in [
+        *ROOT.glob("vimpac/*.py"),
+        *ROOT.glob("nbs/*.ipynb"),
+        *ROOT.glob("benchmarks/*.py"),
+        *ROOT.glob("tools/*.py"),
+    ]:
         text = p.read_text()
         for m in re.finditer(r"\b(eng|engine|one|acc|ref|full|part|again|self|old_way)\.update\(", text):
-            hits.append(f"{p.name}: {text[max(0, m.start() - 30):m.end()]!r}")
-    allowed = [h for h in hits if "old_way.update(" in h]     # the chapter's own check that it warns
+            hits.append(f"{p.name}: {text[max(0, m.start() - 30) : m.end()]!r}")
+    allowed = [h for h in hits if "old_way.update(" in h]  # the chapter's own check that it warns
     assert hits == allowed, hits
 
 
 # --- GlobalBatchNorm1d: no host read, on every device
 
-FORBIDDEN = ("aten.nonzero", "aten._local_scalar_dense", "aten.item", "aten.is_nonzero", "aten.masked_select", "aten.equal")
+FORBIDDEN = (
+    "aten.nonzero",
+    "aten._local_scalar_dense",
+    "aten.item",
+    "aten.is_nonzero",
+    "aten.masked_select",
+    "aten.equal",
+)
 
 
 class OpLog(TorchDispatchMode):
     "Every aten op dispatched, and the host reads among them (a boolean-mask index included)."
-    def __init__(self): super().__init__(); self.ops, self.reads = [], []
+
+    def __init__(self):
+        super().__init__()
+        self.ops, self.reads = [], []
+
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         name = str(func.overloadpacket if hasattr(func, "overloadpacket") else func)
         self.ops.append(name)
         flat = [a for x in args for a in (x if isinstance(x, (list, tuple)) else [x])]
         masked = name.startswith(("aten.index", "aten.index_put")) and any(
-            isinstance(a, torch.Tensor) and a.dtype == torch.bool for a in flat)
-        if name in FORBIDDEN or masked: self.reads.append(name)
+            isinstance(a, torch.Tensor) and a.dtype == torch.bool for a in flat
+        )
+        if name in FORBIDDEN or masked:
+            self.reads.append(name)
         return func(*args, **(kwargs or {}))
 
 
 @contextlib.contextmanager
 def one_process_gloo(monkeypatch):
-    with socket.socket() as s: s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]
-    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1"); monkeypatch.setenv("MASTER_PORT", str(port))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    monkeypatch.setenv("MASTER_PORT", str(port))
     dist.init_process_group("gloo", rank=0, world_size=1)
-    try: yield
-    finally: dist.destroy_process_group()
+    try:
+        yield
+    finally:
+        dist.destroy_process_group()
 
 
 class _WorldOfTwo:
     "`torch.distributed` as `vimpac.engine` sees it, but a world of 2: GlobalBatchNorm1d takes its all-reduce path."
-    def __getattr__(self, k): return getattr(dist, k)
+
+    def __getattr__(self, k):
+        return getattr(dist, k)
+
     @staticmethod
-    def get_world_size(group=None): return 2
+    def get_world_size(group=None):
+        return 2
 
 
 def test_oplog_sees_a_boolean_mask():
     "The op log catches what torch's SyncBatchNorm does (`count_all[mask]`), so that its silence below means something."
     x = torch.arange(4.0)
-    with OpLog() as log: x[x > 1]
+    with OpLog() as log:
+        x[x > 1]
     assert log.reads
 
 
@@ -169,26 +217,33 @@ def test_global_batchnorm_reads_nothing_on_host(monkeypatch):
     monkeypatch.setattr(E, "dist", _WorldOfTwo())
     x = torch.randn(16, 8, generator=torch.Generator().manual_seed(0))
     ref_bn = torch.nn.BatchNorm1d(8)
-    with torch.no_grad(): ref_bn.weight.uniform_(0.5, 1.5); ref_bn.bias.uniform_(-1, 1)
-    bn = GlobalBatchNorm1d(8); bn.load_state_dict(ref_bn.state_dict())
+    with torch.no_grad():
+        ref_bn.weight.uniform_(0.5, 1.5)
+        ref_bn.bias.uniform_(-1, 1)
+    bn = GlobalBatchNorm1d(8)
+    bn.load_state_dict(ref_bn.state_dict())
     xr, xg = x.clone().requires_grad_(), x.clone().requires_grad_()
-    ref = ref_bn(xr); ref.pow(2).sum().backward()
+    ref = ref_bn(xr)
+    ref.pow(2).sum().backward()
     with one_process_gloo(monkeypatch):
         with OpLog() as log:
-            y = bn(xg); y.pow(2).sum().backward()
+            y = bn(xg)
+            y.pow(2).sum().backward()
     assert any("allreduce" in op for op in log.ops), "the all-reduce path did not run"
     assert log.reads == [], log.reads
     torch.testing.assert_close(y, ref, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(xg.grad, xr.grad, rtol=1e-4, atol=1e-4)
-    torch.testing.assert_close(bn.running_mean, ref_bn.running_mean); torch.testing.assert_close(bn.running_var, ref_bn.running_var)
+    torch.testing.assert_close(bn.running_mean, ref_bn.running_mean)
+    torch.testing.assert_close(bn.running_var, ref_bn.running_var)
 
 
 def test_global_batchnorm_bf16_statistics_in_float32(monkeypatch):
     "bf16 input (autocast on a GPU): the statistics in float32, the output in bf16, as cuDNN's BatchNorm does."
     monkeypatch.setattr(E, "dist", _WorldOfTwo())
-    x = 100 + torch.randn(64, 4, generator=torch.Generator().manual_seed(1))        # a mean that bf16 sums would lose
+    x = 100 + torch.randn(64, 4, generator=torch.Generator().manual_seed(1))  # a mean that bf16 sums would lose
     bn = GlobalBatchNorm1d(4)
-    with one_process_gloo(monkeypatch): y = bn(x.bfloat16())
+    with one_process_gloo(monkeypatch):
+        y = bn(x.bfloat16())
     assert y.dtype == torch.bfloat16
     ref = torch.nn.functional.batch_norm(x.bfloat16().float(), None, None, training=True)
     torch.testing.assert_close(y.float(), ref, rtol=0, atol=2e-2)
@@ -199,17 +254,33 @@ def test_sync_batchnorm_is_global_on_cuda_too():
     assert batchnorm_sync("cuda") is GlobalBatchNorm1d and batchnorm_sync("cpu") is GlobalBatchNorm1d
     head = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.BatchNorm1d(8))
     keys = list(head.state_dict())
-    sync_batchnorm(head, torch.device("cuda"))           # the module stays where it is (the CPU here)
+    sync_batchnorm(head, torch.device("cuda"))  # the module stays where it is (the CPU here)
     assert type(head[1]) is GlobalBatchNorm1d and list(head.state_dict()) == keys
 
 
 # --- MFU peaks
 
-@pytest.mark.parametrize("name,tflops", [
-    ("NVIDIA H100 80GB HBM3", 989), ("NVIDIA H100 SXM5 80GB", 989), ("NVIDIA H100 PCIe", 756), ("NVIDIA H100 NVL", 835),
-    ("NVIDIA H200", 989), ("NVIDIA GH200 480GB", 989), ("NVIDIA A100-SXM4-80GB", 312), ("NVIDIA A100-PCIE-40GB", 312),
-    ("NVIDIA A100 80GB PCIe", 312), ("NVIDIA L40S", 362), ("NVIDIA L4", 121), ("NVIDIA A10", 125),
-    ("Tesla V100-SXM2-16GB", 125), ("NVIDIA L40", None), ("NVIDIA GeForce RTX 4090", None)])
+
+@pytest.mark.parametrize(
+    "name,tflops",
+    [
+        ("NVIDIA H100 80GB HBM3", 989),
+        ("NVIDIA H100 SXM5 80GB", 989),
+        ("NVIDIA H100 PCIe", 756),
+        ("NVIDIA H100 NVL", 835),
+        ("NVIDIA H200", 989),
+        ("NVIDIA GH200 480GB", 989),
+        ("NVIDIA A100-SXM4-80GB", 312),
+        ("NVIDIA A100-PCIE-40GB", 312),
+        ("NVIDIA A100 80GB PCIe", 312),
+        ("NVIDIA L40S", 362),
+        ("NVIDIA L4", 121),
+        ("NVIDIA A10", 125),
+        ("Tesla V100-SXM2-16GB", 125),
+        ("NVIDIA L40", None),
+        ("NVIDIA GeForce RTX 4090", None),
+    ],
+)
 def test_peak_flops_for_device_names(name, tflops):
     "The most specific entry wins (H100 PCIe / NVL before H100), keys match whole words only (L40 is not an L4)."
     assert peak_flops_for(name) == (None if tflops is None else tflops * 1e12)
@@ -217,11 +288,13 @@ def test_peak_flops_for_device_names(name, tflops):
 
 # --- fine-tuning reads the device at log and checkpoint steps only
 
+
 @pytest.fixture(scope="module")
 def labelled(tmp_path_factory):
     "A labelled toy store: 3 classes x 2 videos, centre view, 4 x 4 token maps."
     from test_finetune import toy_store
     from vimpac.store import TokenStore
+
     return TokenStore(toy_store(tmp_path_factory.mktemp("toy"), "train", 2, 0, views="center"))
 
 
@@ -229,11 +302,17 @@ def test_finetune_reads_at_log_and_checkpoint_steps_only(labelled, tmp_path, mon
     """`finetune` steps through `update_async` (never `update`, which reads every step) and reads the pending steps
     with `settle` at log steps (every 3, the last) and checkpoint steps (every 4): 7 steps are read in 4 reads."""
     from vimpac.finetune import finetune, FinetuneConfig
-    def refuse(*a, **k): raise AssertionError("Engine.update reads the device every step")
+
+    def refuse(*a, **k):
+        raise AssertionError("Engine.update reads the device every step")
+
     monkeypatch.setattr(E.Engine, "update", refuse)
     reads, settle = [], E.Engine.settle
+
     def spy(self, pending):
-        reads.append([p[0] for p in pending]); yield from settle(self, pending)
+        reads.append([p[0] for p in pending])
+        yield from settle(self, pending)
+
     monkeypatch.setattr(E.Engine, "settle", spy)
     cfg = FinetuneConfig(steps=7, batch_size=6, clip_len=4, lr=1e-3, log_every=3, save_every=4)
     _, hist = finetune(labelled, "tiny", cfg, device="cpu", out=tmp_path / "run", progress=False)
@@ -244,20 +323,25 @@ def test_finetune_reads_at_log_and_checkpoint_steps_only(labelled, tmp_path, mon
 def test_clip_accuracy_reads_the_device_once(labelled, monkeypatch):
     "`clip_accuracy` counts its hits on the device and reads them once, not once per batch."
     import vimpac.finetune as F
+
     reads = []
     for name in ("cpu", "item", "tolist", "__float__", "__int__", "__bool__"):
         orig = getattr(torch.Tensor, name)
+
         def wrapped(self, *a, _orig=orig, _name=name, **k):
-            code = sys._getframe(1).f_code      # the collate's [PAD] flag is read on the host, before the device
-            if code.co_filename == F.__file__ and code.co_name != "_collate": reads.append(_name)
+            code = sys._getframe(1).f_code  # the collate's [PAD] flag is read on the host, before the device
+            if code.co_filename == F.__file__ and code.co_name != "_collate":
+                reads.append(_name)
             return _orig(self, *a, **k)
+
         monkeypatch.setattr(torch.Tensor, name, wrapped)
     model = F.finetune_model(labelled, "tiny", clip_len=4)
-    acc = F.clip_accuracy(model, labelled, 4, batch_size=2)            # 6 videos: 3 batches
+    acc = F.clip_accuracy(model, labelled, 4, batch_size=2)  # 6 videos: 3 batches
     assert acc == pytest.approx(1 / 3) and reads == ["item"], reads
 
 
 # --- the torch floor
+
 
 def test_torch_floor_has_safe_globals():
     """pyproject's torch floor is at least 2.5: `load_torch_file` (every checkpoint and model load) opens

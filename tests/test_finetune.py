@@ -1,6 +1,7 @@
 """Fine-tuning through `vimpac-finetune` (issue 12 §3), as users run it: on a tiny labelled store of a toy whose
 classes one frame tells apart, it learns (loss falls, held-out accuracy far above chance); a run killed with
 SIGKILL and resumed ends with the same weights, bit for bit; bad input is one line and exit status 2."""
+
 import json, os, shutil, signal, subprocess, time
 from vimpac.synthetic import write_video
 import numpy as np
@@ -16,7 +17,7 @@ ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
 COLOURS = {"red": (200, 40, 40), "green": (40, 200, 40), "blue": (40, 40, 200)}
 
 
-pytestmark = pytest.mark.usefixtures("one_thread")   # conftest.py
+pytestmark = pytest.mark.usefixtures("one_thread")  # conftest.py
 
 
 def toy_video(path, colour, seed, seconds=3, fps=4, size=32):
@@ -29,28 +30,57 @@ def toy_video(path, colour, seed, seconds=3, fps=4, size=32):
 
 def toy_store(root, name, per_class, seed0, classes=tuple(COLOURS), views="all", labelled=True):
     (root / name).mkdir()
-    vids = {toy_video(root / name / f"{c}{i}.mp4", c, seed0 + 10 * i + k): k for k, c in enumerate(classes) for i in range(per_class)}
+    vids = {
+        toy_video(root / name / f"{c}{i}.mp4", c, seed0 + 10 * i + k): k
+        for k, c in enumerate(classes)
+        for i in range(per_class)
+    }
     out = root / f"{name}.store"
-    build_store(list(vids), load_tokenizer("default"), out, fps=2, frame_size=32, views=views, progress=False,
-                **(dict(labels=vids, classes=list(classes)) if labelled else {}))
+    build_store(
+        list(vids),
+        load_tokenizer("default"),
+        out,
+        fps=2,
+        frame_size=32,
+        views=views,
+        progress=False,
+        **(dict(labels=vids, classes=list(classes)) if labelled else {}),
+    )
     return out
 
 
 @pytest.fixture(scope="module")
 def stores(tmp_path_factory):
-    "Train: 3 videos per colour in the 6 unflipped views; test: 2 held-out videos per colour, centre view (4 x 4 token maps)."
+    "Train: 3 videos per colour in the 6 unflipped views; test: 2 held-out videos per colour, centre view (4 x 4"
+    "token maps)."
     d = tmp_path_factory.mktemp("toy")
-    return dict(train=toy_store(d, "train", 3, 0, views="noflip"), test=toy_store(d, "test", 2, 1000, views="center"),
-                plain=toy_store(d, "plain", 1, 0, classes=("red", "green"), labelled=False),
-                more=toy_store(d, "more", 1, 0, classes=("red", "green"), views="center"))
+    return dict(
+        train=toy_store(d, "train", 3, 0, views="noflip"),
+        test=toy_store(d, "test", 2, 1000, views="center"),
+        plain=toy_store(d, "plain", 1, 0, classes=("red", "green"), labelled=False),
+        more=toy_store(d, "more", 1, 0, classes=("red", "green"), views="center"),
+    )
 
 
 def ft(store, out, *extra):
-    return ["--store", str(store), "--out", str(out), "--device", "cpu", "--precision", "fp32", "--clip-len", "4", *map(str, extra)]
+    return [
+        "--store",
+        str(store),
+        "--out",
+        str(out),
+        "--device",
+        "cpu",
+        "--precision",
+        "fp32",
+        "--clip-len",
+        "4",
+        *map(str, extra),
+    ]
 
 
 def one_line_error(capsys, argv):
-    with pytest.raises(SystemExit) as e: finetune_main(argv)
+    with pytest.raises(SystemExit) as e:
+        finetune_main(argv)
     err = capsys.readouterr().err.strip().splitlines()
     assert e.value.code == 2 and len(err) == 1 and "Traceback" not in err[0], err
     assert err[0].startswith("vimpac-finetune: error: "), err
@@ -58,16 +88,32 @@ def one_line_error(capsys, argv):
 
 
 def test_finetune_learns_the_toy(stores, tmp_path, capsys):
-    finetune_main(ft(stores["train"], tmp_path / "run", "--test-store", stores["test"], "--steps", 40, "--batch-size", 9,
-                     "--micro-batch-size", 3, "--lr", 1e-3, "--log-every", 5))
+    finetune_main(
+        ft(
+            stores["train"],
+            tmp_path / "run",
+            "--test-store",
+            stores["test"],
+            "--steps",
+            40,
+            "--batch-size",
+            9,
+            "--micro-batch-size",
+            3,
+            "--lr",
+            1e-3,
+            "--log-every",
+            5,
+        )
+    )
     recs = [json.loads(l) for l in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     train, test = [r for r in recs if "loss" in r], [r["test_acc"] for r in recs if "test_acc" in r]
     assert train[-1]["loss"] < train[0]["loss"] - 0.5 and train[-1]["acc"] > 0.9, train
-    assert test == [pytest.approx(test[0])] and test[0] > 0.9          # 6 held-out videos, chance 1/3
+    assert test == [pytest.approx(test[0])] and test[0] > 0.9  # 6 held-out videos, chance 1/3
     assert json.loads((tmp_path / "run" / "classes.json").read_text()) == list(COLOURS)
     cfg = json.loads((tmp_path / "run" / "finetune_config.json").read_text())
     assert (cfg["batch_size"], cfg["micro_batch_size"], cfg["weight_decay"], cfg["betas"]) == (9, 3, 0.01, [0.9, 0.999])
-    assert cfg["fps"] == TokenStore(stores["train"]).fps > 0            # vimpac-predict decodes new videos at this rate
+    assert cfg["fps"] == TokenStore(stores["train"]).fps > 0  # vimpac-predict decodes new videos at this rate
     assert VimpacForVideoClassification.from_pretrained(tmp_path / "run").num_classes == 3
     assert "test accuracy" in capsys.readouterr().out
 
@@ -84,9 +130,13 @@ def test_resume_after_sigkill_is_bitwise(bin_dir, stores, tmp_path):
     killed = tmp_path / "killed"
     p = subprocess.Popen(cmd(killed), env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     target, deadline = killed / "checkpoints" / "step-00000020.pt", time.time() + 300
-    while not target.exists() and p.poll() is None and time.time() < deadline: time.sleep(0.005)
-    p.send_signal(signal.SIGKILL); p.wait()
-    assert p.returncode == -signal.SIGKILL and not (killed / "model.safetensors").exists(), "the run finished before it could be killed"
+    while not target.exists() and p.poll() is None and time.time() < deadline:
+        time.sleep(0.005)
+    p.send_signal(signal.SIGKILL)
+    p.wait()
+    assert p.returncode == -signal.SIGKILL and not (killed / "model.safetensors").exists(), (
+        "the run finished before it could be killed"
+    )
     r = subprocess.run(cmd(killed, "--resume"), env=ENV, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     a, b = weights(tmp_path / "full"), weights(killed)
@@ -96,13 +146,19 @@ def test_resume_after_sigkill_is_bitwise(bin_dir, stores, tmp_path):
 
 def test_bad_input_is_one_line(stores, tmp_path, capsys):
     line = one_line_error(capsys, ft(stores["plain"], tmp_path / "a", "--steps", 1))
-    assert line.endswith("plain.store: token store has no labels; fine-tuning needs a labelled store (vimpac-tokenize "
-                         "--dataset NAME --split-dir DIR, or build_store(labels=, classes=))")
+    assert line.endswith(
+        "plain.store: token store has no labels; fine-tuning needs a labelled store (vimpac-tokenize "
+        "--dataset NAME --split-dir DIR, or build_store(labels=, classes=))"
+    )
     line = one_line_error(capsys, ft(stores["more"], tmp_path / "b", "--test-store", stores["train"], "--steps", 1))
     assert "the test store has 1 class(es) the train store" in line and "['blue']" in line
-    VimpacForVideoClassification(VimpacConfig.from_preset("tiny", vocab_size=512, token_map=(4, 4)), 2).save_pretrained(tmp_path / "two")
+    VimpacForVideoClassification(VimpacConfig.from_preset("tiny", vocab_size=512, token_map=(4, 4)), 2).save_pretrained(
+        tmp_path / "two"
+    )
     line = one_line_error(capsys, ft(stores["train"], tmp_path / "c", "--init", tmp_path / "two", "--steps", 1))
-    assert "its classification head has 2 classes, the store" in line and "has 3; pass new_head=True (--new-head)" in line
+    assert (
+        "its classification head has 2 classes, the store" in line and "has 3; pass new_head=True (--new-head)" in line
+    )
     line = one_line_error(capsys, ft(stores["train"], tmp_path / "d", "--views", "sideways", "--steps", 1))
     assert "views: sideways: not a view of" in line
     line = one_line_error(capsys, ft(stores["train"], tmp_path / "e", "--resume", "--steps", 1))
@@ -110,18 +166,39 @@ def test_bad_input_is_one_line(stores, tmp_path, capsys):
     line = one_line_error(capsys, ft(stores["train"], tmp_path / "f", "--init", tmp_path / "two", "--official", "x.pt"))
     assert "not allowed with argument" in line
     # issue 21: a test store of another tokenizer was scored, an empty one reported "test accuracy 0.000"
-    other = tmp_path / "other.store"; shutil.copytree(stores["test"], other)
-    meta = json.loads((other / "meta.json").read_text()); meta["tokenizer"] = dict(name="vimpac-vqvae", hash="0123456789abcdef")
+    other = tmp_path / "other.store"
+    shutil.copytree(stores["test"], other)
+    meta = json.loads((other / "meta.json").read_text())
+    meta["tokenizer"] = dict(name="vimpac-vqvae", hash="0123456789abcdef")
     (other / "meta.json").write_text(json.dumps(meta))
     line = one_line_error(capsys, ft(stores["train"], tmp_path / "h", "--test-store", other, "--steps", 1))
-    assert line == (f"vimpac-finetune: error: {other}: store was built by tokenizer {meta['tokenizer']}, but the model "
-                    f"fine-tuned on {stores['train']} was trained on tokens of {TokenStore(stores['train']).tokenizer_id}"), line
-    build_store([], load_tokenizer("default"), tmp_path / "empty.store", fps=2, frame_size=32, labels={}, classes=list(COLOURS), progress=False)
-    line = one_line_error(capsys, ft(stores["train"], tmp_path / "i", "--test-store", tmp_path / "empty.store", "--steps", 1))
-    assert line == f"vimpac-finetune: error: {tmp_path / 'empty.store'}: the test store holds no video; there is no accuracy to measure"
-    assert not any((tmp_path / n).exists() for n in "abcdhi")                # nothing written by a refused run
+    assert line == (
+        f"vimpac-finetune: error: {other}: store was built by tokenizer {meta['tokenizer']}, but the model "
+        f"fine-tuned on {stores['train']} was trained on tokens of {TokenStore(stores['train']).tokenizer_id}"
+    ), line
+    build_store(
+        [],
+        load_tokenizer("default"),
+        tmp_path / "empty.store",
+        fps=2,
+        frame_size=32,
+        labels={},
+        classes=list(COLOURS),
+        progress=False,
+    )
+    line = one_line_error(
+        capsys, ft(stores["train"], tmp_path / "i", "--test-store", tmp_path / "empty.store", "--steps", 1)
+    )
+    assert (
+        line
+        == f"vimpac-finetune: error: {tmp_path / 'empty.store'}: the test store holds no video; there is no accuracy "
+        "to measure"
+    )
+    assert not any((tmp_path / n).exists() for n in "abcdhi")  # nothing written by a refused run
     # a new head is what --new-head asks for: the run goes on
-    finetune_main(ft(stores["train"], tmp_path / "g", "--init", tmp_path / "two", "--new-head", "--steps", 1, "--batch-size", 3))
+    finetune_main(
+        ft(stores["train"], tmp_path / "g", "--init", tmp_path / "two", "--new-head", "--steps", 1, "--batch-size", 3)
+    )
     assert VimpacForVideoClassification.from_pretrained(tmp_path / "g").num_classes == 3
 
 
@@ -136,9 +213,32 @@ def test_two_processes_follow_one(bin_dir, stores, tmp_path):
     losses = []
     for n in (1, 2):
         out = tmp_path / f"run{n}"
-        r = subprocess.run([str(bin_dir / "torchrun"), "--nproc-per-node", str(n), str(bin_dir / "vimpac-finetune"),
-                            *ft(stores["train"], out, "--steps", 6, "--batch-size", 6, "--lr", 1e-3, "--log-every", 1, "--dropout", 0)],
-                           env=ENV, capture_output=True, text=True, timeout=300)
+        r = subprocess.run(
+            [
+                str(bin_dir / "torchrun"),
+                "--nproc-per-node",
+                str(n),
+                str(bin_dir / "vimpac-finetune"),
+                *ft(
+                    stores["train"],
+                    out,
+                    "--steps",
+                    6,
+                    "--batch-size",
+                    6,
+                    "--lr",
+                    1e-3,
+                    "--log-every",
+                    1,
+                    "--dropout",
+                    0,
+                ),
+            ],
+            env=ENV,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert r.returncode == 0, r.stderr[-2000:]
         losses.append([json.loads(l)["loss"] for l in (out / "metrics.jsonl").read_text().splitlines()])
     assert len(losses[0]) == 6 and losses[0] == pytest.approx(losses[1], rel=1e-3)

@@ -1,6 +1,7 @@
 """The GPU path's logic, checked on the CPU (issue 20): the fused attention kernels' batch limits at the paper's
 sizes (on the `meta` device), the host-side [PAD] flag (no host read in the model), the CLS head and InfoNCE in fp32
 under bf16 autocast, and the pre-training step compiled as one graph that serves every batch."""
+
 import copy
 import pytest
 import torch
@@ -15,6 +16,7 @@ from vimpac.pretrain import PretrainConfig, _MaskedPairs, _masked_step, _loss_fn
 
 class OpLog(TorchDispatchMode):
     "The aten ops a call dispatches."
+
     def __init__(self):
         super().__init__()
         self.ops = set()
@@ -31,9 +33,11 @@ HOST_READS = {"_local_scalar_dense", "item", "is_nonzero", "nonzero"}
 def sdpa_calls(monkeypatch):
     "The (R, n, L, d) shape of every `scaled_dot_product_attention` call."
     calls, orig = [], F.scaled_dot_product_attention
+
     def record(q, *args, **kwargs):
         calls.append(tuple(q.shape))
         return orig(q, *args, **kwargs)
+
     monkeypatch.setattr(F, "scaled_dot_product_attention", record)
     return calls
 
@@ -57,7 +61,9 @@ def test_fine_tuning_rows_stay_under_the_kernel_limits(sdpa_calls, preset, clips
 def test_chunked_rows_give_the_same_model(monkeypatch):
     "The whole model with rows cut into chunks of 5 gives what one call per block gives."
     torch.manual_seed(0)
-    m = VimpacForPreTraining(VimpacConfig.from_preset("tiny", vocab_size=32, token_map=(4, 4), max_clip_len=3, dropout=0.0)).eval()
+    m = VimpacForPreTraining(
+        VimpacConfig.from_preset("tiny", vocab_size=32, token_map=(4, 4), max_clip_len=3, dropout=0.0)
+    ).eval()
     toks = torch.randint(0, 33, (3, 3, 4, 4))
     ref = m(toks)
     monkeypatch.setattr(vm, "sdpa_batch_limit", lambda *a: 5)
@@ -72,7 +78,9 @@ def test_pad_flag_spares_the_host_read(monkeypatch):
     on the CPU and asserts on the device on a GPU (`_refuse_any`): its GPU branch stands in here."""
     monkeypatch.setattr(vm, "_refuse_any", lambda bad, message: torch._assert_async(~bad.any()))
     torch.manual_seed(0)
-    m = VimpacForPreTraining(VimpacConfig.from_preset("tiny", vocab_size=32, token_map=(4, 4), max_clip_len=3, dropout=0.0)).eval()
+    m = VimpacForPreTraining(
+        VimpacConfig.from_preset("tiny", vocab_size=32, token_map=(4, 4), max_clip_len=3, dropout=0.0)
+    ).eval()
     full = torch.randint(0, 32, (2, 3, 4, 4))
     padded = full.clone()
     padded[0, 2:] = m.config.pad_id
@@ -82,7 +90,7 @@ def test_pad_flag_spares_the_host_read(monkeypatch):
         b = m(toks)
         assert not HOST_READS & given.ops, given.ops
         torch.testing.assert_close(a.hidden, b.hidden, rtol=0, atol=0)
-    masked_anyway = m(full, has_pad=True)            # an all-True key mask changes nothing
+    masked_anyway = m(full, has_pad=True)  # an all-True key mask changes nothing
     torch.testing.assert_close(masked_anyway.hidden, m(full).hidden, rtol=0, atol=1e-6)
 
 
@@ -99,7 +107,9 @@ def test_cls_head_and_info_nce_in_fp32_under_bf16():
     `tiny` at initialisation had a cosine of 0.61 to the fp64 gradient. With the head and the loss in fp32 it is
     above 0.95 (the rest of the backbone still runs in bf16)."""
     torch.manual_seed(0)
-    m = VimpacForPreTraining(VimpacConfig.from_preset("tiny", vocab_size=64, token_map=(4, 4), max_clip_len=3, dropout=0.0))
+    m = VimpacForPreTraining(
+        VimpacConfig.from_preset("tiny", vocab_size=64, token_map=(4, 4), max_clip_len=3, dropout=0.0)
+    )
     toks = torch.randint(0, 64, (16, 3, 4, 4))
     bf16 = _info_nce_grad(m, toks, True)
     ref = _info_nce_grad(copy.deepcopy(m).double(), toks, False)
@@ -109,7 +119,8 @@ def test_cls_head_and_info_nce_in_fp32_under_bf16():
 def _pairs(c, seed, pad):
     g = torch.Generator().manual_seed(seed)
     pairs = torch.randint(0, c.vocab_size, (4, 2, 3, 4, 4), generator=g)
-    if pad: pairs[0, :, 2:] = c.pad_id
+    if pad:
+        pairs[0, :, 2:] = c.pad_id
     return list(zip(pairs, torch.rand(4, 2, 2, 6, generator=g)))
 
 
@@ -128,14 +139,15 @@ def test_compiled_step_is_one_graph_for_every_batch(monkeypatch):
     run = Run(0, 1, torch.device("cpu"), None, False, None)
     eng = Engine(model, cfg, 3, run)
     assert eng._fwd is not model
-    eng._fwd = torch.compile(model, fullgraph=True)      # whatever the engine chose: no graph break allowed here
+    eng._fwd = torch.compile(model, fullgraph=True)  # whatever the engine chose: no graph break allowed here
     eager = Engine(eager_model, PretrainConfig(clip_len=3, batch_size=4, steps=3), 3, run)
     collate, counts = _MaskedPairs(c, cfg), []
     try:
         for i, pad in enumerate([False, True, False]):
             mbs, _ = _masked_step(iter([collate(_pairs(c, i, pad))]), 1, run)
             counts.append(len(mbs[0][2]))
-            if i == 1: torch._dynamo.config.error_on_recompile = True
+            if i == 1:
+                torch._dynamo.config.error_on_recompile = True
             loss, _ = _loss_fn(eng, cfg, 1, 1)(mbs[0])
             loss.backward()
             ref, _ = _loss_fn(eager, eager.cfg, 1, 1)(mbs[0])

@@ -1,5 +1,6 @@
 """The GPU path (issue 13): MFU through the command line on a CPU, the GPU suite's steady-state figures, and the
 CUDA-only checks, marked `gpu`."""
+
 import json, sys
 from pathlib import Path
 import pytest
@@ -16,13 +17,32 @@ import bench_gpu  # noqa: E402
 
 def test_mfu_on_cpu_with_peak_tflops(store, tmp_path):  # noqa: F811
     out = tmp_path / "run"
-    pretrain_main(["--store", str(store), "--out", str(out), "--device", "cpu", "--precision", "fp32", "--no-eval",
-                   "--steps", "3", "--batch-size", "2", "--log-every", "1", "--peak-tflops", "0.5"])
+    pretrain_main(
+        [
+            "--store",
+            str(store),
+            "--out",
+            str(out),
+            "--device",
+            "cpu",
+            "--precision",
+            "fp32",
+            "--no-eval",
+            "--steps",
+            "3",
+            "--batch-size",
+            "2",
+            "--log-every",
+            "1",
+            "--peak-tflops",
+            "0.5",
+        ]
+    )
     recs = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     saved = json.loads((out / "config.json").read_text())
     cfg = VimpacConfig(**{k: v for k, v in saved.items() if k in VimpacConfig.__dataclass_fields__})
     assert len(recs) == 3
-    flops_per_video = 2 * model_flops(cfg, 5, 0.15)          # two clips of T = 5, 15% masked
+    flops_per_video = 2 * model_flops(cfg, 5, 0.15)  # two clips of T = 5, 15% masked
     for r in recs:
         assert r["mfu"] == pytest.approx(r["videos_per_s"] * flops_per_video / 0.5e12, rel=1e-9)
         assert 0 < r["mfu"] < 1
@@ -37,21 +57,38 @@ def test_mfu_on_cpu_with_peak_tflops(store, tmp_path):  # noqa: F811
 def test_steady_state_weights_by_time():
     """A record covers the steps since the previous one, a skipped bad step's record included: 10 steps at 2 videos/s,
     5 at 10 and 4 at 4 take 5 + 0.5 + 1 s."""
-    recs = [dict(step=0, videos_per_s=0.1, mfu=0.001, peak_mem_gb=3.0), dict(step=10, videos_per_s=2.0, mfu=0.02, peak_mem_gb=5.0),
-            dict(step=15, videos_per_s=10.0, mfu=0.1, skipped="non-finite loss or gradient"), dict(step=19, videos_per_s=4.0, mfu=0.04, peak_mem_gb=4.0)]
+    recs = [
+        dict(step=0, videos_per_s=0.1, mfu=0.001, peak_mem_gb=3.0),
+        dict(step=10, videos_per_s=2.0, mfu=0.02, peak_mem_gb=5.0),
+        dict(step=15, videos_per_s=10.0, mfu=0.1, skipped="non-finite loss or gradient"),
+        dict(step=19, videos_per_s=4.0, mfu=0.04, peak_mem_gb=4.0),
+    ]
     ss = steady_state(recs, skip=1)
     assert ss["steps"] == 19 and ss["records"] == 3 and ss["peak_mem_gb"] == 5.0
     assert ss["videos_per_s"] == pytest.approx(19 / 6.5) and ss["mfu"] == pytest.approx(0.19 / 6.5)
-    assert steady_state(recs, skip=9)["steps"] == 4                        # the last record always stays
-    assert steady_state([dict(step=0, videos_per_s=1.0)])["mfu"] is None   # no peak known: no MFU
-    with pytest.raises(ValueError): steady_state([])
+    assert steady_state(recs, skip=9)["steps"] == 4  # the last record always stays
+    assert steady_state([dict(step=0, videos_per_s=1.0)])["mfu"] is None  # no peak known: no MFU
+    with pytest.raises(ValueError):
+        steady_state([])
 
 
 def test_suite_plan_fits_its_budget(tmp_path):
-    "The GPU run's parts (built without a GPU): every benchmark of issue 13 §2 is there, and their budgets fit `PLANNED_S`."
+    "The GPU run's parts (built without a GPU): every benchmark of issue 13 §2 is there, and their budgets fit"
+    "`PLANNED_S`."
     ps = bench_gpu.parts("cuda", False, tmp_path)
     names = [p["name"] for p in ps]
-    for want in ("gpu tests", "compiled", "Base", "Large-Half", "T=10 S=256", "block masks", "tokenizer", "vimpac-pretrain", "fine-tuning", "3x10"):
+    for want in (
+        "gpu tests",
+        "compiled",
+        "Base",
+        "Large-Half",
+        "T=10 S=256",
+        "block masks",
+        "tokenizer",
+        "vimpac-pretrain",
+        "fine-tuning",
+        "3x10",
+    ):
         assert any(want in n for n in names), want
     assert sum(p["budget_s"] for p in ps) <= bench_gpu.PLANNED_S
     pre = next(p for p in ps if "vimpac-pretrain" in p["name"])
@@ -60,9 +97,11 @@ def test_suite_plan_fits_its_budget(tmp_path):
 
 def test_gpu_notebooks_found_by_flag(tmp_path):
     "The suite's notebook part picks the notebooks with a `#| gpu` code cell, in subfolders too, and no others."
+
     def nb(path, *cells):
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(dict(cells=[dict(cell_type=t, source=src, metadata={}) for t, src in cells])))
+
     nb(tmp_path / "a.ipynb", ("code", ["#| gpu\n", "x = 1\n"]))
     nb(tmp_path / "runs" / "b.ipynb", ("code", "#| export\n#| gpu\ny = 2"))
     nb(tmp_path / "c.ipynb", ("markdown", "#| gpu"), ("code", "# a cell about #| gpu flags\nz = 3"))
@@ -72,7 +111,14 @@ def test_gpu_notebooks_found_by_flag(tmp_path):
 def test_suite_part_failure_and_time_limit():
     "A part that exits non-zero fails, and so does one stopped at twice its budget; the suite's exit status follows."
     py = sys.executable
-    bad = bench_gpu.run(dict(name="bad", cmd=[py, "-c", "import sys; print('boom', file=sys.stderr); sys.exit(3)"], out=None, budget_s=None))
+    bad = bench_gpu.run(
+        dict(
+            name="bad",
+            cmd=[py, "-c", "import sys; print('boom', file=sys.stderr); sys.exit(3)"],
+            out=None,
+            budget_s=None,
+        )
+    )
     assert not bad["ok"] and "boom" in bad["error"]
     slow = bench_gpu.run(dict(name="slow", cmd=[py, "-c", "import time; time.sleep(30)"], out=None, budget_s=0.5))
     assert not slow["ok"] and "stopped after 1 s" in slow["error"] and slow["seconds"] < 20
@@ -95,19 +141,49 @@ def test_precision_and_peak_on_this_gpu():
 def test_fused_adamw_skips_on_device():
     p = torch.nn.Parameter(torch.ones(3, device="cuda"))
     opt = torch.optim.AdamW([p], lr=0.1, fused=True)
-    p.grad = torch.full_like(p, float("nan")); opt.found_inf = torch.ones((), device="cuda"); opt.step()
+    p.grad = torch.full_like(p, float("nan"))
+    opt.found_inf = torch.ones((), device="cuda")
+    opt.step()
     assert torch.equal(p.detach(), torch.ones(3, device="cuda"))
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("extra", [["--precision", "bf16"], ["--precision", "fp16"], ["--precision", "bf16", "--compile"],
-                                   ["--precision", "bf16", "--gradient-checkpointing"]],
-                         ids=["bf16-autocast", "fp16-gradscaler", "compile", "checkpointing"])
+@pytest.mark.parametrize(
+    "extra",
+    [
+        ["--precision", "bf16"],
+        ["--precision", "fp16"],
+        ["--precision", "bf16", "--compile"],
+        ["--precision", "bf16", "--gradient-checkpointing"],
+    ],
+    ids=["bf16-autocast", "fp16-gradscaler", "compile", "checkpointing"],
+)
 def test_pretrain_on_gpu(store, tmp_path, extra):  # noqa: F811
-    "`vimpac-pretrain` on CUDA in each precision and mode, with a data-loading worker (pinned memory): finite losses, memory and MFU logged."
+    "`vimpac-pretrain` on CUDA in each precision and mode, with a data-loading worker (pinned memory): finite"
+    "losses, memory and MFU logged."
     out = tmp_path / "run"
-    pretrain_main(["--store", str(store), "--out", str(out), "--device", "cuda", "--no-eval", "--steps", "3",
-                   "--batch-size", "2", "--log-every", "1", "--num-workers", "1", "--peak-tflops", "100", *extra])
+    pretrain_main(
+        [
+            "--store",
+            str(store),
+            "--out",
+            str(out),
+            "--device",
+            "cuda",
+            "--no-eval",
+            "--steps",
+            "3",
+            "--batch-size",
+            "2",
+            "--log-every",
+            "1",
+            "--num-workers",
+            "1",
+            "--peak-tflops",
+            "100",
+            *extra,
+        ]
+    )
     recs = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in recs] == [0, 1, 2]
     assert all(r["loss"] == r["loss"] and r["peak_mem_gb"] > 0 and 0 < r["mfu"] < 1 for r in recs)
@@ -118,6 +194,7 @@ def test_default_tokenizer_on_gpu_matches_cpu():
     "The default VQ-VAE gives the CPU's codes on CUDA (up to ties broken by TF32 rounding), in fp32 and channels_last."
     from vimpac.tokenizer import load_tokenizer
     from vimpac.video import read_views, sample_videos
+
     frames = torch.from_numpy(read_views(sample_videos()[1], 2.0, 128)["1x-center"][:8])
     ref = load_tokenizer("default").encode(frames)
     tok = load_tokenizer("default", device="cuda")
@@ -135,13 +212,22 @@ def test_sync_batchnorm_under_nccl(monkeypatch):
     import torch.distributed as dist
     import vimpac.engine as E
     from vimpac.engine import GlobalBatchNorm1d
-    with socket.socket() as s: s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]
-    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1"); monkeypatch.setenv("MASTER_PORT", str(port))
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    monkeypatch.setenv("MASTER_PORT", str(port))
     dist.init_process_group("nccl", rank=0, world_size=1, device_id=torch.device("cuda", 0))
+
     class WorldOfTwo:
-        def __getattr__(self, k): return getattr(dist, k)
+        def __getattr__(self, k):
+            return getattr(dist, k)
+
         @staticmethod
-        def get_world_size(group=None): return 2
+        def get_world_size(group=None):
+            return 2
+
     try:
         bn = torch.nn.BatchNorm1d(16).cuda()
         x = torch.randn(32, 16, device="cuda")

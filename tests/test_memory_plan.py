@@ -1,6 +1,7 @@
 """The micro-batch that fits the GPU (issue 20, point 2), on CPU stand-ins: `device_memory` answers as a GPU would, so
 `pretrain` and `finetune` plan with the memory model (`vimpac.engine.plan_run`) as they do on a GPU. On today's main
 (before issue 20) a fine-tuning run took the global batch (128 clips) as its micro-batch whatever the device."""
+
 import pytest
 import torch
 import vimpac.engine as E
@@ -9,19 +10,26 @@ from vimpac.model import VimpacConfig, VimpacForPreTraining, VimpacForVideoClass
 from vimpac.utils import VimpacError
 from test_engine_gpu_logic import labelled, one_process_gloo  # noqa: F401 (a fixture, and a one-process group)
 
-pytestmark = pytest.mark.usefixtures("one_thread")   # conftest.py
+pytestmark = pytest.mark.usefixtures("one_thread")  # conftest.py
 
 
 def clips(c, T):
-    def make(n): return (torch.zeros(n, T, *c.token_map, dtype=torch.long), torch.zeros(n, dtype=torch.long)), dict(has_pad=False)
+    def make(n):
+        return (torch.zeros(n, T, *c.token_map, dtype=torch.long), torch.zeros(n, dtype=torch.long)), dict(
+            has_pad=False
+        )
+
     return make
 
 
 def micro_batches(monkeypatch):
     "The micro-batches `Engine.accumulate` is given, step by step (their sample counts)."
     seen, accumulate = [], E.Engine.accumulate
+
     def spy(self, mbs, loss_fn):
-        seen.append([len(mb[0]) for mb in mbs]); return accumulate(self, mbs, loss_fn)
+        seen.append([len(mb[0]) for mb in mbs])
+        return accumulate(self, mbs, loss_fn)
+
     monkeypatch.setattr(E.Engine, "accumulate", spy)
     return seen
 
@@ -30,6 +38,7 @@ def test_finetune_takes_the_micro_batch_that_fits(labelled, tmp_path, monkeypatc
     """With room for 2 clips and not 3 (the model's own prediction), a batch of 6 clips runs as 3 micro-batches of 2;
     with room for none, one line names the clip's bytes."""
     from vimpac.finetune import FinetuneConfig, finetune, finetune_model
+
     cfg = FinetuneConfig(steps=2, batch_size=6, clip_len=4, lr=1e-3)
     model = finetune_model(labelled, "tiny", clip_len=4)
     mm = memory_model(model, clips(model.config, 4))
@@ -44,9 +53,11 @@ def test_finetune_takes_the_micro_batch_that_fits(labelled, tmp_path, monkeypatc
 
 
 def test_pretrain_takes_the_micro_batch_that_fits(labelled, tmp_path, monkeypatch):  # noqa: F811
-    """Pre-training plans in clip pairs, at least 2 in one process (InfoNCE needs a negative): room for 2 pairs and not 3
+    """Pre-training plans in clip pairs, at least 2 in one process (InfoNCE needs a negative): room for 2 pairs and not
+    3
     → a batch of 4 pairs is 2 micro-batches of 2 (4 clips); room for 1 only is an error naming 2 pairs."""
     from vimpac.pretrain import PretrainConfig, pretrain, _memory_inputs
+
     cfg = PretrainConfig(steps=1, batch_size=4, clip_len=3)
     c = VimpacConfig.from_preset("tiny", vocab_size=labelled.vocab_size, token_map=labelled.token_map, max_clip_len=3)
     mm = memory_model(VimpacForPreTraining(c), _memory_inputs(c, cfg))
@@ -60,13 +71,22 @@ def test_pretrain_takes_the_micro_batch_that_fits(labelled, tmp_path, monkeypatc
 
 
 def test_processes_agree_on_the_free_memory(monkeypatch):
-    "Under `torchrun` the free memory is the smallest over the processes (an all-reduce): every one takes the same plan."
-    model = VimpacForVideoClassification(VimpacConfig.from_preset("tiny", vocab_size=32, token_map=(4, 4), max_clip_len=3), 3)
+    "Under `torchrun` the free memory is the smallest over the processes (an all-reduce): every one takes the same"
+    "plan."
+    model = VimpacForVideoClassification(
+        VimpacConfig.from_preset("tiny", vocab_size=32, token_map=(4, 4), max_clip_len=3), 3
+    )
     mm = memory_model(model, clips(model.config, 3))
     monkeypatch.setattr(E, "device_memory", lambda d: mm.peak(3))
     with one_process_gloo(monkeypatch):
-        plan = plan_run(TrainConfig(batch_size=12), 100, Run(0, 2, torch.device("cpu"), None, False, None), model, clips(model.config, 3))
-    assert plan == (12, 3, 2, 300), plan          # 6 clips a process: 2 micro-batches of 3
+        plan = plan_run(
+            TrainConfig(batch_size=12),
+            100,
+            Run(0, 2, torch.device("cpu"), None, False, None),
+            model,
+            clips(model.config, 3),
+        )
+    assert plan == (12, 3, 2, 300), plan  # 6 clips a process: 2 micro-batches of 3
 
 
 def test_saved_bytes_count_the_fused_attention_not_the_weights():
@@ -83,6 +103,8 @@ def test_saved_bytes_count_the_fused_attention_not_the_weights():
 
 def test_cli_micro_batch_auto():
     from vimpac.cli import _micro_batch
+
     assert _micro_batch("auto") is None and _micro_batch("AUTO") is None and _micro_batch("4") == 4
-    with pytest.raises(Exception, match="expected an integer >= 1"): _micro_batch("0")
+    with pytest.raises(Exception, match="expected an integer >= 1"):
+        _micro_batch("0")
     assert TrainConfig(micro_batch_size=None).micro_batch_size is None

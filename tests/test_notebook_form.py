@@ -1,13 +1,14 @@
 "The chapters' form (issues 14, 22): short functions and cells, whole classes, every exported name shown (tools/)."
+
 import json, sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]/"tools"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
 import check_notebooks as cn  # noqa: E402
 
 
 def _nb(tmp_path, cells):
-    p = tmp_path/"x.ipynb"
+    p = tmp_path / "x.ipynb"
     p.write_text(json.dumps({"cells": [{"cell_type": k, "source": s, "metadata": {}} for k, s in cells]}))
     return p
 
@@ -19,8 +20,15 @@ def test_every_chapter_has_short_functions_whole_classes_and_shows_every_name():
 
 def test_checker_flags_a_long_function_a_missing_show_doc_and_an_unmentioned_constant(tmp_path):
     body = "\n".join(f"    x{i} = {i}" for i in range(cn.MAX_FUNCTION_LINES))
-    nb = _nb(tmp_path, [("code", f"#| export\ndef long_one():\n{body}\n"), ("code", "#| export\nLIMIT = 3\n"),
-                        ("code", "#| export\ndef shown(): pass\n"), ("code", "show_doc(shown)")])
+    nb = _nb(
+        tmp_path,
+        [
+            ("code", f"#| export\ndef long_one():\n{body}\n"),
+            ("code", "#| export\nLIMIT = 3\n"),
+            ("code", "#| export\ndef shown(): pass\n"),
+            ("code", "show_doc(shown)"),
+        ],
+    )
     problems = cn.check(nb)
     assert len(problems) == 3, problems
     assert "function long_one of 41 lines (at most 40)" in problems[0]
@@ -31,30 +39,56 @@ def test_checker_flags_a_long_function_a_missing_show_doc_and_an_unmentioned_con
 def test_checker_flags_a_long_method_and_a_long_cell_but_not_a_long_class(tmp_path):
     def method(name, n):
         return f"    def {name}(self):\n" + "\n".join(f"        x{i} = {i}" for i in range(n - 1))
-    whole = f"#| export\nclass Big:\n{method('a', 39)}\n{method('b', 39)}\n"      # 80 lines: a whole class is fine
+
+    whole = f"#| export\nclass Big:\n{method('a', 39)}\n{method('b', 39)}\n"  # 80 lines: a whole class is fine
     long_method = f"#| export\nclass Odd:\n{method('c', 41)}\n"
     long_cell = f"#| export\nclass Huge:\n{method('a', 40)}\n{method('b', 40)}\n"  # 81 lines
-    nb = _nb(tmp_path, [("code", whole), ("code", long_method), ("code", long_cell),
-                        ("code", "show_doc(Big)\nshow_doc(Odd)\nshow_doc(Huge)")])
+    nb = _nb(
+        tmp_path,
+        [
+            ("code", whole),
+            ("code", long_method),
+            ("code", long_cell),
+            ("code", "show_doc(Big)\nshow_doc(Odd)\nshow_doc(Huge)"),
+        ],
+    )
     problems = cn.check(nb)
-    assert problems == [f"x.ipynb: function c of 41 lines (at most {cn.MAX_FUNCTION_LINES})",
-                        f"x.ipynb: export cell of 81 lines (at most {cn.MAX_CELL_LINES}): 'class Huge:'"], problems
+    assert problems == [
+        f"x.ipynb: function c of 41 lines (at most {cn.MAX_FUNCTION_LINES})",
+        f"x.ipynb: export cell of 81 lines (at most {cn.MAX_CELL_LINES}): 'class Huge:'",
+    ], problems
 
 
 def test_checker_flags_a_class_split_by_patch_without_prose(tmp_path):
-    nb = _nb(tmp_path, [("code", "#| export\nclass A:\n    pass\n"),
-                        ("code", "#| export\n@patch\ndef f(self: A): pass\n@patch\ndef g(self: A): pass\n"),
-                        ("markdown", "Now `h`, explained."), ("code", "#| export\n@patch\ndef h(self: A): pass\n"),
-                        ("code", "#| export\n@patch\ndef k(self: A): pass\n"),
-                        ("code", "#| export\n@patch\ndef m(self: Path): pass\n"), ("code", "show_doc(A)")])
+    nb = _nb(
+        tmp_path,
+        [
+            ("code", "#| export\nclass A:\n    pass\n"),
+            ("code", "#| export\n@patch\ndef f(self: A): pass\n@patch\ndef g(self: A): pass\n"),
+            ("markdown", "Now `h`, explained."),
+            ("code", "#| export\n@patch\ndef h(self: A): pass\n"),
+            ("code", "#| export\n@patch\ndef k(self: A): pass\n"),
+            ("code", "#| export\n@patch\ndef m(self: Path): pass\n"),
+            ("code", "show_doc(A)"),
+        ],
+    )
     problems = cn.check(nb)
-    assert problems == ["x.ipynb: @patch f adds to A with no markdown cell since its previous part (cell 0, now cell 1)",
-                        "x.ipynb: @patch k adds to A with no markdown cell since its previous part (cell 3, now cell 4)"]
+    assert problems == [
+        "x.ipynb: @patch f adds to A with no markdown cell since its previous part (cell 0, now cell 1)",
+        "x.ipynb: @patch k adds to A with no markdown cell since its previous part (cell 3, now cell 4)",
+    ]
 
 
 def test_checker_passes_a_tidy_chapter(tmp_path):
-    nb = _nb(tmp_path, [("markdown", "The cap is `LIMIT`."), ("code", "#| export\nLIMIT = 3\ndef f(): pass\n"),
-                        ("code", "show_doc(f)\nassert f() is None"), ("code", "#| export\n@patch\ndef g(self: int): pass")])
+    nb = _nb(
+        tmp_path,
+        [
+            ("markdown", "The cap is `LIMIT`."),
+            ("code", "#| export\nLIMIT = 3\ndef f(): pass\n"),
+            ("code", "show_doc(f)\nassert f() is None"),
+            ("code", "#| export\n@patch\ndef g(self: int): pass"),
+        ],
+    )
     assert cn.check(nb) == []
 
 
@@ -63,6 +97,11 @@ def test_checker_counts_neither_a_functions_docstring_nor_its_comments(tmp_path)
     doc = '    """A docstring\n' + "    of many lines\n" * 20 + '    """\n    # a comment\n'
     nb = _nb(tmp_path, [("code", f"#| export\ndef documented():\n{doc}{body}\n"), ("code", "show_doc(documented)")])
     assert cn.check(nb) == []
-    nb = _nb(tmp_path, [("code", f"#| export\ndef documented():\n{doc}{body}\n    y = 1\n    z = 2\n"),
-                        ("code", "show_doc(documented)")])
+    nb = _nb(
+        tmp_path,
+        [
+            ("code", f"#| export\ndef documented():\n{doc}{body}\n    y = 1\n    z = 2\n"),
+            ("code", "show_doc(documented)"),
+        ],
+    )
     assert cn.check(nb) == [f"x.ipynb: function documented of 42 lines (at most {cn.MAX_FUNCTION_LINES})"]

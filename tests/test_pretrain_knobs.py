@@ -1,6 +1,7 @@
 """Two pre-training knobs the paper varies (issue 22): `mask_strategy` (block masking, §3.1, or the i.i.d. masking
 Table 8 compares it with) and `negatives` (the negatives of an InfoNCE group, n = 1 + negatives in Table 9). Their
 defaults leave the loop as it was; each is checked against an independent reference."""
+
 import math
 import pytest
 import torch
@@ -12,11 +13,12 @@ from vimpac.pretrain import PretrainConfig, mask_clip_pairs, pretrain
 from vimpac.utils import VimpacError
 from test_engine_gpu_logic import labelled  # noqa: F401 (a labelled toy store of 6 videos, 4 x 4 token maps)
 
-pytestmark = pytest.mark.usefixtures("one_thread")   # conftest.py
+pytestmark = pytest.mark.usefixtures("one_thread")  # conftest.py
 
 
 class TokenVideos:
     "Four videos of 12 frames of 8 x 8 random tokens: an in-memory store for `ClipPairDataset`."
+
     path, vocab_size, fps = "memory", 50, 2.0
 
     def __len__(self):
@@ -44,7 +46,7 @@ def test_iid_masks_hit_the_ratio(ratio):
     m = torch.stack(masks).float()
     n = m.numel()
     assert abs(m.mean().item() - ratio) < 4 * math.sqrt(ratio * (1 - ratio) / n), (m.mean().item(), ratio)
-    per_token = m.mean(dim=(0, 1))                                  # each token position masked at the same rate
+    per_token = m.mean(dim=(0, 1))  # each token position masked at the same rate
     assert (per_token - ratio).abs().max() < 0.1
     block = ClipPairDataset(TokenVideos(), 5, pad_id=50)[0][1]
     assert block.shape == (2, MaskSpec().blocks(5, 8, 8), 6)
@@ -55,7 +57,7 @@ def grouped_reference(f1, f2, temperature, group):
     groups of the group's InfoNCE (its 2g clips' terms, each against the other 2g - 1 clips, averaged per side)."""
     losses = []
     for lo in range(0, len(f1), group):
-        z = F.normalize(torch.cat([f1[lo:lo + group], f2[lo:lo + group]]).double(), dim=-1)
+        z = F.normalize(torch.cat([f1[lo : lo + group], f2[lo : lo + group]]).double(), dim=-1)
         terms = []
         for i in range(2 * group):
             positive = (i + group) % (2 * group)
@@ -72,7 +74,7 @@ def test_grouped_info_nce_is_the_mean_of_the_groups(group):
     f1, f2 = torch.randn(12, 16, generator=g), torch.randn(12, 16, generator=g)
     total, _ = info_nce_distributed(f1, f2, 0.2, group=group)
     torch.testing.assert_close(total.double() / 12, grouped_reference(f1, f2, 0.2, group), rtol=1e-5, atol=1e-5)
-    if group == 12:                                                  # one group: the whole micro-batch, as before
+    if group == 12:  # one group: the whole micro-batch, as before
         torch.testing.assert_close(total, info_nce_distributed(f1, f2, 0.2)[0])
 
 

@@ -1,6 +1,8 @@
 """Pre-training under interruption and distribution (issue 6), through the command-line tool as users run it:
 - a run killed with SIGKILL and resumed ends with the same weights, bit for bit, as an uninterrupted run;
-- two CPU processes under torchrun (gloo) compute the one-process step (1e-5 relative at step 0) and follow its curve."""
+- two CPU processes under torchrun (gloo) compute the one-process step (1e-5 relative at step 0) and follow its
+curve."""
+
 import json, os, shutil, signal, subprocess, time
 from pathlib import Path
 import pytest
@@ -26,8 +28,21 @@ def store(tmp_path_factory):
 
 
 def pretrain_cmd(bin_dir, store, out, *extra):
-    return [str(bin_dir / "vimpac-pretrain"), "--store", str(store), "--out", str(out), "--device", "cpu",
-            "--precision", "fp32", "--no-eval", "--log-every", "1", *map(str, extra)]
+    return [
+        str(bin_dir / "vimpac-pretrain"),
+        "--store",
+        str(store),
+        "--out",
+        str(out),
+        "--device",
+        "cpu",
+        "--precision",
+        "fp32",
+        "--no-eval",
+        "--log-every",
+        "1",
+        *map(str, extra),
+    ]
 
 
 def weights(run):
@@ -36,52 +51,84 @@ def weights(run):
 
 def test_resume_after_sigkill_is_bitwise(bin_dir, store, tmp_path):
     args = ["--steps", 200, "--batch-size", 3, "--lr", 2e-3, "--save-every", 10, "--keep-last", 2]
-    r = subprocess.run(pretrain_cmd(bin_dir, store, tmp_path / "full", *args), env=ENV, capture_output=True, text=True, timeout=600)
+    r = subprocess.run(
+        pretrain_cmd(bin_dir, store, tmp_path / "full", *args), env=ENV, capture_output=True, text=True, timeout=600
+    )
     assert r.returncode == 0, r.stderr
 
     killed = tmp_path / "killed"
-    p = subprocess.Popen(pretrain_cmd(bin_dir, store, killed, *args), env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    p = subprocess.Popen(
+        pretrain_cmd(bin_dir, store, killed, *args), env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     target = killed / "checkpoints" / "step-00000020.pt"
     deadline = time.time() + 300
-    while not target.exists() and p.poll() is None and time.time() < deadline: time.sleep(0.005)
-    p.send_signal(signal.SIGKILL); p.wait()
+    while not target.exists() and p.poll() is None and time.time() < deadline:
+        time.sleep(0.005)
+    p.send_signal(signal.SIGKILL)
+    p.wait()
     assert p.returncode == -signal.SIGKILL
     assert not (killed / "model.safetensors").exists(), "the run finished before it could be killed"
-    assert len(list((killed / "checkpoints").glob("step-*.pt"))) <= 2            # keep-last, no stray temporary files
+    assert len(list((killed / "checkpoints").glob("step-*.pt"))) <= 2  # keep-last, no stray temporary files
     assert not list((killed / "checkpoints").glob(".*.tmp"))
 
-    r = subprocess.run(pretrain_cmd(bin_dir, store, killed, *args, "--resume"), env=ENV, capture_output=True, text=True, timeout=600)
+    r = subprocess.run(
+        pretrain_cmd(bin_dir, store, killed, *args, "--resume"), env=ENV, capture_output=True, text=True, timeout=600
+    )
     assert r.returncode == 0, r.stderr
     a, b = weights(tmp_path / "full"), weights(killed)
     assert a.keys() == b.keys()
-    for k in a: assert torch.equal(a[k], b[k]), k
+    for k in a:
+        assert torch.equal(a[k], b[k]), k
     steps = [json.loads(l)["step"] for l in (killed / "metrics.jsonl").read_text().splitlines()]
-    assert steps == list(range(200))                                             # no step logged twice
+    assert steps == list(range(200))  # no step logged twice
 
 
 def test_resume_errors_are_one_line(bin_dir, store, tmp_path):
-    r = subprocess.run(pretrain_cmd(bin_dir, store, tmp_path / "none", "--steps", 2, "--batch-size", 3, "--resume"),
-                       env=ENV, capture_output=True, text=True, timeout=600)
+    r = subprocess.run(
+        pretrain_cmd(bin_dir, store, tmp_path / "none", "--steps", 2, "--batch-size", 3, "--resume"),
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert r.stderr.strip().splitlines()[-1].startswith("vimpac-pretrain: error: --resume: no checkpoint in")
     (tmp_path / "bad" / "checkpoints").mkdir(parents=True)
     bad = tmp_path / "bad" / "checkpoints" / "step-00000002.pt"
-    bad.write_bytes(b"")                                                          # empty: named, one line
-    r = subprocess.run(pretrain_cmd(bin_dir, store, tmp_path / "bad", "--steps", 2, "--batch-size", 3, "--resume"),
-                       env=ENV, capture_output=True, text=True, timeout=600)
+    bad.write_bytes(b"")  # empty: named, one line
+    r = subprocess.run(
+        pretrain_cmd(bin_dir, store, tmp_path / "bad", "--steps", 2, "--batch-size", 3, "--resume"),
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert r.stderr.strip().splitlines() == [
         f"vimpac-pretrain: error: --resume: none of the 1 checkpoint(s) in {bad.parent} loads; the newest: {bad}: "
-        "empty file (0 bytes), expected a vimpac pre-training checkpoint"]
+        "empty file (0 bytes), expected a vimpac pre-training checkpoint"
+    ]
 
 
 def test_two_processes_follow_one(bin_dir, store, tmp_path):
     args = ["--steps", 8, "--batch-size", 4, "--lr", 3e-4, "--dropout", 0]
-    one = subprocess.run(pretrain_cmd(bin_dir, store, tmp_path / "one", *args), env=ENV, capture_output=True, text=True, timeout=600)
+    one = subprocess.run(
+        pretrain_cmd(bin_dir, store, tmp_path / "one", *args), env=ENV, capture_output=True, text=True, timeout=600
+    )
     assert one.returncode == 0, one.stderr
-    two = subprocess.run([str(bin_dir / "torchrun"), "--standalone", "--nproc-per-node", "2",
-                          *pretrain_cmd(bin_dir, store, tmp_path / "two", *args)],
-                         env=ENV, capture_output=True, text=True, timeout=600)
+    two = subprocess.run(
+        [
+            str(bin_dir / "torchrun"),
+            "--standalone",
+            "--nproc-per-node",
+            "2",
+            *pretrain_cmd(bin_dir, store, tmp_path / "two", *args),
+        ],
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert two.returncode == 0, two.stderr[-3000:]
     curve = lambda run: [json.loads(l) for l in (run / "metrics.jsonl").read_text().splitlines()]
     c1, c2 = curve(tmp_path / "one"), curve(tmp_path / "two")
@@ -96,29 +143,54 @@ def test_two_processes_follow_one(bin_dir, store, tmp_path):
     for a, b in zip(c1, c2):
         for k, tol in (("mask_loss", 1e-3), ("loss", 1e-2), ("cl_loss", 5e-2)):
             assert abs(a[k] - b[k]) <= tol * abs(a[k]), (a["step"], k, a[k], b[k])
-    assert c1[-1]["loss"] < c1[0]["loss"]                                         # and it is learning
+    assert c1[-1]["loss"] < c1[0]["loss"]  # and it is learning
 
 
 def test_stale_checkpoint_tmp_files_removed_at_start(bin_dir, store, tmp_path):
     """Issue 21: a checkpoint write killed midway left its `.step-*.pt.*.tmp` file in the run's checkpoints folder
     forever. A run that starts or resumes there removes them (one warning), and touches no other file."""
-    env = {**ENV, "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH")]))}
+    env = {
+        **ENV,
+        "PYTHONPATH": os.pathsep.join(
+            filter(None, [str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH")])
+        ),
+    }
     run, ck = tmp_path / "run", tmp_path / "run" / "checkpoints"
     ck.mkdir(parents=True)
     stale = [ck / ".step-00000002.pt.k3_x9q2a.tmp", ck / ".step-00000004.pt.abcdefgh.tmp"]
-    for p in stale: p.write_bytes(b"\0" * 300_000)                                  # what a killed torch.save leaves
-    kept = [ck / "notes.tmp", ck / ".step-00000002.pt.tmp", ck / "step-mine.tmp", run / ".step-00000002.pt.abcdefgh.tmp"]
-    for p in kept: p.write_text("the user's")
-    warning = f"vimpac-pretrain: warning: {ck}: removed 2 temporary checkpoint file(s) of 0.6 MB left by writes that were stopped midway"
-    r = subprocess.run(pretrain_cmd(bin_dir, store, run, "--steps", 2, "--batch-size", 3, "--save-every", 2), env=env,
-                       capture_output=True, text=True, timeout=600)
+    for p in stale:
+        p.write_bytes(b"\0" * 300_000)  # what a killed torch.save leaves
+    kept = [
+        ck / "notes.tmp",
+        ck / ".step-00000002.pt.tmp",
+        ck / "step-mine.tmp",
+        run / ".step-00000002.pt.abcdefgh.tmp",
+    ]
+    for p in kept:
+        p.write_text("the user's")
+    warning = (
+        f"vimpac-pretrain: warning: {ck}: removed 2 temporary checkpoint file(s) of 0.6 MB left by writes that were "
+        "stopped midway"
+    )
+    r = subprocess.run(
+        pretrain_cmd(bin_dir, store, run, "--steps", 2, "--batch-size", 3, "--save-every", 2),
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert r.returncode == 0, r.stderr
     assert [l for l in r.stderr.splitlines() if "temporary checkpoint" in l] == [warning], r.stderr
     assert not any(p.exists() for p in stale) and all(p.read_text() == "the user's" for p in kept)
     assert [p.name for p in ck.glob("step-*.pt")] == ["step-00000002.pt"] and (run / "model.safetensors").is_file()
-    stale[0].write_bytes(b"\0" * 100)                                                 # and when it resumes
-    r = subprocess.run(pretrain_cmd(bin_dir, store, run, "--steps", 4, "--batch-size", 3, "--save-every", 2, "--resume"),
-                       env=env, capture_output=True, text=True, timeout=600)
+    stale[0].write_bytes(b"\0" * 100)  # and when it resumes
+    r = subprocess.run(
+        pretrain_cmd(bin_dir, store, run, "--steps", 4, "--batch-size", 3, "--save-every", 2, "--resume"),
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert r.returncode == 0, r.stderr
     assert f"vimpac-pretrain: warning: {ck}: removed 1 temporary checkpoint file(s) of 0.0 MB" in r.stderr
     assert not stale[0].exists() and all(p.read_text() == "the user's" for p in kept)

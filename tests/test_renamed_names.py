@@ -1,6 +1,7 @@
 """Names renamed in issue 22 keep working for one release: `VimpacConfig.clip_len` (now `max_clip_len`), the
 `from_official` classmethods (now `vimpac.official.load_official_*`), `vimpac.tokenizer.check_tokens` (now
 `check_codes`); runs saved before the rename load without a warning; `vimpac.model` does not import `official`."""
+
 import json
 import subprocess
 import sys
@@ -25,7 +26,7 @@ def test_model_does_not_import_official():
 
 
 def test_shipped_checkpoint_with_the_old_field_loads_silently():
-    assert "clip_len" in json.loads((DEMO_CHECKPOINT / "config.json").read_text())   # saved before the rename
+    assert "clip_len" in json.loads((DEMO_CHECKPOINT / "config.json").read_text())  # saved before the rename
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         model = VimpacForPreTraining.from_pretrained(DEMO_CHECKPOINT)
@@ -41,7 +42,7 @@ def test_old_run_folder_and_checkpoint_config_load_silently(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         again = VimpacForPreTraining.from_pretrained(tmp_path / "run")
-        old_state = {k: v for k, v in saved.items() if k != "kind"}          # a checkpoint's model_config
+        old_state = {k: v for k, v in saved.items() if k != "kind"}  # a checkpoint's model_config
         assert VimpacConfig.from_dict(old_state) == model.config
     assert again.config == model.config
     assert all(torch.equal(a, b) for a, b in zip(again.state_dict().values(), model.state_dict().values()))

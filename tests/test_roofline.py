@@ -1,6 +1,7 @@
 """The speed model of benchmarks/roofline.py (issue 20): its counts on fake tensors against the kit's `model_flops`
 and the paper-scale figure, its bytes, the prediction's monotonicity, the compiled ratio it reads, the saved-tensor
 count, and its command line."""
+
 import json, subprocess, sys
 from pathlib import Path
 import pytest
@@ -20,7 +21,7 @@ def small():
 
 def _kit_flops(preset):
     c = VimpacConfig.from_preset(preset, max_clip_len=5, token_map=(16, 16))
-    return 2 * model_flops(c, 5)                       # a video is two clips
+    return 2 * model_flops(c, 5)  # a video is two clips
 
 
 def test_small_pretraining_flops_match_the_kit_and_the_paper_scale(small):
@@ -43,11 +44,14 @@ def test_flops_scale_with_layers_and_width_as_the_presets_say(small):
 def test_bytes_split_and_bf16_moves_fewer(small):
     """Bytes are counted on both sides (matmul-like, memory-bound > 0); on fake tensors they are what `traffic.py`
     counts on real ones for the same step (tiny, fp32); bf16 autocast moves fewer matmul-like bytes and saves fewer
-    bytes for backward than fp32, for the same FLOPs; the GPU's fused attention keeps the FLOPs and moves fewer bytes."""
+    bytes for backward than fp32, for the same FLOPs; the GPU's fused attention keeps the FLOPs and moves fewer
+    bytes."""
     from traffic import EagerBytes, make_step
+
     assert small["matmul_bytes"] > 0 and small["memory_bytes"] > 0
-    model, step = make_step("tiny", 16, 5, rl.COUNT_SAMPLES, fused_attention=False)   # the CPU's path, as --path cpu
-    step(model); model.zero_grad()                               # as traffic.py: a warm-up, then the counted step
+    model, step = make_step("tiny", 16, 5, rl.COUNT_SAMPLES, fused_attention=False)  # the CPU's path, as --path cpu
+    step(model)
+    model.zero_grad()  # as traffic.py: a warm-up, then the counted step
     with EagerBytes() as real:
         step(model)
     fake = rl.count("tiny", "pretrain", "fp32", gpu=False)
@@ -77,7 +81,8 @@ def test_gpu_stand_ins_fused_attention_and_cuda_fp32_list():
             out = torch.nn.functional.scaled_dot_product_attention(q, k, v)
         g = torch.autograd.grad(out.sum(), (q, k, v), torch.ones(()))
     torch.testing.assert_close(out, ref)
-    for a, b in zip(g, gref): torch.testing.assert_close(a, b)
+    for a, b in zip(g, gref):
+        torch.testing.assert_close(a, b)
     t, lse = q.numel() * 4, 6 * 2 * 5 * 4
     assert moved.ops["_scaled_dot_product_fused_attention"] == 4 * t + lse
     assert moved.ops["_scaled_dot_product_fused_attention_backward"] == 8 * t + lse
@@ -88,7 +93,7 @@ def test_gpu_stand_ins_fused_attention_and_cuda_fp32_list():
         assert torch.nn.functional.layer_norm(x.bfloat16(), (8,)).dtype == torch.bfloat16
         with rl.GpuStandIns(rl.Bytes(), rl.SavedBytes()):
             assert torch.nn.functional.layer_norm(x.bfloat16(), (8,)).dtype == torch.float32
-            assert torch.mm(x, x.T).dtype == torch.bfloat16           # matmuls still in bf16
+            assert torch.mm(x, x.T).dtype == torch.bfloat16  # matmuls still in bf16
 
 
 def test_prediction_is_monotone_and_compiled_is_not_slower(small):
@@ -97,22 +102,39 @@ def test_prediction_is_monotone_and_compiled_is_not_slower(small):
         base = rl.predict(small["flops"], small["matmul_bytes"], small["memory_bytes"], gpu)
         more = rl.predict(small["flops"], small["matmul_bytes"], 2 * small["memory_bytes"], gpu)
         assert more["per_s"] < base["per_s"] and more["mfu"] < base["mfu"]
-        assert rl.predict(small["flops"], small["matmul_bytes"], 0.7 * small["memory_bytes"], gpu)["per_s"] > base["per_s"]
+        assert (
+            rl.predict(small["flops"], small["matmul_bytes"], 0.7 * small["memory_bytes"], gpu)["per_s"] > base["per_s"]
+        )
         assert 0 < base["mfu"] < rl.MATMUL_EFFICIENCY
         assert base["per_s"] * small["flops"] == pytest.approx(base["mfu"] * gpu["peak_flops"])
     # the H100's bandwidth and peak are both higher than the A100's: faster on every count
-    h, a = (rl.predict(small["flops"], small["matmul_bytes"], small["memory_bytes"], g)["per_s"] for g in rl.GPUS.values())
+    h, a = (
+        rl.predict(small["flops"], small["matmul_bytes"], small["memory_bytes"], g)["per_s"] for g in rl.GPUS.values()
+    )
     assert h > a
 
 
 def test_compiled_ratio_read_from_traffic_results(tmp_path):
     "The ratio is compiled / eager memory-bound bytes of the preset's own traffic file, else Small's, and is named."
+
     def write(name, preset, eager, compiled):
-        (tmp_path / name).write_text(json.dumps(dict(preset=preset, token_map=16, clip_len=5, eager=dict(matmul=1, memory=eager),
-                                                     compiled=dict(matmul=1, memory=compiled))))
+        (tmp_path / name).write_text(
+            json.dumps(
+                dict(
+                    preset=preset,
+                    token_map=16,
+                    clip_len=5,
+                    eager=dict(matmul=1, memory=eager),
+                    compiled=dict(matmul=1, memory=compiled),
+                )
+            )
+        )
+
     write("traffic_small_cpu.json", "small", 100.0, 80.0)
     write("traffic_tiny_cpu.json", "tiny", 200.0, 220.0)
-    (tmp_path / "traffic_base_cpu.json").write_text(json.dumps(dict(preset="base", eager=dict(matmul=1, memory=5))))  # no compiled count
+    (tmp_path / "traffic_base_cpu.json").write_text(
+        json.dumps(dict(preset="base", eager=dict(matmul=1, memory=5)))
+    )  # no compiled count
     ratios = rl.compiled_ratios(tmp_path)
     assert set(ratios) == {"small", "tiny"}
     assert rl.pick_ratio("tiny", ratios)[0] == pytest.approx(1.1)
@@ -121,7 +143,7 @@ def test_compiled_ratio_read_from_traffic_results(tmp_path):
     assert rl.pick_ratio("small", {})[0] == 1.0
     rows = rl.roofline(["tiny"], ["pretrain"], traffic_dir=tmp_path)
     assert rows[0]["compiled_memory_bytes"] == pytest.approx(1.1 * rows[0]["memory_bytes"])
-    for g in rl.GPUS:   # a ratio over 1 (tiny's here) predicts compiled slower: the model does not flatter compile
+    for g in rl.GPUS:  # a ratio over 1 (tiny's here) predicts compiled slower: the model does not flatter compile
         assert rows[0][g]["compiled"]["per_s"] < rows[0][g]["eager"]["per_s"]
 
 
@@ -131,8 +153,8 @@ def test_saved_bytes_count_each_storage_once_and_leave_out_parameters():
     s = rl.SavedBytes(exclude=[W])
     with s.hooks():
         y = torch.relu(x @ W)
-        z = (x * 2).sum() + y.sum()      # mul by a constant saves nothing from x
-        w = (x * x).sum()                # saves x twice (already counted)
+        z = (x * 2).sum() + y.sum()  # mul by a constant saves nothing from x
+        w = (x * x).sum()  # saves x twice (already counted)
     (z + w).backward()
     assert s.total == x.numel() * 4 + y.numel() * 4
 
@@ -157,8 +179,11 @@ def test_cli_writes_json(tmp_path, capsys):
 
 
 def test_bad_preset_one_line_no_traceback():
-    r = subprocess.run([sys.executable, str(Path(rl.__file__)), "--presets", "tiny", "huge"], capture_output=True, text=True)
+    r = subprocess.run(
+        [sys.executable, str(Path(rl.__file__)), "--presets", "tiny", "huge"], capture_output=True, text=True
+    )
     assert r.returncode != 0
     assert r.stderr.strip().splitlines() == [r.stderr.strip()] and "Traceback" not in r.stderr
     assert "huge" in r.stderr and "small" in r.stderr
-    with pytest.raises(rl.RooflineError, match="workload"): rl.count("tiny", "evaluate")
+    with pytest.raises(rl.RooflineError, match="workload"):
+        rl.count("tiny", "evaluate")

@@ -1,4 +1,5 @@
 "The papermill run notebooks execute with injected parameters and write their outputs."
+
 import json
 from pathlib import Path
 import papermill as pm
@@ -10,9 +11,13 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_pretrain_run_notebook(tmp_path):
     out = tmp_path / "run"
-    pm.execute_notebook(str(ROOT / "nbs/runs/pretrain.ipynb"), str(tmp_path / "executed.ipynb"),
-                        parameters=dict(out=str(out), frame_size=64, steps=12, batch_size=3),
-                        kernel_name="python3", progress_bar=False)
+    pm.execute_notebook(
+        str(ROOT / "nbs/runs/pretrain.ipynb"),
+        str(tmp_path / "executed.ipynb"),
+        parameters=dict(out=str(out), frame_size=64, steps=12, batch_size=3),
+        kernel_name="python3",
+        progress_bar=False,
+    )
     ev = json.loads((out / "eval.json").read_text())
     assert ev["masked_tokens"] > 0 and 0 <= ev["mask_acc"] <= 1
     assert len((out / "model" / "metrics.jsonl").read_text().splitlines()) == 3
@@ -30,13 +35,19 @@ def test_pretrain_run_notebook_stages(tmp_path):
     from vimpac.tokenizer import load_tokenizer
     from vimpac.store import build_store
     from vimpac.model import VimpacForPreTraining
+
     tok = load_tokenizer("default")
-    for s in (32, 64): build_store(sample_videos(), tok, tmp_path / f"store{s}", fps=2, frame_size=s, progress=False)
+    for s in (32, 64):
+        build_store(sample_videos(), tok, tmp_path / f"store{s}", fps=2, frame_size=s, progress=False)
     out = tmp_path / "run"
     stages = [dict(store=str(tmp_path / "store32"), steps=4), dict(store=str(tmp_path / "store64"), steps=3)]
-    pm.execute_notebook(str(ROOT / "nbs/runs/pretrain.ipynb"), str(tmp_path / "executed.ipynb"),
-                        parameters=dict(out=str(out), stages=stages, batch_size=3),
-                        kernel_name="python3", progress_bar=False)
+    pm.execute_notebook(
+        str(ROOT / "nbs/runs/pretrain.ipynb"),
+        str(tmp_path / "executed.ipynb"),
+        parameters=dict(out=str(out), stages=stages, batch_size=3),
+        kernel_name="python3",
+        progress_bar=False,
+    )
     first, second = (VimpacForPreTraining.from_pretrained(out / f"stage{i}") for i in (0, 1))
     assert first.config.token_map == (4, 4) and second.config.token_map == (8, 8)
     assert (out / "eval.json").is_file()
@@ -45,50 +56,98 @@ def test_pretrain_run_notebook_stages(tmp_path):
 def test_pretrain_run_notebook_launches_torchrun(tmp_path):
     "With gpus > 1 the notebook launches torchrun itself (here 2 CPU processes with gloo)."
     out = tmp_path / "run"
-    pm.execute_notebook(str(ROOT / "nbs/runs/pretrain.ipynb"), str(tmp_path / "executed.ipynb"),
-                        parameters=dict(out=str(out), frame_size=32, steps=3, batch_size=2, gpus=2, precision="fp32"),
-                        kernel_name="python3", progress_bar=False)
+    pm.execute_notebook(
+        str(ROOT / "nbs/runs/pretrain.ipynb"),
+        str(tmp_path / "executed.ipynb"),
+        parameters=dict(out=str(out), frame_size=32, steps=3, batch_size=2, gpus=2, precision="fp32"),
+        kernel_name="python3",
+        progress_bar=False,
+    )
     nb = json.loads((tmp_path / "executed.ipynb").read_text())
-    printed = "".join(o.get("text", "") if isinstance(o.get("text", ""), str) else "".join(o["text"])
-                      for c in nb["cells"] for o in c.get("outputs", []))
+    printed = "".join(
+        o.get("text", "") if isinstance(o.get("text", ""), str) else "".join(o["text"])
+        for c in nb["cells"]
+        for o in c.get("outputs", [])
+    )
     assert "--nproc-per-node=2" in printed
-    assert [json.loads(l)["step"] for l in (out / "model" / "metrics.jsonl").read_text().splitlines()] == [0, 2]  # first, last
+    assert [json.loads(l)["step"] for l in (out / "model" / "metrics.jsonl").read_text().splitlines()] == [
+        0,
+        2,
+    ]  # first, last
 
 
 PRETRAIN_PARAMETERS = {  # name: (type, default), as papermill's own inspector reads the tagged cell
-    "store": ("Optional[str]", "None"), "videos": ("Optional[list]", "None"), "frame_size": ("int", "64"),
-    "fps": ("float", "2.0"), "tokenizer": ("str", '"default"'), "out": ("Optional[str]", "None"),
-    "preset": ("str", '"tiny"'), "gpus": ("int", "0"), "resume": ("bool", "False"),
+    "store": ("Optional[str]", "None"),
+    "videos": ("Optional[list]", "None"),
+    "frame_size": ("int", "64"),
+    "fps": ("float", "2.0"),
+    "tokenizer": ("str", '"default"'),
+    "out": ("Optional[str]", "None"),
+    "preset": ("str", '"tiny"'),
+    "gpus": ("int", "0"),
+    "resume": ("bool", "False"),
     "stages": ("Optional[list]", "None"),
     # generated from the configs' fields (tools/sync_parameters.py): the model's, then the loop's
-    "layout": ("Optional[str]", "None"), "norm": ("Optional[str]", "None"), "dropout": ("Optional[float]", "None"),
-    "steps": ("int", "6"), "batch_size": ("int", "3"), "micro_batch_size": ("Optional[int]", "None"),
-    "lr": ("float", "0.001"), "save_every": ("int", "0"), "precision": ("str", '"auto"'), "compile": ("bool", "False"),
-    "seed": ("int", "0"), "mask_ratio": ("float", "0.15"), "num_blocks": ("Optional[int]", "None"),
-    "d_max": ("Optional[float]", "None"), "betas": ("list", "[0.9, 0.98]")}
+    "layout": ("Optional[str]", "None"),
+    "norm": ("Optional[str]", "None"),
+    "dropout": ("Optional[float]", "None"),
+    "steps": ("int", "6"),
+    "batch_size": ("int", "3"),
+    "micro_batch_size": ("Optional[int]", "None"),
+    "lr": ("float", "0.001"),
+    "save_every": ("int", "0"),
+    "precision": ("str", '"auto"'),
+    "compile": ("bool", "False"),
+    "seed": ("int", "0"),
+    "mask_ratio": ("float", "0.15"),
+    "num_blocks": ("Optional[int]", "None"),
+    "d_max": ("Optional[float]", "None"),
+    "betas": ("list", "[0.9, 0.98]"),
+}
 TOKENIZER_PARAMETERS = {
-    "videos": ("Optional[list]", "None"), "heldout_fraction": ("float", "0.2"), "video_repeat": ("int", "1"),
-    "scenes": ("int", "2"), "heldout_scenes": ("int", "1"), "test_patterns": ("int", "1"),
-    "images": ("Optional[list]", "None"), "heldout_images": ("list", '["grace_hopper.jpg", "cheetah2.jpg"]'),
-    "image_clips": ("int", "1"), "clip_frames": ("int", "4"), "out": ("Optional[str]", "None"),
-    "figure": ("Optional[str]", "None"), "compare": ("Optional[str]", "None"), "init": ("Optional[str]", "None"),
-    "fps": ("float", "8.0"), "frame_size": ("int", "128"), "steps": ("int", "20"), "batch_size": ("int", "32"),
-    "crop": ("int", "64"), "scale_min": ("float", "0.6"), "scale_max": ("float", "1.4"), "lr": ("float", "2e-3"),
-    "vocab_size": ("int", "512"), "channels": ("list", "[32, 64, 128]"), "seed": ("int", "0")}
+    "videos": ("Optional[list]", "None"),
+    "heldout_fraction": ("float", "0.2"),
+    "video_repeat": ("int", "1"),
+    "scenes": ("int", "2"),
+    "heldout_scenes": ("int", "1"),
+    "test_patterns": ("int", "1"),
+    "images": ("Optional[list]", "None"),
+    "heldout_images": ("list", '["grace_hopper.jpg", "cheetah2.jpg"]'),
+    "image_clips": ("int", "1"),
+    "clip_frames": ("int", "4"),
+    "out": ("Optional[str]", "None"),
+    "figure": ("Optional[str]", "None"),
+    "compare": ("Optional[str]", "None"),
+    "init": ("Optional[str]", "None"),
+    "fps": ("float", "8.0"),
+    "frame_size": ("int", "128"),
+    "steps": ("int", "20"),
+    "batch_size": ("int", "32"),
+    "crop": ("int", "64"),
+    "scale_min": ("float", "0.6"),
+    "scale_max": ("float", "1.4"),
+    "lr": ("float", "2e-3"),
+    "vocab_size": ("int", "512"),
+    "channels": ("list", "[32, 64, 128]"),
+    "seed": ("int", "0"),
+}
 
 
-@pytest.mark.parametrize("name,expected", [("pretrain", PRETRAIN_PARAMETERS), ("train_tokenizer", TOKENIZER_PARAMETERS)])
+@pytest.mark.parametrize(
+    "name,expected", [("pretrain", PRETRAIN_PARAMETERS), ("train_tokenizer", TOKENIZER_PARAMETERS)]
+)
 def test_papermill_reads_every_parameter(name, expected):
     "`papermill --help-notebook` lists every parameter with its type, default and help (a comment with `=` hides one)."
     params = pm.inspect_notebook(str(ROOT / f"nbs/runs/{name}.ipynb"))
     got = {k: (p["inferred_type_name"], p["default"]) for k, p in params.items()}
     assert {k: got.get(k) for k in expected} == expected
     assert all(p["help"] for p in params.values())
-    if name == "pretrain":   # the others are one a knob of the configs, as tools/sync_parameters.py writes them
+    if name == "pretrain":  # the others are one a knob of the configs, as tools/sync_parameters.py writes them
         from vimpac.cli import MODEL_SKIP
         from vimpac.model import VimpacConfig
         from vimpac.pretrain import PretrainConfig
         from vimpac.utils import config_fields
+
         knobs = {f.name for f in config_fields(VimpacConfig, MODEL_SKIP) + config_fields(PretrainConfig)}
         own = {"store", "videos", "frame_size", "fps", "tokenizer", "out", "preset", "gpus", "resume", "stages"}
         assert set(got) == own | knobs
@@ -100,15 +159,23 @@ def test_kit_error_is_the_error_papermill_reports(tmp_path):
     "A bad store inside the run: papermill raises with the kit's one line, not SystemExit."
     missing = tmp_path / "no-store"
     with pytest.raises(PapermillExecutionError) as e:
-        pm.execute_notebook(str(ROOT / "nbs/runs/pretrain.ipynb"), str(tmp_path / "executed.ipynb"),
-                            parameters=dict(out=str(tmp_path / "run"), store=str(missing)),
-                            kernel_name="python3", progress_bar=False)
+        pm.execute_notebook(
+            str(ROOT / "nbs/runs/pretrain.ipynb"),
+            str(tmp_path / "executed.ipynb"),
+            parameters=dict(out=str(tmp_path / "run"), store=str(missing)),
+            kernel_name="python3",
+            progress_bar=False,
+        )
     assert e.value.ename == "VimpacError"
     assert e.value.evalue == f"{missing}: not a token store (expected meta.json and shard-*.lmdb)"
     with pytest.raises(PapermillExecutionError) as e:
-        pm.execute_notebook(str(ROOT / "nbs/runs/pretrain.ipynb"), str(tmp_path / "executed2.ipynb"),
-                            parameters=dict(out=str(tmp_path / "run2"), store=str(missing), lr=float("nan")),
-                            kernel_name="python3", progress_bar=False)
+        pm.execute_notebook(
+            str(ROOT / "nbs/runs/pretrain.ipynb"),
+            str(tmp_path / "executed2.ipynb"),
+            parameters=dict(out=str(tmp_path / "run2"), store=str(missing), lr=float("nan")),
+            kernel_name="python3",
+            progress_bar=False,
+        )
     assert (e.value.ename, e.value.evalue) == ("VimpacError", "argument --lr: expected a finite number > 0, got 'nan'")
     assert not (tmp_path / "run2" / "model").exists()
 
@@ -117,25 +184,53 @@ def test_parameters_are_coerced_to_their_declared_types():
     "issue 21: papermill's `-p` text, coerced to the parameters cell's types; a value of another type is one line."
     from typing import Optional
     from vimpac.utils import VimpacError, coerce_parameter, check_parameters
-    for text, want in [("no", False), ("No", False), ("OFF", False), ("0", False), ("false", False),
-                       ("yes", True), ("True", True), ("on", True), ("1", True), (True, True), (0, False)]:
+
+    for text, want in [
+        ("no", False),
+        ("No", False),
+        ("OFF", False),
+        ("0", False),
+        ("false", False),
+        ("yes", True),
+        ("True", True),
+        ("on", True),
+        ("1", True),
+        (True, True),
+        (0, False),
+    ]:
         assert coerce_parameter("compile", text, bool) is want
     for bad in ("nein", "2", 2, None, ""):
-        with pytest.raises(VimpacError, match=r"^parameter compile: expected a boolean: true/false, yes/no, on/off or 1/0, got "):
+        with pytest.raises(
+            VimpacError, match=r"^parameter compile: expected a boolean: true/false, yes/no, on/off or 1/0, got "
+        ):
             coerce_parameter("compile", bad, bool)
     assert coerce_parameter("stages", '[{"store": "a", "steps": 2}]', Optional[list]) == [{"store": "a", "steps": 2}]
-    assert coerce_parameter("stages", "- {store: a, steps: 2}", Optional[list]) == [{"store": "a", "steps": 2}]   # YAML
+    assert coerce_parameter("stages", "- {store: a, steps: 2}", Optional[list]) == [{"store": "a", "steps": 2}]  # YAML
     assert coerce_parameter("stages", None, Optional[list]) is None
-    with pytest.raises(VimpacError) as e: coerce_parameter("stages", "notalist", Optional[list])
+    with pytest.raises(VimpacError) as e:
+        coerce_parameter("stages", "notalist", Optional[list])
     assert str(e.value) == "parameter stages: expected a list (or its JSON / YAML text), got 'notalist'"
-    with pytest.raises(VimpacError, match="parameter opts: expected a dict"): coerce_parameter("opts", "[1]", dict)
+    with pytest.raises(VimpacError, match="parameter opts: expected a dict"):
+        coerce_parameter("opts", "[1]", dict)
     assert coerce_parameter("steps", "7", int) == 7 and coerce_parameter("steps", 7.0, int) == 7
     assert coerce_parameter("lr", "2e-3", float) == 2e-3 and coerce_parameter("lr", 1, Optional[float]) == 1.0
-    for kind, bad, what in [(int, 2.5, "an integer"), (int, "x", "an integer"), (int, False, "an integer"),
-                            (float, "fast", "a number"), (float, [1.0], "a number"), (str, ["a"], "a string")]:
-        with pytest.raises(VimpacError, match=f"^parameter p: expected {what}, got "): coerce_parameter("p", bad, kind)
-    ns = {"__annotations__": {"compile": bool, "steps": int, "stages": Optional[list]}, "compile": "no", "steps": 3.0,
-          "stages": None, "other": "x"}
+    for kind, bad, what in [
+        (int, 2.5, "an integer"),
+        (int, "x", "an integer"),
+        (int, False, "an integer"),
+        (float, "fast", "a number"),
+        (float, [1.0], "a number"),
+        (str, ["a"], "a string"),
+    ]:
+        with pytest.raises(VimpacError, match=f"^parameter p: expected {what}, got "):
+            coerce_parameter("p", bad, kind)
+    ns = {
+        "__annotations__": {"compile": bool, "steps": int, "stages": Optional[list]},
+        "compile": "no",
+        "steps": 3.0,
+        "stages": None,
+        "other": "x",
+    }
     assert check_parameters(ns) == {"compile": False, "steps": 3, "stages": None} and ns["compile"] is False
 
 
@@ -143,26 +238,50 @@ def _head_of_pretrain(tmp_path):
     "The pretrain run notebook up to the cell that reads its parameters (no training), then a cell printing them."
     nb = json.loads((ROOT / "nbs/runs/pretrain.ipynb").read_text())
     i = next(i for i, c in enumerate(nb["cells"]) if "check_parameters(globals())" in "".join(c["source"]))
-    show = dict(cell_type="code", id="show0001", metadata={}, execution_count=None, outputs=[],
-                source=["print(repr(compile), repr(resume), plan)"])
-    nb["cells"] = nb["cells"][:i + 1] + [show]
+    show = dict(
+        cell_type="code",
+        id="show0001",
+        metadata={},
+        execution_count=None,
+        outputs=[],
+        source=["print(repr(compile), repr(resume), plan)"],
+    )
+    nb["cells"] = nb["cells"][: i + 1] + [show]
     (tmp_path / "head.ipynb").write_text(json.dumps(nb))
     return str(tmp_path / "head.ipynb")
 
 
 def test_papermill_text_parameters_take_the_declared_types(tmp_path):
-    "issue 21: `-p compile no` was read as True; `-p stages notalist` failed with `TypeError: string indices must be integers`."
+    "issue 21: `-p compile no` was read as True; `-p stages notalist` failed with `TypeError: string indices must be"
+    "integers`."
     head = _head_of_pretrain(tmp_path)
-    nb = pm.execute_notebook(head, str(tmp_path / "ok.ipynb"), kernel_name="python3", progress_bar=False,
-                             parameters=dict(out=str(tmp_path / "run"), compile="no", resume="On",
-                                             stages='[{"store": "s128", "steps": 2}]'))
+    nb = pm.execute_notebook(
+        head,
+        str(tmp_path / "ok.ipynb"),
+        kernel_name="python3",
+        progress_bar=False,
+        parameters=dict(out=str(tmp_path / "run"), compile="no", resume="On", stages='[{"store": "s128", "steps": 2}]'),
+    )
     text = "".join(o.get("text", "") for o in nb.cells[-1].outputs)
     assert text.strip() == "False True [{'store': 's128', 'steps': 2}]", text
     with pytest.raises(PapermillExecutionError) as e:
-        pm.execute_notebook(head, str(tmp_path / "bad.ipynb"), kernel_name="python3", progress_bar=False,
-                            parameters=dict(out=str(tmp_path / "run"), stages="notalist"))
-    assert (e.value.ename, e.value.evalue) == ("VimpacError", "parameter stages: expected a list (or its JSON / YAML text), got 'notalist'")
+        pm.execute_notebook(
+            head,
+            str(tmp_path / "bad.ipynb"),
+            kernel_name="python3",
+            progress_bar=False,
+            parameters=dict(out=str(tmp_path / "run"), stages="notalist"),
+        )
+    assert (e.value.ename, e.value.evalue) == (
+        "VimpacError",
+        "parameter stages: expected a list (or its JSON / YAML text), got 'notalist'",
+    )
     with pytest.raises(PapermillExecutionError) as e:
-        pm.execute_notebook(head, str(tmp_path / "bad2.ipynb"), kernel_name="python3", progress_bar=False,
-                            parameters=dict(out=str(tmp_path / "run"), compile="nah"))
+        pm.execute_notebook(
+            head,
+            str(tmp_path / "bad2.ipynb"),
+            kernel_name="python3",
+            progress_bar=False,
+            parameters=dict(out=str(tmp_path / "run"), compile="nah"),
+        )
     assert e.value.evalue == "parameter compile: expected a boolean: true/false, yes/no, on/off or 1/0, got 'nah'"

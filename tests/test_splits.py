@@ -1,5 +1,6 @@
 """read_split on split files written as the datasets ship them (CRLF, trailing spaces, blank lines), with empty
 files standing in for the videos (read_split only checks that they exist)."""
+
 import json
 import pytest
 from vimpac.data import read_split, Split, SPLIT_DATASETS
@@ -14,20 +15,33 @@ def write(path, text, crlf=True):
 
 def touch(root, *names):
     for n in names:
-        (root/n).parent.mkdir(parents=True, exist_ok=True); (root/n).write_bytes(b"")
+        (root / n).parent.mkdir(parents=True, exist_ok=True)
+        (root / n).write_bytes(b"")
 
 
 @pytest.fixture
 def ucf(tmp_path):
-    root, d = tmp_path/"UCF-101", tmp_path/"ucfTrainTestlist"
-    write(d/"classInd.txt", "1 ApplyEyeMakeup\n2 HandstandPushups \n3 YoYo\n\n")
-    write(d/"trainlist01.txt", "ApplyEyeMakeup/v_ApplyEyeMakeup_g08_c01.avi 1\nHandstandPushups/v_HandStandPushups_g08_c01.avi 2 \n"
-                               "YoYo/v_YoYo_g08_c01.avi 3\nYoYo/v_YoYo_g09_c01.avi 3\n\n")
-    write(d/"testlist01.txt", "ApplyEyeMakeup/v_ApplyEyeMakeup_g01_c01.avi\nHandstandPushups/v_HandStandPushups_g01_c01.avi\n"
-                              "YoYo/v_YoYo_g01_c01.avi\n")
-    touch(root, "ApplyEyeMakeup/v_ApplyEyeMakeup_g08_c01.avi", "HandstandPushups/v_HandStandPushups_g08_c01.avi",
-          "YoYo/v_YoYo_g08_c01.avi", "ApplyEyeMakeup/v_ApplyEyeMakeup_g01_c01.avi",
-          "HandstandPushups/v_HandStandPushups_g01_c01.avi", "YoYo/v_YoYo_g01_c01.avi")  # v_YoYo_g09 missing
+    root, d = tmp_path / "UCF-101", tmp_path / "ucfTrainTestlist"
+    write(d / "classInd.txt", "1 ApplyEyeMakeup\n2 HandstandPushups \n3 YoYo\n\n")
+    write(
+        d / "trainlist01.txt",
+        "ApplyEyeMakeup/v_ApplyEyeMakeup_g08_c01.avi 1\nHandstandPushups/v_HandStandPushups_g08_c01.avi 2 \n"
+        "YoYo/v_YoYo_g08_c01.avi 3\nYoYo/v_YoYo_g09_c01.avi 3\n\n",
+    )
+    write(
+        d / "testlist01.txt",
+        "ApplyEyeMakeup/v_ApplyEyeMakeup_g01_c01.avi\nHandstandPushups/v_HandStandPushups_g01_c01.avi\n"
+        "YoYo/v_YoYo_g01_c01.avi\n",
+    )
+    touch(
+        root,
+        "ApplyEyeMakeup/v_ApplyEyeMakeup_g08_c01.avi",
+        "HandstandPushups/v_HandStandPushups_g08_c01.avi",
+        "YoYo/v_YoYo_g08_c01.avi",
+        "ApplyEyeMakeup/v_ApplyEyeMakeup_g01_c01.avi",
+        "HandstandPushups/v_HandStandPushups_g01_c01.avi",
+        "YoYo/v_YoYo_g01_c01.avi",
+    )  # v_YoYo_g09 missing
     return root, d
 
 
@@ -36,162 +50,286 @@ def test_ucf101(ucf):
     s = read_split("ucf101", root, d, split=1)
     assert isinstance(s, Split) and s.classes == ["ApplyEyeMakeup", "HandstandPushups", "YoYo"]
     assert [(p.relative_to(root).as_posix(), y) for p, y in s.train] == [
-        ("ApplyEyeMakeup/v_ApplyEyeMakeup_g08_c01.avi", 0), ("HandstandPushups/v_HandStandPushups_g08_c01.avi", 1),
-        ("YoYo/v_YoYo_g08_c01.avi", 2)]
+        ("ApplyEyeMakeup/v_ApplyEyeMakeup_g08_c01.avi", 0),
+        ("HandstandPushups/v_HandStandPushups_g08_c01.avi", 1),
+        ("YoYo/v_YoYo_g08_c01.avi", 2),
+    ]
     assert [y for _, y in s.test] == [0, 1, 2]
-    assert s.missing == [("train", root/"YoYo/v_YoYo_g09_c01.avi")]
-    assert s.headline() == (f"ucf101 split 1: 3 train and 3 test videos, 3 classes; 1 listed but not found under {root} "
-                            f"(1 train, 0 test; e.g. {root/'YoYo/v_YoYo_g09_c01.avi'})")
-    assert read_split("ucf101", root, d/"classInd.txt").train == s.train  # a split file names its folder
+    assert s.missing == [("train", root / "YoYo/v_YoYo_g09_c01.avi")]
+    assert s.headline() == (
+        f"ucf101 split 1: 3 train and 3 test videos, 3 classes; 1 listed but not found under {root} "
+        f"(1 train, 0 test; e.g. {root / 'YoYo/v_YoYo_g09_c01.avi'})"
+    )
+    assert read_split("ucf101", root, d / "classInd.txt").train == s.train  # a split file names its folder
     assert "\n" not in str(s)
 
 
 def test_ucf101_flat_videos(ucf, tmp_path):
     root, d = ucf
-    flat = tmp_path/"flat"; touch(flat, "v_YoYo_g01_c01.avi", "v_YoYo_g08_c01.avi")
+    flat = tmp_path / "flat"
+    touch(flat, "v_YoYo_g01_c01.avi", "v_YoYo_g08_c01.avi")
     s = read_split("ucf101", flat, d)
-    assert [(p, y) for p, y in s.test] == [(flat/"v_YoYo_g01_c01.avi", 2)] and len(s.missing) == 5
+    assert [(p, y) for p, y in s.test] == [(flat / "v_YoYo_g01_c01.avi", 2)] and len(s.missing) == 5
 
 
 def test_ucf101_errors(ucf):
     root, d = ucf
-    with pytest.raises(VimpacError, match=r"split: ucf101 has splits 1 to 3, got 4"): read_split("ucf101", root, d, 4)
+    with pytest.raises(VimpacError, match=r"split: ucf101 has splits 1 to 3, got 4"):
+        read_split("ucf101", root, d, 4)
     with pytest.raises(VimpacError, match=r"trainlist02.txt: no such file, expected UCF101's train list of split 2"):
         read_split("ucf101", root, d, 2)
-    write(d/"trainlist03.txt", "ApplyEyeMakeup/v_ApplyEyeMakeup_g08_c01.avi 1\n\nApplyEyeMakeup/v_x.avi one\n")
-    write(d/"testlist03.txt", "YoYo/v_YoYo_g01_c01.avi\n")
-    with pytest.raises(VimpacError, match=r"trainlist03.txt, line 3: 'ApplyEyeMakeup/v_x.avi one': expected 'CLASS/VIDEO.avi LABEL'"):
+    write(d / "trainlist03.txt", "ApplyEyeMakeup/v_ApplyEyeMakeup_g08_c01.avi 1\n\nApplyEyeMakeup/v_x.avi one\n")
+    write(d / "testlist03.txt", "YoYo/v_YoYo_g01_c01.avi\n")
+    with pytest.raises(
+        VimpacError, match=r"trainlist03.txt, line 3: 'ApplyEyeMakeup/v_x.avi one': expected 'CLASS/VIDEO.avi LABEL'"
+    ):
         read_split("ucf101", root, d, 3)
-    write(d/"trainlist03.txt", "ApplyEyeMakeup/v_ApplyEyeMakeup_g08_c01.avi 2\n")
+    write(d / "trainlist03.txt", "ApplyEyeMakeup/v_ApplyEyeMakeup_g08_c01.avi 2\n")
     with pytest.raises(VimpacError, match=r"trainlist03.txt, line 1: .*expected label 1 \(class ApplyEyeMakeup"):
         read_split("ucf101", root, d, 3)
-    write(d/"trainlist03.txt", "ApplyEyeMakeup/v_ApplyEyeMakeup_g08_c01.avi 1\n")
-    write(d/"testlist03.txt", "Juggling/v_Juggling_g01_c01.avi\n")
-    with pytest.raises(VimpacError, match=r"testlist03.txt, line 1: .*with CLASS in classInd.txt"): read_split("ucf101", root, d, 3)
-    write(d/"classInd.txt", "1 ApplyEyeMakeup\n3 YoYo\n")
-    with pytest.raises(VimpacError, match=r"classInd.txt, line 2: '3 YoYo': expected '2 CLASSNAME'"): read_split("ucf101", root, d)
+    write(d / "trainlist03.txt", "ApplyEyeMakeup/v_ApplyEyeMakeup_g08_c01.avi 1\n")
+    write(d / "testlist03.txt", "Juggling/v_Juggling_g01_c01.avi\n")
+    with pytest.raises(VimpacError, match=r"testlist03.txt, line 1: .*with CLASS in classInd.txt"):
+        read_split("ucf101", root, d, 3)
+    write(d / "classInd.txt", "1 ApplyEyeMakeup\n3 YoYo\n")
+    with pytest.raises(VimpacError, match=r"classInd.txt, line 2: '3 YoYo': expected '2 CLASSNAME'"):
+        read_split("ucf101", root, d)
 
 
 def test_hmdb51(tmp_path):
-    root, d = tmp_path/"hmdb51", tmp_path/"testTrainMulti_7030_splits"
-    write(d/"brush_hair_test_split1.txt", "April_09_brush_hair_u_nm_np1_ba_goo_0.avi 1 \nBlonde_brush_hair_f_nm_np2_le_goo_1.avi 2 \n"
-                                          "Brushing_Hair_brush_hair_h_cm_np1_ri_goo_2.avi 0 \n\n")
-    write(d/"cartwheel_test_split1.txt", "Cartwheel_cartwheel_f_cm_np1_le_med_3.avi 2 \n(Rad)Schlag_cartwheel_f_cm_np1_ri_bad_4.avi 1 \n")
-    touch(root, "brush_hair/April_09_brush_hair_u_nm_np1_ba_goo_0.avi", "brush_hair/Blonde_brush_hair_f_nm_np2_le_goo_1.avi",
-          "brush_hair/Brushing_Hair_brush_hair_h_cm_np1_ri_goo_2.avi", "cartwheel/Cartwheel_cartwheel_f_cm_np1_le_med_3.avi",
-          "cartwheel/(Rad)Schlag_cartwheel_f_cm_np1_ri_bad_4.avi")
+    root, d = tmp_path / "hmdb51", tmp_path / "testTrainMulti_7030_splits"
+    write(
+        d / "brush_hair_test_split1.txt",
+        "April_09_brush_hair_u_nm_np1_ba_goo_0.avi 1 \nBlonde_brush_hair_f_nm_np2_le_goo_1.avi 2 \n"
+        "Brushing_Hair_brush_hair_h_cm_np1_ri_goo_2.avi 0 \n\n",
+    )
+    write(
+        d / "cartwheel_test_split1.txt",
+        "Cartwheel_cartwheel_f_cm_np1_le_med_3.avi 2 \n(Rad)Schlag_cartwheel_f_cm_np1_ri_bad_4.avi 1 \n",
+    )
+    touch(
+        root,
+        "brush_hair/April_09_brush_hair_u_nm_np1_ba_goo_0.avi",
+        "brush_hair/Blonde_brush_hair_f_nm_np2_le_goo_1.avi",
+        "brush_hair/Brushing_Hair_brush_hair_h_cm_np1_ri_goo_2.avi",
+        "cartwheel/Cartwheel_cartwheel_f_cm_np1_le_med_3.avi",
+        "cartwheel/(Rad)Schlag_cartwheel_f_cm_np1_ri_bad_4.avi",
+    )
     s = read_split("hmdb51", root, d, 1)
     assert s.classes == ["brush_hair", "cartwheel"]
-    assert [(p.name, y) for p, y in s.train] == [("April_09_brush_hair_u_nm_np1_ba_goo_0.avi", 0),
-                                                 ("(Rad)Schlag_cartwheel_f_cm_np1_ri_bad_4.avi", 1)]
-    assert [(p.name, y) for p, y in s.test] == [("Blonde_brush_hair_f_nm_np2_le_goo_1.avi", 0),
-                                                ("Cartwheel_cartwheel_f_cm_np1_le_med_3.avi", 1)]
+    assert [(p.name, y) for p, y in s.train] == [
+        ("April_09_brush_hair_u_nm_np1_ba_goo_0.avi", 0),
+        ("(Rad)Schlag_cartwheel_f_cm_np1_ri_bad_4.avi", 1),
+    ]
+    assert [(p.name, y) for p, y in s.test] == [
+        ("Blonde_brush_hair_f_nm_np2_le_goo_1.avi", 0),
+        ("Cartwheel_cartwheel_f_cm_np1_le_med_3.avi", 1),
+    ]
     assert s.missing == []
-    with pytest.raises(VimpacError, match=r"no HMDB51 split files \*_test_split2.txt"): read_split("hmdb51", root, d, 2)
-    write(d/"cartwheel_test_split3.txt", "a.avi 1\nb.avi 3\n"); write(d/"brush_hair_test_split3.txt", "c.avi 1\n")
-    with pytest.raises(VimpacError, match=r"cartwheel_test_split3.txt, line 2: 'b.avi 3': expected 'VIDEO.avi 0\|1\|2'"):
+    with pytest.raises(VimpacError, match=r"no HMDB51 split files \*_test_split2.txt"):
+        read_split("hmdb51", root, d, 2)
+    write(d / "cartwheel_test_split3.txt", "a.avi 1\nb.avi 3\n")
+    write(d / "brush_hair_test_split3.txt", "c.avi 1\n")
+    with pytest.raises(
+        VimpacError, match=r"cartwheel_test_split3.txt, line 2: 'b.avi 3': expected 'VIDEO.avi 0\|1\|2'"
+    ):
         read_split("hmdb51", root, d, 3)
 
 
 def test_ssv2(tmp_path):
-    root, d = tmp_path/"20bn-something-something-v2", tmp_path/"labels"
-    write(d/"labels.json", json.dumps({"Approaching something with your camera": "0",
-                                       "Holding something next to something": "2", "Pushing something from left to right": "1"}, indent=4))
-    write(d/"train.json", json.dumps([
-        {"id": "78687", "label": "holding potato next to vicks vaporub bottle",
-         "template": "Holding [something] next to [something]", "placeholders": ["potato", "vicks vaporub bottle"]},
-        {"id": "42326", "label": "pushing a pen from left to right", "template": "Pushing [something] from left to right",
-         "placeholders": ["a pen"]}, {"id": "1", "label": "x", "template": "Approaching [something] with your camera",
-                                      "placeholders": ["x"]}], indent=4))
-    write(d/"validation.json", json.dumps([{"id": "74225", "label": "approaching a cup with your camera",
-                                            "template": "Approaching [something] with your camera", "placeholders": ["a cup"]}]))
+    root, d = tmp_path / "20bn-something-something-v2", tmp_path / "labels"
+    write(
+        d / "labels.json",
+        json.dumps(
+            {
+                "Approaching something with your camera": "0",
+                "Holding something next to something": "2",
+                "Pushing something from left to right": "1",
+            },
+            indent=4,
+        ),
+    )
+    write(
+        d / "train.json",
+        json.dumps(
+            [
+                {
+                    "id": "78687",
+                    "label": "holding potato next to vicks vaporub bottle",
+                    "template": "Holding [something] next to [something]",
+                    "placeholders": ["potato", "vicks vaporub bottle"],
+                },
+                {
+                    "id": "42326",
+                    "label": "pushing a pen from left to right",
+                    "template": "Pushing [something] from left to right",
+                    "placeholders": ["a pen"],
+                },
+                {
+                    "id": "1",
+                    "label": "x",
+                    "template": "Approaching [something] with your camera",
+                    "placeholders": ["x"],
+                },
+            ],
+            indent=4,
+        ),
+    )
+    write(
+        d / "validation.json",
+        json.dumps(
+            [
+                {
+                    "id": "74225",
+                    "label": "approaching a cup with your camera",
+                    "template": "Approaching [something] with your camera",
+                    "placeholders": ["a cup"],
+                }
+            ]
+        ),
+    )
     touch(root, "78687.webm", "42326.webm", "74225.webm")
     s = read_split("ssv2", root, d)
-    assert s.classes == ["Approaching something with your camera", "Pushing something from left to right",
-                         "Holding something next to something"]
+    assert s.classes == [
+        "Approaching something with your camera",
+        "Pushing something from left to right",
+        "Holding something next to something",
+    ]
     assert [(p.name, y) for p, y in s.train] == [("78687.webm", 2), ("42326.webm", 1)]
-    assert [(p.name, y) for p, y in s.test] == [("74225.webm", 0)] and s.missing == [("train", root/"1.webm")]
-    with pytest.raises(VimpacError, match=r"split: ssv2 has only split 1, got 2"): read_split("ssv2", root, d, 2)
-    write(d/"validation.json", json.dumps([{"id": "5", "template": "Dropping [something]"}]))
+    assert [(p.name, y) for p, y in s.test] == [("74225.webm", 0)] and s.missing == [("train", root / "1.webm")]
+    with pytest.raises(VimpacError, match=r"split: ssv2 has only split 1, got 2"):
+        read_split("ssv2", root, d, 2)
+    write(d / "validation.json", json.dumps([{"id": "5", "template": "Dropping [something]"}]))
     with pytest.raises(VimpacError, match=r"validation.json, entry 0: .*expected a template of labels.json"):
         read_split("ssv2", root, d)
-    write(d/"validation.json", json.dumps([{"id": "5"}]))
+    write(d / "validation.json", json.dumps([{"id": "5"}]))
     with pytest.raises(VimpacError, match=r"validation.json, entry 0: .*expected an object with 'id' and 'template'"):
         read_split("ssv2", root, d)
-    write(d/"labels.json", json.dumps({"A": "0", "B": "2"}))
-    with pytest.raises(VimpacError, match=r"labels.json: expected an object template -> class id"): read_split("ssv2", root, d)
+    write(d / "labels.json", json.dumps({"A": "0", "B": "2"}))
+    with pytest.raises(VimpacError, match=r"labels.json: expected an object template -> class id"):
+        read_split("ssv2", root, d)
 
 
 def test_diving48(tmp_path):
-    root, d = tmp_path/"rgb", tmp_path/"annotations"
-    write(d/"Diving48_vocab.json", json.dumps([["Back", "15som", "05Twis", "FREE"], ["Back", "15som", "15Twis", "FREE"],
-                                               ["Back", "15som", "25Twis", "FREE"]]), crlf=False)
-    write(d/"Diving48_V2_train.json", json.dumps([{"vid_name": "-mmq0PT-u8k_00155", "label": 2, "start_frame": 0,
-                                                   "end_frame": 184}, {"vid_name": "_8Vy3dlHg2w_00000", "label": 0,
-                                                                       "start_frame": 0, "end_frame": 95}], indent=1))
-    write(d/"Diving48_V2_test.json", json.dumps([{"vid_name": "_8Vy3dlHg2w_00001", "label": 1, "start_frame": 0, "end_frame": 70}]))
+    root, d = tmp_path / "rgb", tmp_path / "annotations"
+    write(
+        d / "Diving48_vocab.json",
+        json.dumps(
+            [
+                ["Back", "15som", "05Twis", "FREE"],
+                ["Back", "15som", "15Twis", "FREE"],
+                ["Back", "15som", "25Twis", "FREE"],
+            ]
+        ),
+        crlf=False,
+    )
+    write(
+        d / "Diving48_V2_train.json",
+        json.dumps(
+            [
+                {"vid_name": "-mmq0PT-u8k_00155", "label": 2, "start_frame": 0, "end_frame": 184},
+                {"vid_name": "_8Vy3dlHg2w_00000", "label": 0, "start_frame": 0, "end_frame": 95},
+            ],
+            indent=1,
+        ),
+    )
+    write(
+        d / "Diving48_V2_test.json",
+        json.dumps([{"vid_name": "_8Vy3dlHg2w_00001", "label": 1, "start_frame": 0, "end_frame": 70}]),
+    )
     touch(root, "-mmq0PT-u8k_00155.mp4", "_8Vy3dlHg2w_00000.mp4", "_8Vy3dlHg2w_00001.mp4")
     s = read_split("diving48", root, d)
     assert s.classes == ["Back 15som 05Twis FREE", "Back 15som 15Twis FREE", "Back 15som 25Twis FREE"]
     assert [(p.name, y) for p, y in s.train] == [("-mmq0PT-u8k_00155.mp4", 2), ("_8Vy3dlHg2w_00000.mp4", 0)]
     assert [(p.name, y) for p, y in s.test] == [("_8Vy3dlHg2w_00001.mp4", 1)]
-    write(d/"Diving48_V2_test.json", json.dumps([{"vid_name": "a", "label": 3}]))
-    with pytest.raises(VimpacError, match=r"Diving48_V2_test.json, entry 0: .*'label' in \[0, 3\)"): read_split("diving48", root, d)
-    (d/"Diving48_V2_test.json").write_text("[{")
-    with pytest.raises(VimpacError, match=r"Diving48_V2_test.json: invalid JSON at line 1"): read_split("diving48", root, d)
+    write(d / "Diving48_V2_test.json", json.dumps([{"vid_name": "a", "label": 3}]))
+    with pytest.raises(VimpacError, match=r"Diving48_V2_test.json, entry 0: .*'label' in \[0, 3\)"):
+        read_split("diving48", root, d)
+    (d / "Diving48_V2_test.json").write_text("[{")
+    with pytest.raises(VimpacError, match=r"Diving48_V2_test.json: invalid JSON at line 1"):
+        read_split("diving48", root, d)
 
 
 def test_kinetics400(tmp_path):
-    root, d = tmp_path/"k400", tmp_path/"kinetics400"
-    write(d/"train.csv", "label,youtube_id,time_start,time_end,split\nabseiling,--GkrdYZ9Tc,0,10,train\n"
-                         "\"passing American football (in game)\",-0AqOHCWBaQ,7,17,train\n\nzumba,--3ouPhoy2A,20,30,train\n"
-                         "abseiling,-3B32lodo2M,59,69,train\n")
-    write(d/"validate.csv", "label,youtube_id,time_start,time_end,split\nzumba,-2x_DS_KcUg,1,11,val \n")
-    touch(root, "abseiling/--GkrdYZ9Tc_000000_000010.mp4", "passing_American_football_(in_game)/-0AqOHCWBaQ_000007_000017.mp4",
-          "--3ouPhoy2A_000020_000030.mp4", "zumba/-2x_DS_KcUg_000001_000011.mp4")
+    root, d = tmp_path / "k400", tmp_path / "kinetics400"
+    write(
+        d / "train.csv",
+        "label,youtube_id,time_start,time_end,split\nabseiling,--GkrdYZ9Tc,0,10,train\n"
+        '"passing American football (in game)",-0AqOHCWBaQ,7,17,train\n\nzumba,--3ouPhoy2A,20,30,train\n'
+        "abseiling,-3B32lodo2M,59,69,train\n",
+    )
+    write(d / "validate.csv", "label,youtube_id,time_start,time_end,split\nzumba,-2x_DS_KcUg,1,11,val \n")
+    touch(
+        root,
+        "abseiling/--GkrdYZ9Tc_000000_000010.mp4",
+        "passing_American_football_(in_game)/-0AqOHCWBaQ_000007_000017.mp4",
+        "--3ouPhoy2A_000020_000030.mp4",
+        "zumba/-2x_DS_KcUg_000001_000011.mp4",
+    )
     s = read_split("kinetics400", root, d)
     assert s.classes == ["abseiling", "passing American football (in game)", "zumba"]
     assert [(p.relative_to(root).as_posix(), y) for p, y in s.train] == [
-        ("abseiling/--GkrdYZ9Tc_000000_000010.mp4", 0), ("passing_American_football_(in_game)/-0AqOHCWBaQ_000007_000017.mp4", 1),
-        ("--3ouPhoy2A_000020_000030.mp4", 2)]
+        ("abseiling/--GkrdYZ9Tc_000000_000010.mp4", 0),
+        ("passing_American_football_(in_game)/-0AqOHCWBaQ_000007_000017.mp4", 1),
+        ("--3ouPhoy2A_000020_000030.mp4", 2),
+    ]
     assert [(p.name, y) for p, y in s.test] == [("-2x_DS_KcUg_000001_000011.mp4", 2)]
-    assert s.missing == [("train", root/"-3B32lodo2M_000059_000069.mp4")] and "1 listed but not found" in s.headline()
-    write(d/"validate.csv", "label,youtube_id,time_start,time_end,split\nzumba,-2x_DS_KcUg,1,11,val\ncooking egg,x,a,b,val\n")
+    assert s.missing == [("train", root / "-3B32lodo2M_000059_000069.mp4")] and "1 listed but not found" in s.headline()
+    write(
+        d / "validate.csv",
+        "label,youtube_id,time_start,time_end,split\nzumba,-2x_DS_KcUg,1,11,val\ncooking egg,x,a,b,val\n",
+    )
     with pytest.raises(VimpacError, match=r"validate.csv, line 3: 'cooking egg,x,a,b,val': expected .*integer times"):
         read_split("kinetics400", root, d)
-    write(d/"validate.csv", "label,youtube_id,time_start,time_end,split\r\n\r\ncooking egg,x,1,11,val\r\n", crlf=False)
-    with pytest.raises(VimpacError, match=r"validate.csv, line 3: .*expected a class of train.csv \('cooking egg' is not one\)"):
+    write(
+        d / "validate.csv", "label,youtube_id,time_start,time_end,split\r\n\r\ncooking egg,x,1,11,val\r\n", crlf=False
+    )
+    with pytest.raises(
+        VimpacError, match=r"validate.csv, line 3: .*expected a class of train.csv \('cooking egg' is not one\)"
+    ):
         read_split("kinetics400", root, d)
-    write(d/"validate.csv", "youtube_id,label\nx,zumba\n")
-    with pytest.raises(VimpacError, match=r"validate.csv, line 1: .*expected the header label,youtube_id"): read_split("kinetics400", root, d)
-    (d/"train.csv").unlink()
-    with pytest.raises(VimpacError, match=r"train.csv: no such file"): read_split("kinetics400", root, d)
+    write(d / "validate.csv", "youtube_id,label\nx,zumba\n")
+    with pytest.raises(VimpacError, match=r"validate.csv, line 1: .*expected the header label,youtube_id"):
+        read_split("kinetics400", root, d)
+    (d / "train.csv").unlink()
+    with pytest.raises(VimpacError, match=r"train.csv: no such file"):
+        read_split("kinetics400", root, d)
 
 
 def test_folder(tmp_path):
-    root = tmp_path/"ds"
+    root = tmp_path / "ds"
     touch(root, "train/run/a.mp4", "train/run/b.mp4", "train/jump/c.avi", "train/jump/notes.txt", "test/jump/d.mp4")
-    (root/"train/sit").mkdir()
+    (root / "train/sit").mkdir()
     s = read_split("folder", root)
     assert s.classes == ["jump", "run", "sit"]
-    assert [(p.relative_to(root).as_posix(), y) for p, y in s.train] == [("train/jump/c.avi", 0), ("train/run/a.mp4", 1),
-                                                                         ("train/run/b.mp4", 1)]
+    assert [(p.relative_to(root).as_posix(), y) for p, y in s.train] == [
+        ("train/jump/c.avi", 0),
+        ("train/run/a.mp4", 1),
+        ("train/run/b.mp4", 1),
+    ]
     assert [(p.name, y) for p, y in s.test] == [("d.mp4", 0)]
-    only = read_split("folder", root/"train", None)  # class folders without train/ and test/: all train
+    only = read_split("folder", root / "train", None)  # class folders without train/ and test/: all train
     assert only.classes == s.classes and len(only.train) == 3 and only.test == []
     touch(root, "test/fly/e.mp4")
-    with pytest.raises(VimpacError, match=r"class folder\(s\) fly not among the train classes"): read_split("folder", root)
+    with pytest.raises(VimpacError, match=r"class folder\(s\) fly not among the train classes"):
+        read_split("folder", root)
 
 
 def test_bad_arguments(tmp_path):
-    with pytest.raises(VimpacError, match=r"dataset: 'ucf' is not one of ucf101, hmdb51, ssv2, diving48, kinetics400, folder"):
+    with pytest.raises(
+        VimpacError, match=r"dataset: 'ucf' is not one of ucf101, hmdb51, ssv2, diving48, kinetics400, folder"
+    ):
         read_split("ucf", tmp_path, tmp_path)
-    with pytest.raises(VimpacError, match=r"no such folder, expected the ucf101 video root"): read_split("ucf101", tmp_path/"x", tmp_path)
+    with pytest.raises(VimpacError, match=r"no such folder, expected the ucf101 video root"):
+        read_split("ucf101", tmp_path / "x", tmp_path)
     with pytest.raises(VimpacError, match=r"nope: no such folder, expected the folder of hmdb51's split files"):
-        read_split("hmdb51", tmp_path, tmp_path/"nope")
-    with pytest.raises(VimpacError, match=r"the folder of ssv2's split files is needed"): read_split("ssv2", tmp_path)
-    write(tmp_path/"classInd.txt", "")
-    with pytest.raises(VimpacError, match=r"classInd.txt: empty"): read_split("ucf101", tmp_path, tmp_path)
-    (tmp_path/"classInd.txt").write_bytes(b"\xff\xfe1 A")
-    with pytest.raises(VimpacError, match=r"classInd.txt: not UTF-8 text"): read_split("ucf101", tmp_path, tmp_path)
+        read_split("hmdb51", tmp_path, tmp_path / "nope")
+    with pytest.raises(VimpacError, match=r"the folder of ssv2's split files is needed"):
+        read_split("ssv2", tmp_path)
+    write(tmp_path / "classInd.txt", "")
+    with pytest.raises(VimpacError, match=r"classInd.txt: empty"):
+        read_split("ucf101", tmp_path, tmp_path)
+    (tmp_path / "classInd.txt").write_bytes(b"\xff\xfe1 A")
+    with pytest.raises(VimpacError, match=r"classInd.txt: not UTF-8 text"):
+        read_split("ucf101", tmp_path, tmp_path)
     assert SPLIT_DATASETS == ("ucf101", "hmdb51", "ssv2", "diving48", "kinetics400", "folder")

@@ -7,6 +7,7 @@ The import graph code here is shared with tests/test_import_graph.py, which chec
 stage, no cycle among the module-level imports. A module's *stage* is the position of its chapter among the
 notebooks in `nbs/` sorted by file name (each chapter's `#| default_exp`).
 """
+
 from __future__ import annotations
 
 import ast
@@ -99,8 +100,12 @@ def _private(name: str) -> bool:
 
 def private_imports(found: list[Import]) -> list[str]:
     "Rule 1: one line per private name (leading `_`) imported from another package module."
-    return [f"{i.module}.py:{i.line}: imports the private name {n} from {i.target}"
-            for i in found for n in i.names if _private(n)]
+    return [
+        f"{i.module}.py:{i.line}: imports the private name {n} from {i.target}"
+        for i in found
+        for n in i.names
+        if _private(n)
+    ]
 
 
 def later_imports(found: list[Import], stage: dict[str, int]) -> list[str]:
@@ -110,8 +115,10 @@ def later_imports(found: list[Import], stage: dict[str, int]) -> list[str]:
         if i.module in stage and i.target in stage and stage[i.target] > stage[i.module]:
             where = "" if i.top else " (inside a function)"
             what = ", ".join(i.names) or i.target
-            lines.append(f"{i.module}.py:{i.line}: imports {what} from {i.target}, a later stage "
-                         f"({stage[i.target]} > {stage[i.module]}){where}")
+            lines.append(
+                f"{i.module}.py:{i.line}: imports {what} from {i.target}, a later stage "
+                f"({stage[i.target]} > {stage[i.module]}){where}"
+            )
     return lines
 
 
@@ -183,8 +190,7 @@ def cycle_lines(found: list[Import]) -> list[str]:
 def check_imports(pkg: Path, nbs: Path, package: str = PACKAGE) -> dict[str, list[str]]:
     "The three rules' problems for the package in `pkg` with its chapters in `nbs`."
     found = imports(pkg, package)
-    return {"private": private_imports(found), "later": later_imports(found, stages(nbs)),
-            "cycles": cycle_lines(found)}
+    return {"private": private_imports(found), "later": later_imports(found, stages(nbs)), "cycles": cycle_lines(found)}
 
 
 def _patched_classes(tree: ast.Module) -> dict[str, list[ast.FunctionDef]]:
@@ -230,8 +236,12 @@ def longest(pkg: Path, n: int = 5) -> tuple[list[str], list[str]]:
             if isinstance(node, ast.ClassDef):
                 extra = grown.get(node.name, []) if node.name in defined else []
                 total = _size(node) + sum(_size(f) for f in extra)
-                note = (f" ({_size(node)} in the class statement + {len(extra)} methods added by @patch: "
-                        f"{', '.join(f.name for f in extra)})" if extra else "")
+                note = (
+                    f" ({_size(node)} in the class statement + {len(extra)} methods added by @patch: "
+                    f"{', '.join(f.name for f in extra)})"
+                    if extra
+                    else ""
+                )
                 classes.append((total, f"{name}.py:{node.lineno} {node.name}: {total} lines{note}"))
     top = lambda items: [s for _, s in sorted(items, key=lambda t: -t[0])[:n]]  # noqa: E731
     return top(funcs), top(classes)
@@ -270,8 +280,10 @@ def report(pkg: Path, nbs: Path) -> str:
     if late:
         out.append("  imports inside functions: " + ", ".join(f"{i.module}.py:{i.line} {i.target}" for i in late))
     problems = {"cycles": cycle_lines(found), "later": later_imports(found, stage), "private": private_imports(found)}
-    out.append(f"Summary: {len(problems['cycles'])} cycles, {len(problems['later'])} imports from a later stage, "
-               f"{len(problems['private'])} private names imported across modules")
+    out.append(
+        f"Summary: {len(problems['cycles'])} cycles, {len(problems['later'])} imports from a later stage, "
+        f"{len(problems['private'])} private names imported across modules"
+    )
     out += [f"  {line}" for key in ("cycles", "later", "private") for line in problems[key]]
     funcs, classes = longest(pkg)
     out.append("Longest functions and methods:")
@@ -280,8 +292,10 @@ def report(pkg: Path, nbs: Path) -> str:
     out += [f"  {s}" for s in classes]
     d = dense_lines(pkg)
     out.append(f"Lines over {LONG_LINE} characters: {d['long']}")
-    out.append(f"Lines with ;-separated statements: {d['semicolon']}; lines with a one-line compound statement "
-               f"(`if x: y`): {d['compound']}; together {d['dense']} lines")
+    out.append(
+        f"Lines with ;-separated statements: {d['semicolon']}; lines with a one-line compound statement "
+        f"(`if x: y`): {d['compound']}; together {d['dense']} lines"
+    )
     return "\n".join(out)
 
 

@@ -8,6 +8,7 @@ then, after the line `MARKER`, one parameter per knob of the model (`VimpacConfi
 options: None is the preset's) and of the loop (`PretrainConfig` or `FinetuneConfig`), written by
 `vimpac.utils.parameter_lines` with the notebook's small defaults (`RUNS`). The notebooks pass them on with
 `vimpac.utils.config_argv`, through the command-line tools' parsers."""
+
 import argparse
 import json
 import sys
@@ -53,7 +54,7 @@ def synced_source(path) -> tuple[str, str]:
 
 def stale(root=ROOT) -> list[str]:
     "The run notebooks whose parameters cell differs from what the configs' fields give."
-    return [name for name in RUNS if len(set(synced_source(Path(root)/name))) == 2]
+    return [name for name in RUNS if len(set(synced_source(Path(root) / name))) == 2]
 
 
 def write(path):
@@ -72,7 +73,7 @@ def main(argv=None):
         if a.check:
             print(f"{name}: parameters cell differs from the configs' fields; run python tools/sync_parameters.py")
         else:
-            write(ROOT/name)
+            write(ROOT / name)
             print(f"rewrote the parameters of {name}")
     return 1 if a.check and names else 0
 

@@ -10,9 +10,25 @@ import argparse, os, sys, time, warnings
 from pathlib import Path
 import matplotlib.pyplot as plt
 import torch
-from .utils import (VimpacError, write_json, make_generator, get_device, renamed_kwargs, check_number,
-                          OptionParser, run_main, number_option, device_option, folder_option, checked_option,
-                          config_fields, config_values, config_from_options, add_config_options, option_name)
+from vimpac.utils import (
+    VimpacError,
+    write_json,
+    make_generator,
+    get_device,
+    renamed_kwargs,
+    check_number,
+    OptionParser,
+    run_main,
+    number_option,
+    device_option,
+    folder_option,
+    checked_option,
+    config_fields,
+    config_values,
+    config_from_options,
+    add_config_options,
+    option_name,
+)
 from .video import VIEW_SETS, read_video, sample_videos
 from .tokenizer import load_tokenizer
 from .store import build_store, TokenStore
@@ -22,8 +38,17 @@ from .model import LAYOUTS, PRESETS, VimpacConfig
 from .engine import check_store_tokenizer
 from .pretrain import PRECISIONS, PretrainConfig, pretrain, evaluate_masking
 from .finetune import FinetuneConfig, finetune
-from .evaluate import (Features, load_run, run_tokenizer, predict, extract_features, evaluate, evaluate_probe,
-                             parse_views, write_predictions)
+from vimpac.evaluate import (
+    Features,
+    load_run,
+    run_tokenizer,
+    predict,
+    extract_features,
+    evaluate,
+    evaluate_probe,
+    parse_views,
+    write_predictions,
+)
 from .viz import plot_curves, plot_reconstruction, plot_confusion, plot_store_retrieval
 
 # %% auto #0
@@ -43,13 +68,16 @@ def _micro_batch(text: str) -> int | None:
 # %% ../nbs/11_cli.ipynb #81ff9e93
 class _Renamed(argparse.Action):
     "An option's old name: stores into the new one's `dest` and prints one warning line naming the new option."
+
     def __init__(self, option_strings, dest, new: str = "", **kwargs):
         super().__init__(option_strings, dest, **kwargs)
         self.new = new
 
     def __call__(self, parser, namespace, values, option_string=None):
-        print(f"{parser.prog}: warning: {option_string} is renamed {self.new}; the old name goes in the next release",
-              file=sys.stderr)
+        print(
+            f"{parser.prog}: warning: {option_string} is renamed {self.new}; the old name goes in the next release",
+            file=sys.stderr,
+        )
         setattr(namespace, self.dest, values)
 
 
@@ -64,10 +92,23 @@ def _frame_size_option(p, default=128, help=_FRAME_SIZE_HELP):
 
 # %% ../nbs/11_cli.ipynb #04162286
 @renamed_kwargs(size="frame_size")
-def tokenize_videos(inputs, out, tokenizer="default", fps: float = 2.0, frame_size: int = 128, views="center",
-                    batch_size: int = 64, device=None, workers: int = 0, num_shards: int | None = None,
-                    shard_index: int | None = None, progress: bool = True, labels: dict | None = None,
-                    classes: list[str] | None = None, root=None):
+def tokenize_videos(
+    inputs,
+    out,
+    tokenizer="default",
+    fps: float = 2.0,
+    frame_size: int = 128,
+    views="center",
+    batch_size: int = 64,
+    device=None,
+    workers: int = 0,
+    num_shards: int | None = None,
+    shard_index: int | None = None,
+    progress: bool = True,
+    labels: dict | None = None,
+    classes: list[str] | None = None,
+    root=None,
+):
     """Tokenize `inputs` into the store `out` with the tokenizer named `tokenizer` (see `load_tokenizer`; a loaded
     tokenizer is used as it is) at `fps` frames per second and frame size S = `frame_size` pixels. Without
     `num_shards`, the shard comes from torchrun's `WORLD_SIZE` / `RANK` when set, else 1 / 0. `labels`, `classes`
@@ -75,21 +116,40 @@ def tokenize_videos(inputs, out, tokenizer="default", fps: float = 2.0, frame_si
     for a missing path or an empty folder, and before anything is written for a bad option: `fps` not a finite
     number > 0, `frame_size` < 1 or not a multiple of the tokenizer's downsample, `batch_size` < 1, `workers` < 0,
     a `device` that does not exist here, an `out` that is a file."""
-    fps = check_number("fps", fps, gt=0); frame_size = check_number("frame_size", frame_size, integer=True, ge=1)
+    fps = check_number("fps", fps, gt=0)
+    frame_size = check_number("frame_size", frame_size, integer=True, ge=1)
     batch_size = check_number("batch_size", batch_size, integer=True, ge=1)
     workers = check_number("workers", workers, integer=True, ge=0)
-    if Path(out).exists() and not Path(out).is_dir(): raise VimpacError(f"out: {out} is a file; expected a store folder (new or existing)")
+    if Path(out).exists() and not Path(out).is_dir():
+        raise VimpacError(f"out: {out} is a file; expected a store folder (new or existing)")
     if num_shards is None:
-        num_shards = int(os.environ.get("WORLD_SIZE", 1)); shard_index = int(os.environ.get("RANK", 0))
+        num_shards = int(os.environ.get("WORLD_SIZE", 1))
+        shard_index = int(os.environ.get("RANK", 0))
     device = get_device(device)
     tok = load_tokenizer(tokenizer, device=device) if isinstance(tokenizer, (str, os.PathLike)) else tokenizer
     if frame_size % tok.downsample:
         lo = max(tok.downsample, frame_size // tok.downsample * tok.downsample)
-        raise VimpacError(f"frame size: {frame_size} is not a multiple of the tokenizer's downsample {tok.downsample} "
-                          f"(e.g. {lo} or {lo + tok.downsample})")
-    summary = build_store(inputs, tok, out, fps=fps, frame_size=frame_size, views=views, batch_size=batch_size,
-                          device=device, workers=workers, num_shards=num_shards, shard_index=shard_index or 0,
-                          progress=progress, labels=labels, classes=classes, root=root)
+        raise VimpacError(
+            f"frame size: {frame_size} is not a multiple of the tokenizer's downsample {tok.downsample} "
+            f"(e.g. {lo} or {lo + tok.downsample})"
+        )
+    summary = build_store(
+        inputs,
+        tok,
+        out,
+        fps=fps,
+        frame_size=frame_size,
+        views=views,
+        batch_size=batch_size,
+        device=device,
+        workers=workers,
+        num_shards=num_shards,
+        shard_index=shard_index or 0,
+        progress=progress,
+        labels=labels,
+        classes=classes,
+        root=root,
+    )
     return summary, tok
 
 # %% ../nbs/11_cli.ipynb #f398776c
@@ -97,11 +157,25 @@ def tokenize_videos(inputs, out, tokenizer="default", fps: float = 2.0, frame_si
 DATASET_FPS = dict(ucf101=2.0, kinetics400=2.0, hmdb51=4.0, ssv2=4.0, diving48=4.0, folder=2.0)
 DATASET_VIEWS = dict(ucf101="all", kinetics400="all", hmdb51="all", ssv2="noflip", diving48="all", folder="all")
 
+
 @renamed_kwargs(size="frame_size")
-def tokenize_dataset(dataset: str, video_root, out, split_dir=None, split: int = 1, tokenizer="default",
-                     fps: float | None = None, frame_size: int = 128, views=None, batch_size: int = 64, device=None,
-                     workers: int = 0, num_shards: int | None = None, shard_index: int | None = None,
-                     progress: bool = True):
+def tokenize_dataset(
+    dataset: str,
+    video_root,
+    out,
+    split_dir=None,
+    split: int = 1,
+    tokenizer="default",
+    fps: float | None = None,
+    frame_size: int = 128,
+    views=None,
+    batch_size: int = 64,
+    device=None,
+    workers: int = 0,
+    num_shards: int | None = None,
+    shard_index: int | None = None,
+    progress: bool = True,
+):
     """Tokenize the official `split` of `dataset` (see `vimpac.data.read_split`; videos under `video_root`, split
     files in `split_dir`) into two labelled stores, `out/train` and `out/test`, each with its videos' labels and the
     dataset's classes (in the official order; the test store's labels index the same list). `fps` and `views`
@@ -111,54 +185,114 @@ def tokenize_dataset(dataset: str, video_root, out, split_dir=None, split: int =
     (`Split`, {part: `StoreSummary`}, tokenizer). Raises `VimpacError` for what `read_split` refuses (an unknown
     dataset, a split it lacks, a missing or malformed split file), a split none of whose train videos is on disk,
     and the options `tokenize_videos` refuses, before any store is written."""
-    if dataset not in DATASET_FPS: raise VimpacError(f"dataset: {dataset!r} is not one of {', '.join(SPLIT_DATASETS)}")
+    if dataset not in DATASET_FPS:
+        raise VimpacError(f"dataset: {dataset!r} is not one of {', '.join(SPLIT_DATASETS)}")
     fps = DATASET_FPS[dataset] if fps is None else check_number("fps", fps, gt=0)
     views = DATASET_VIEWS[dataset] if views is None else views
-    if Path(out).exists() and not Path(out).is_dir(): raise VimpacError(f"out: {out} is a file; expected a folder (new or existing)")
+    if Path(out).exists() and not Path(out).is_dir():
+        raise VimpacError(f"out: {out} is a file; expected a folder (new or existing)")
     s = read_split(dataset, video_root, split_dir, split)
     if not s.train:
-        raise VimpacError(f"{video_root}: none of the {len(s.missing)} train videos of {dataset} split {split} is there "
-                          f"(e.g. {s.missing[0][1] if s.missing else 'none listed'})")
+        raise VimpacError(
+            f"{video_root}: none of the {len(s.missing)} train videos of {dataset} split {split} is there "
+            f"(e.g. {s.missing[0][1] if s.missing else 'none listed'})"
+        )
     summaries, tok = {}, tokenizer
     for part in ("train", "test"):
-        if not getattr(s, part): continue
-        summaries[part], tok = tokenize_videos([p for p, _ in getattr(s, part)], Path(out)/part, tok, fps, frame_size,
-                                               views, batch_size, device, workers, num_shards, shard_index, progress,
-                                               labels=dict(getattr(s, part)), classes=s.classes, root=s.root)
+        if not getattr(s, part):
+            continue
+        summaries[part], tok = tokenize_videos(
+            [p for p, _ in getattr(s, part)],
+            Path(out) / part,
+            tok,
+            fps,
+            frame_size,
+            views,
+            batch_size,
+            device,
+            workers,
+            num_shards,
+            shard_index,
+            progress,
+            labels=dict(getattr(s, part)),
+            classes=s.classes,
+            root=s.root,
+        )
     return s, summaries, tok
 
 # %% ../nbs/11_cli.ipynb #d035e2dc
 def tokenize_parser(raise_errors: bool = False) -> argparse.ArgumentParser:
     "The options of `vimpac-tokenize`. With `raise_errors`, a bad option raises `VimpacError` instead of exiting."
-    p = OptionParser(prog="vimpac-tokenize", raise_errors=raise_errors,
-                     description="Tokenize videos into a vimpac token store (LMDB), or the official split of a dataset "
-                                 "into labelled train and test stores (--dataset).")
-    p.add_argument("inputs", nargs="+", help="video files, folders of videos, or .txt lists of paths; with --dataset: "
-                   "the dataset's video root")
-    p.add_argument("--out", required=True, type=folder_option,
-                   help="token store folder to write or extend; with --dataset: the folder of OUT/train and OUT/test")
-    p.add_argument("--dataset", default=None, choices=SPLIT_DATASETS, help="tokenize this dataset's official split, "
-                   "with labels (the video root as the one positional argument)")
-    p.add_argument("--split-dir", default=None, help="with --dataset: the folder of its official split files "
-                   "(e.g. ucfTrainTestlist; for folder: default the video root)")
-    p.add_argument("--split", type=number_option(integer=True, ge=1), default=None,
-                   help="with --dataset: the split number (default 1)")
-    p.add_argument("--fps", type=number_option(gt=0), default=None, help="frames per second to sample (default 2, the "
-                   "paper's; with --dataset §4.2's: 2 for ucf101 and kinetics400, 4 for hmdb51, ssv2 and diving48)")
+    p = OptionParser(
+        prog="vimpac-tokenize",
+        raise_errors=raise_errors,
+        description="Tokenize videos into a vimpac token store (LMDB), or the official split of a dataset "
+        "into labelled train and test stores (--dataset).",
+    )
+    p.add_argument(
+        "inputs",
+        nargs="+",
+        help="video files, folders of videos, or .txt lists of paths; with --dataset: the dataset's video root",
+    )
+    p.add_argument(
+        "--out",
+        required=True,
+        type=folder_option,
+        help="token store folder to write or extend; with --dataset: the folder of OUT/train and OUT/test",
+    )
+    p.add_argument(
+        "--dataset",
+        default=None,
+        choices=SPLIT_DATASETS,
+        help="tokenize this dataset's official split, with labels (the video root as the one positional argument)",
+    )
+    p.add_argument(
+        "--split-dir",
+        default=None,
+        help="with --dataset: the folder of its official split files "
+        "(e.g. ucfTrainTestlist; for folder: default the video root)",
+    )
+    p.add_argument(
+        "--split",
+        type=number_option(integer=True, ge=1),
+        default=None,
+        help="with --dataset: the split number (default 1)",
+    )
+    p.add_argument(
+        "--fps",
+        type=number_option(gt=0),
+        default=None,
+        help="frames per second to sample (default 2, the "
+        "paper's; with --dataset §4.2's: 2 for ucf101 and kinetics400, 4 for hmdb51, ssv2 and diving48)",
+    )
     _frame_size_option(p)
-    p.add_argument("--views", default=None, choices=list(VIEW_SETS),
-                   help="center (pre-training), all 12 fine-tuning views, or the 6 without flips (SSV2); default center, "
-                        "with --dataset all (noflip for ssv2)")
-    p.add_argument("--tokenizer", default="default",
-                   help="default | dalle:ENCODER.pkl,DECODER.pkl | a saved VQ-VAE folder")
+    p.add_argument(
+        "--views",
+        default=None,
+        choices=list(VIEW_SETS),
+        help="center (pre-training), all 12 fine-tuning views, or the 6 without flips (SSV2); default center, "
+        "with --dataset all (noflip for ssv2)",
+    )
+    p.add_argument(
+        "--tokenizer", default="default", help="default | dalle:ENCODER.pkl,DECODER.pkl | a saved VQ-VAE folder"
+    )
     p.add_argument("--batch-size", type=number_option(integer=True, ge=1), default=64, help="frames per encoder batch")
-    p.add_argument("--device", type=device_option, default=None,
-                   help="cpu, cuda or cuda:N (default: cuda when available)")
+    p.add_argument(
+        "--device", type=device_option, default=None, help="cpu, cuda or cuda:N (default: cuda when available)"
+    )
     p.add_argument("--workers", type=number_option(integer=True, ge=0), default=0, help="decoding worker processes")
-    p.add_argument("--num-shards", type=number_option(integer=True, ge=1), default=None,
-                   help="number of writers (default: torchrun's WORLD_SIZE or 1)")
-    p.add_argument("--shard-index", type=number_option(integer=True, ge=0), default=None,
-                   help="this writer's shard (default: torchrun's RANK or 0)")
+    p.add_argument(
+        "--num-shards",
+        type=number_option(integer=True, ge=1),
+        default=None,
+        help="number of writers (default: torchrun's WORLD_SIZE or 1)",
+    )
+    p.add_argument(
+        "--shard-index",
+        type=number_option(integer=True, ge=0),
+        default=None,
+        help="this writer's shard (default: torchrun's RANK or 0)",
+    )
     return p
 
 # %% ../nbs/11_cli.ipynb #4422683e
@@ -178,8 +312,15 @@ def tokenize_main(argv=None):
     a = p.parse_args(argv)
     if (a.num_shards is None) != (a.shard_index is None):
         p.error("--num-shards and --shard-index go together")
-    common = dict(tokenizer=a.tokenizer, frame_size=a.frame_size, batch_size=a.batch_size, device=a.device,
-                  workers=a.workers, num_shards=a.num_shards, shard_index=a.shard_index)
+    common = dict(
+        tokenizer=a.tokenizer,
+        frame_size=a.frame_size,
+        batch_size=a.batch_size,
+        device=a.device,
+        workers=a.workers,
+        num_shards=a.num_shards,
+        shard_index=a.shard_index,
+    )
     if a.dataset is None:
         if a.split_dir is not None or a.split is not None:
             p.error("--split-dir and --split go with --dataset")
@@ -191,8 +332,18 @@ def tokenize_main(argv=None):
             p.error(f"with --dataset, give one positional argument, the video root (got {len(a.inputs)})")
         if a.split_dir is None and a.dataset != "folder":
             p.error(f"--dataset {a.dataset} needs --split-dir, the folder of its official split files")
-        split, parts, tok = run_main(p.prog, tokenize_dataset, a.dataset, a.inputs[0], a.out, split_dir=a.split_dir,
-                                     split=a.split or 1, fps=a.fps, views=a.views, **common)
+        split, parts, tok = run_main(
+            p.prog,
+            tokenize_dataset,
+            a.dataset,
+            a.inputs[0],
+            a.out,
+            split_dir=a.split_dir,
+            split=a.split or 1,
+            fps=a.fps,
+            views=a.views,
+            **common,
+        )
         print(split.headline())  # the split's counts and the listed videos not found, in one line
         summaries = list(parts.values())
     _print_summaries(p.prog, summaries)
@@ -203,18 +354,30 @@ def tokenize_main(argv=None):
 # `VimpacConfig` fields that are no option: the store gives the vocabulary and the token map, the training clip
 # length the positional capacity, the special ids and embedding rows follow the vocabulary; gradient checkpointing is
 # the training config's
-MODEL_SKIP = ("vocab_size", "token_map", "clip_len", "max_clip_len", "gradient_checkpointing", "pad_id", "mask_id",
-              "num_embeddings")
+MODEL_SKIP = (
+    "vocab_size",
+    "token_map",
+    "clip_len",
+    "max_clip_len",
+    "gradient_checkpointing",
+    "pad_id",
+    "mask_id",
+    "num_embeddings",
+)
 # the training-loop options whose parsing is the tool's: at least one step, `auto` micro-batches, named precisions
-LOOP_OVERRIDES = dict(steps=dict(type=number_option(integer=True, ge=1)),
-                      micro_batch_size=dict(type=_micro_batch, metavar="N|auto"),
-                      precision=dict(choices=PRECISIONS))
+LOOP_OVERRIDES = dict(
+    steps=dict(type=number_option(integer=True, ge=1)),
+    micro_batch_size=dict(type=_micro_batch, metavar="N|auto"),
+    precision=dict(choices=PRECISIONS),
+)
 
 
 def _model_options(p, what: str):
     """`--preset` and an option for each knob of `VimpacConfig` (`--layout`, `--dropout`, `--norm`, the sizes), in a
     group of their own. None has a default: a field not given is the preset's. `what` says when they apply."""
-    g = p.add_argument_group("model options", f"the transformer (Table 11): a preset, whose fields these replace; {what}")
+    g = p.add_argument_group(
+        "model options", f"the transformer (Table 11): a preset, whose fields these replace; {what}"
+    )
     g.add_argument("--preset", default=None, choices=list(PRESETS), help="model size (default: tiny)")
     unset = dict.fromkeys([f.name for f in config_fields(VimpacConfig, MODEL_SKIP)], None)
     overrides = dict(layout=dict(choices=LAYOUTS), dropout=dict(type=number_option(ge=0, lt=1)))
@@ -235,15 +398,20 @@ def _loop_options(p, config_class):
     g = p.add_argument_group("training options", f"the loop: the fields of {config_class.__name__}")
     add_config_options(g, config_class, overrides=LOOP_OVERRIDES, exclusive=("steps", "epochs"))
     g.add_argument("--resume", action="store_true", help="continue from the last checkpoint in --out")
-    g.add_argument("--device", type=device_option, default=None, help="cpu, cuda or cuda:N (default: cuda when available)")
+    g.add_argument(
+        "--device", type=device_option, default=None, help="cpu, cuda or cuda:N (default: cuda when available)"
+    )
 
 # %% ../nbs/11_cli.ipynb #90048d39
 def pretrain_parser(raise_errors: bool = False) -> argparse.ArgumentParser:
     """The options of `vimpac-pretrain`: the run's (store, run folder, start), the model's (`VimpacConfig`) and the
     loop's (`PretrainConfig`). With `raise_errors`, a bad option raises `VimpacError` (its one line) instead of
     printing it and exiting: for notebooks and papermill runs."""
-    p = OptionParser(prog="vimpac-pretrain", description="Pre-train VIMPAC on a token store (alone or under torchrun).",
-                     raise_errors=raise_errors)
+    p = OptionParser(
+        prog="vimpac-pretrain",
+        description="Pre-train VIMPAC on a token store (alone or under torchrun).",
+        raise_errors=raise_errors,
+    )
     p.add_argument("store_pos", nargs="?", metavar="STORE", help=argparse.SUPPRESS)
     p.add_argument("--store", help="token store folder (from vimpac-tokenize)")
     p.add_argument("--out", required=True, type=folder_option, help="run folder to write")
@@ -265,13 +433,21 @@ def pretrain_args(a: argparse.Namespace, progress: bool = True) -> dict | None:
     rank = int(os.environ.get("RANK", "0"))
     store = TokenStore(store_path)
     cfg = config_from_options(PretrainConfig, a)
-    model, hist = pretrain(store, _model_spec(a), cfg, device=a.device, out=a.out, resume=a.resume, init=a.init,
-                           progress=progress and rank == 0)
+    model, hist = pretrain(
+        store,
+        _model_spec(a),
+        cfg,
+        device=a.device,
+        out=a.out,
+        resume=a.resume,
+        init=a.init,
+        progress=progress and rank == 0,
+    )
     if rank != 0 or a.no_eval:
         return None
     ev = evaluate_masking(model, store, cfg)
-    write_json(Path(a.out)/"eval.json", ev)
-    plot_curves(hist, Path(a.out)/"training_curves.png", baseline=ev["majority_acc"])
+    write_json(Path(a.out) / "eval.json", ev)
+    plot_curves(hist, Path(a.out) / "training_curves.png", baseline=ev["majority_acc"])
     return ev
 
 
@@ -283,39 +459,69 @@ def pretrain_main(argv=None):
         p.error("the following arguments are required: --store")
     ev = run_main(p.prog, pretrain_args, a)
     if ev is not None:
-        print(f"mask accuracy {ev['mask_acc']:.3f} (majority-token baseline {ev['majority_acc']:.3f}), "
-              f"CL accuracy {ev['cl_acc']:.3f}; wrote {a.out}")
+        print(
+            f"mask accuracy {ev['mask_acc']:.3f} (majority-token baseline {ev['majority_acc']:.3f}), "
+            f"CL accuracy {ev['cl_acc']:.3f}; wrote {a.out}"
+        )
 
 # %% ../nbs/11_cli.ipynb #88045811
 @renamed_kwargs(size="frame_size")
-def run_demo(out="runs/demo", images="images", frame_size: int = 128, fps: float = 2.0, steps: int = 400,
-             tokenizer: str = "default", seed: int = 0, device=None, progress: bool = True) -> dict:
+def run_demo(
+    out="runs/demo",
+    images="images",
+    frame_size: int = 128,
+    fps: float = 2.0,
+    steps: int = 400,
+    tokenizer: str = "default",
+    seed: int = 0,
+    device=None,
+    progress: bool = True,
+) -> dict:
     """The main job on the bundled sample videos at `fps` and frame size S = `frame_size`; returns a summary dict
     (final losses, mask accuracy and the majority-token baseline, timings in seconds)."""
-    t0 = time.perf_counter(); out, images = Path(out), Path(images)
+    t0 = time.perf_counter()
+    out, images = Path(out), Path(images)
     videos = sample_videos()
-    summary, tok = tokenize_videos(videos, out/"store", tokenizer=tokenizer, fps=fps, frame_size=frame_size, device="cpu", progress=progress)
-    store = TokenStore(out/"store", tokenizer=tok)
+    summary, tok = tokenize_videos(
+        videos, out / "store", tokenizer=tokenizer, fps=fps, frame_size=frame_size, device="cpu", progress=progress
+    )
+    store = TokenStore(out / "store", tokenizer=tok)
     t1 = time.perf_counter()
     cfg = PretrainConfig(steps=steps, batch_size=len(store), lr=2e-3, seed=seed)
-    model, hist = pretrain(store, "tiny", cfg, device=device, out=out/"model", progress=progress)
+    model, hist = pretrain(store, "tiny", cfg, device=device, out=out / "model", progress=progress)
     t2 = time.perf_counter()
     ev = evaluate_masking(model.to("cpu"), store, cfg)
-    plot_curves(hist, images/"training_curves.png", baseline=ev["majority_acc"])
-    clip = read_video(videos[1], fps, frame_size)[4:4 + cfg.clip_len]
+    plot_curves(hist, images / "training_curves.png", baseline=ev["majority_acc"])
+    clip = read_video(videos[1], fps, frame_size)[4 : 4 + cfg.clip_len]
     h = frame_size // tok.downsample
-    mask = block_mask((1, cfg.clip_len, h, h), blocks_for_ratio(cfg.clip_len, h, h), generator=make_generator(seed + 7))[0]
-    plot_reconstruction(clip, tok, model, mask, images/"reconstruction.png",
-                        title=f"bikes.mp4, {fps:g} FPS, S={frame_size}: tiny VIMPAC after {steps} steps "
-                              f"(masked {100 * mask.float().mean():.0f}% in blocks)")
-    summary = dict(tokenizer=tok.identity, first_loss=hist[0]["loss"],
-                   final_loss=hist[-1]["loss"], **ev, tokenize_s=t1 - t0, pretrain_s=t2 - t1, total_s=time.perf_counter() - t0)
-    write_json(out/"summary.json", summary)
+    mask = block_mask(
+        (1, cfg.clip_len, h, h), blocks_for_ratio(cfg.clip_len, h, h), generator=make_generator(seed + 7)
+    )[0]
+    plot_reconstruction(
+        clip,
+        tok,
+        model,
+        mask,
+        images / "reconstruction.png",
+        title=f"bikes.mp4, {fps:g} FPS, S={frame_size}: tiny VIMPAC after {steps} steps "
+        f"(masked {100 * mask.float().mean():.0f}% in blocks)",
+    )
+    summary = dict(
+        tokenizer=tok.identity,
+        first_loss=hist[0]["loss"],
+        final_loss=hist[-1]["loss"],
+        **ev,
+        tokenize_s=t1 - t0,
+        pretrain_s=t2 - t1,
+        total_s=time.perf_counter() - t0,
+    )
+    write_json(out / "summary.json", summary)
     return summary
 
 # %% ../nbs/11_cli.ipynb #445c0177
 def showcase_main(argv=None):
-    "Console script `vimpac-showcase`: the main job behind `make demo` (`vimpac-demo` is the Gradio app, `vimpac.demo`)."
+    "Console script `vimpac-showcase`: the main job behind `make demo` (`vimpac-demo` is the Gradio app,"
+    "`vimpac.demo`)."
     p = OptionParser(prog="vimpac-showcase", description="VIMPAC end to end on the bundled sample videos.")
     p.add_argument("--out", type=folder_option, default="runs/demo")
     p.add_argument("--images", type=folder_option, default="images")
@@ -326,32 +532,52 @@ def showcase_main(argv=None):
     p.add_argument("--seed", type=number_option(integer=True), default=0)
     p.add_argument("--device", type=device_option, default=None)
     a = p.parse_args(argv)
-    s = run_main(p.prog, run_demo, a.out, a.images, frame_size=a.frame_size, fps=a.fps, steps=a.steps,
-                 tokenizer=a.tokenizer, seed=a.seed, device=a.device)
+    s = run_main(
+        p.prog,
+        run_demo,
+        a.out,
+        a.images,
+        frame_size=a.frame_size,
+        fps=a.fps,
+        steps=a.steps,
+        tokenizer=a.tokenizer,
+        seed=a.seed,
+        device=a.device,
+    )
     print(f"tokenizer: {s['tokenizer']['name']} ({s['tokenizer']['hash']})")
     print(f"pre-training loss {s['first_loss']:.3f} -> {s['final_loss']:.3f}")
-    print(f"mask accuracy {s['mask_acc']:.3f} vs majority-token baseline {s['majority_acc']:.3f}; "
-          f"CL accuracy {s['cl_acc']:.3f}")
-    print(f"wrote {a.images}/reconstruction.png, {a.images}/training_curves.png and {a.out}/ "
-          f"({s['total_s']:.0f} s: tokenize {s['tokenize_s']:.0f} s, pre-train {s['pretrain_s']:.0f} s)")
+    print(
+        f"mask accuracy {s['mask_acc']:.3f} vs majority-token baseline {s['majority_acc']:.3f}; "
+        f"CL accuracy {s['cl_acc']:.3f}"
+    )
+    print(
+        f"wrote {a.images}/reconstruction.png, {a.images}/training_curves.png and {a.out}/ "
+        f"({s['total_s']:.0f} s: tokenize {s['tokenize_s']:.0f} s, pre-train {s['pretrain_s']:.0f} s)"
+    )
 
 # %% ../nbs/11_cli.ipynb #425908c4
 def finetune_parser(raise_errors: bool = False) -> argparse.ArgumentParser:
     """The options of `vimpac-finetune`: the run's (stores, run folder, start), the model's from scratch
     (`VimpacConfig`) and the loop's (`FinetuneConfig`). With `raise_errors`, a bad option raises `VimpacError` (its
     one line) instead of printing it and exiting: for notebooks and papermill runs."""
-    p = OptionParser(prog="vimpac-finetune", raise_errors=raise_errors,
-                     description="Fine-tune VIMPAC on a labelled token store (alone or under torchrun).")
-    p.add_argument("--store", required=True,
-                   help="labelled training token store (vimpac-tokenize --dataset ...: OUT/train)")
-    p.add_argument("--test-store", default=None,
-                   help="labelled held-out store: its single-view accuracy is logged at the end")
+    p = OptionParser(
+        prog="vimpac-finetune",
+        raise_errors=raise_errors,
+        description="Fine-tune VIMPAC on a labelled token store (alone or under torchrun).",
+    )
+    p.add_argument(
+        "--store", required=True, help="labelled training token store (vimpac-tokenize --dataset ...: OUT/train)"
+    )
+    p.add_argument(
+        "--test-store", default=None, help="labelled held-out store: its single-view accuracy is logged at the end"
+    )
     p.add_argument("--out", required=True, type=folder_option, help="run folder to write")
     s = p.add_mutually_exclusive_group()
     s.add_argument("--init", default=None, help="start from a kit run folder (pre-training or fine-tuning)")
     s.add_argument("--official", default=None, help="start from an authors' classifier.pt")
-    p.add_argument("--new-head", action="store_true",
-                   help="a new zero classification head when the start's class count differs")
+    p.add_argument(
+        "--new-head", action="store_true", help="a new zero classification head when the start's class count differs"
+    )
     _model_options(p, "from scratch only")
     _loop_options(p, FinetuneConfig)
     return p
@@ -367,9 +593,22 @@ def finetune_args(a: argparse.Namespace, progress: bool = True) -> list[dict]:
     given = _model_spec(a)
     if given and (a.init or a.official or a.resume):
         names = "/".join(option_name(k) for k in given)
-        raise VimpacError(f"{names}: only for a model from scratch; --init, --official and --resume use the saved model")
-    _, hist = finetune(store, given, cfg, device=a.device, out=a.out, resume=a.resume, init=a.init, official=a.official,
-                       new_head=a.new_head, test_store=test, progress=progress and int(os.environ.get("RANK", "0")) == 0)
+        raise VimpacError(
+            f"{names}: only for a model from scratch; --init, --official and --resume use the saved model"
+        )
+    _, hist = finetune(
+        store,
+        given,
+        cfg,
+        device=a.device,
+        out=a.out,
+        resume=a.resume,
+        init=a.init,
+        official=a.official,
+        new_head=a.new_head,
+        test_store=test,
+        progress=progress and int(os.environ.get("RANK", "0")) == 0,
+    )
     return hist
 
 
@@ -381,8 +620,11 @@ def finetune_main(argv=None):
     train = [r for r in hist if "acc" in r]
     if train:
         test = [r["test_acc"] for r in hist if "test_acc" in r]
-        print(f"train accuracy {train[-1]['acc']:.3f}, loss {train[-1]['loss']:.3f}"
-              + (f"; test accuracy {test[-1]:.3f} (one view per video)" if test else "") + f"; wrote {a.out}")
+        print(
+            f"train accuracy {train[-1]['acc']:.3f}, loss {train[-1]['loss']:.3f}"
+            + (f"; test accuracy {test[-1]:.3f} (one view per video)" if test else "")
+            + f"; wrote {a.out}"
+        )
 
 # %% ../nbs/11_cli.ipynb #dfd45ab1
 PROBES = ("linear", "knn")  # the frozen-feature checks of `vimpac.evaluate.evaluate_probe`
@@ -396,170 +638,378 @@ def _views_text(text: str) -> str:
 
 def _common(p, views_default, views_help):
     "The options of the three tools that load a checkpoint: the run, its views, its tokenizer, batches, device."
-    p.add_argument("--checkpoint", required=True,
-                   help="a saved model folder (save_pretrained: config.json, model.safetensors)")
+    p.add_argument(
+        "--checkpoint", required=True, help="a saved model folder (save_pretrained: config.json, model.safetensors)"
+    )
     p.add_argument("--views", type=checked_option(_views_text), default=views_default, help=views_help)
-    p.add_argument("--tokenizer", default=None, help="the tokenizer the checkpoint was trained with (default: the kit's "
-                   "default, checked against the identity the run records)")
+    p.add_argument(
+        "--tokenizer",
+        default=None,
+        help="the tokenizer the checkpoint was trained with (default: the kit's "
+        "default, checked against the identity the run records)",
+    )
     p.add_argument("--batch-size", type=number_option(integer=True, ge=1), default=32, help="clips per forward pass")
-    p.add_argument("--device", type=device_option, default=None, help="cpu, cuda or cuda:N (default: cuda when available)")
-    p.add_argument("--precision", default="auto", choices=PRECISIONS,
-                   help="autocast of the forward passes; auto: bf16 or fp16 on a GPU, fp32 on a CPU")
+    p.add_argument(
+        "--device", type=device_option, default=None, help="cpu, cuda or cuda:N (default: cuda when available)"
+    )
+    p.add_argument(
+        "--precision",
+        default="auto",
+        choices=PRECISIONS,
+        help="autocast of the forward passes; auto: bf16 or fp16 on a GPU, fp32 on a CPU",
+    )
 
 # %% ../nbs/11_cli.ipynb #1f37c4b8
-def predict_videos(videos, checkpoint, views="3x10", fps=None, tokenizer=None, top: int = 5, batch_size: int = 32,
-                   device=None, progress: bool = True, precision: str = "auto") -> tuple[list[dict], dict]:
+def predict_videos(
+    videos,
+    checkpoint,
+    views="3x10",
+    fps=None,
+    tokenizer=None,
+    top: int = 5,
+    batch_size: int = 32,
+    device=None,
+    progress: bool = True,
+    precision: str = "auto",
+) -> tuple[list[dict], dict]:
     """`vimpac-predict` as a function: load the checkpoint folder (`load_run`) and its tokenizer (`run_tokenizer`),
     then `predict` the videos at `fps` (default: the run's record, else 2 with a warning). Returns (predictions, run
     info)."""
     dev = get_device(device)
     model, info = load_run(checkpoint, dev)
     tok = run_tokenizer(info, tokenizer, dev)
-    preds = predict(videos, model, tok, views, fps or info["fps"] or 2.0, info["classes"], top, batch_size, dev, progress, precision)
+    preds = predict(
+        videos, model, tok, views, fps or info["fps"] or 2.0, info["classes"], top, batch_size, dev, progress, precision
+    )
     if fps is None and info["fps"] is None:
-        warnings.warn(f"{checkpoint}: records no frame rate; sampled at 2 FPS (pass --fps, e.g. 4 for HMDB51, SSV2, Diving48)")
+        warnings.warn(
+            f"{checkpoint}: records no frame rate; sampled at 2 FPS (pass --fps, e.g. 4 for HMDB51, SSV2, Diving48)"
+        )
     return preds, info
+
 
 def predict_main(argv=None):
     "Console script `vimpac-predict`: each video's top classes with their averaged scores; exit status 2 for bad input."
-    p = OptionParser(prog="vimpac-predict",
-                     description="Classify videos with a fine-tuned checkpoint (multi-view inference, §4.2).")
+    p = OptionParser(
+        prog="vimpac-predict", description="Classify videos with a fine-tuned checkpoint (multi-view inference, §4.2)."
+    )
     p.add_argument("videos", nargs="+", help="video files, folders of videos, or .txt lists of paths")
     _common(p, "3x10", "SPATIALxTEMPORAL crops: 3x10 (the paper's), or 1xK for the centre crop alone (SSV2)")
-    p.add_argument("--fps", type=number_option(gt=0), default=None,
-                   help="frames per second to sample (default: the run's, else 2)")
+    p.add_argument(
+        "--fps", type=number_option(gt=0), default=None, help="frames per second to sample (default: the run's, else 2)"
+    )
     p.add_argument("--top", type=number_option(integer=True, ge=1), default=5, help="classes to print per video")
     p.add_argument("--csv", default=None, help="also write the predictions to this CSV file")
     a = p.parse_args(argv)
-    preds, info = run_main(p.prog, predict_videos, a.videos, a.checkpoint, views=a.views, fps=a.fps,
-                           tokenizer=a.tokenizer, top=a.top, batch_size=a.batch_size, device=a.device,
-                           precision=a.precision)
+    preds, info = run_main(
+        p.prog,
+        predict_videos,
+        a.videos,
+        a.checkpoint,
+        views=a.views,
+        fps=a.fps,
+        tokenizer=a.tokenizer,
+        top=a.top,
+        batch_size=a.batch_size,
+        device=a.device,
+        precision=a.precision,
+    )
     for r in preds:
         print(r["path"])
         for i, (name, s) in enumerate(r["top"]):
             print(f"  {i + 1}. {s:.4f}  {name}")
     if a.csv:
         scores = torch.stack([r["scores"] for r in preds])
-        run_main(p.prog, write_predictions, a.csv, [r["key"] for r in preds], scores, info["classes"], None, a.top,
-                 [r["path"] for r in preds])
+        run_main(
+            p.prog,
+            write_predictions,
+            a.csv,
+            [r["key"] for r in preds],
+            scores,
+            info["classes"],
+            None,
+            a.top,
+            [r["path"] for r in preds],
+        )
 
 # %% ../nbs/11_cli.ipynb #4f86007e
-def features_of(inputs, checkpoint, out, views="1x10", fps=None, tokenizer=None, batch_size: int = 32, device=None,
-                progress: bool = True, precision: str = "auto") -> Features:
+def features_of(
+    inputs,
+    checkpoint,
+    out,
+    views="1x10",
+    fps=None,
+    tokenizer=None,
+    batch_size: int = 32,
+    device=None,
+    progress: bool = True,
+    precision: str = "auto",
+) -> Features:
     """`vimpac-features` as a function: [CLS] features of one token store (a folder with `meta.json`) or of videos
     (`extract_features`, tokenized by the run's tokenizer), saved to `out` (safetensors). Raises `VimpacError` for a
     store given with other inputs, or a store built by another tokenizer than the run's."""
     inputs = [inputs] if isinstance(inputs, (str, Path)) else list(inputs)
-    stores = [i for i in inputs if Path(i).is_dir() and (Path(i)/"meta.json").is_file()]
-    if stores and len(inputs) > 1: raise VimpacError(f"{stores[0]}: a token store is given alone, not with other inputs")
+    stores = [i for i in inputs if Path(i).is_dir() and (Path(i) / "meta.json").is_file()]
+    if stores and len(inputs) > 1:
+        raise VimpacError(f"{stores[0]}: a token store is given alone, not with other inputs")
     dev = get_device(device)
     model, info = load_run(checkpoint, dev)
     if stores:
         store, want = TokenStore(stores[0]), info["tokenizer"]
         check_store_tokenizer(store, want, checkpoint)
-        feats = extract_features(store, model, views=views, batch_size=batch_size, device=dev, progress=progress, precision=precision)
+        feats = extract_features(
+            store, model, views=views, batch_size=batch_size, device=dev, progress=progress, precision=precision
+        )
     else:
         tok = run_tokenizer(info, tokenizer, dev)
-        feats = extract_features(inputs, model, tok, views, fps or info["fps"] or 2.0, batch_size, dev, progress, precision)
+        feats = extract_features(
+            inputs, model, tok, views, fps or info["fps"] or 2.0, batch_size, dev, progress, precision
+        )
     feats.save(out)
     return feats
 
+
 def features_main(argv=None):
     "Console script `vimpac-features`: writes the features and prints their shape; exit status 2 for bad input."
-    p = OptionParser(prog="vimpac-features", description="Write the [CLS] features (N, D) of videos or of a token "
-                     "store, with their keys, to safetensors.")
-    p.add_argument("inputs", nargs="+", metavar="VIDEO_OR_STORE",
-                   help="one token store folder, or video files, folders, .txt lists")
+    p = OptionParser(
+        prog="vimpac-features",
+        description="Write the [CLS] features (N, D) of videos or of a token store, with their keys, to safetensors.",
+    )
+    p.add_argument(
+        "inputs",
+        nargs="+",
+        metavar="VIDEO_OR_STORE",
+        help="one token store folder, or video files, folders, .txt lists",
+    )
     p.add_argument("--out", required=True, help="the .safetensors file to write")
-    _common(p, "1x10", "SPATIALxTEMPORAL crops the features are averaged over (default 1x10: the centre crop, "
-            "as pre-training)")
-    p.add_argument("--fps", type=number_option(gt=0), default=None,
-                   help="frames per second for videos (default: the run's, else 2)")
+    _common(
+        p,
+        "1x10",
+        "SPATIALxTEMPORAL crops the features are averaged over (default 1x10: the centre crop, as pre-training)",
+    )
+    p.add_argument(
+        "--fps",
+        type=number_option(gt=0),
+        default=None,
+        help="frames per second for videos (default: the run's, else 2)",
+    )
     a = p.parse_args(argv)
     if Path(a.out).is_dir():
         p.error(f"argument --out: {a.out} is a folder; expected a file to write")
-    f = run_main(p.prog, features_of, a.inputs, a.checkpoint, a.out, views=a.views, fps=a.fps, tokenizer=a.tokenizer,
-                 batch_size=a.batch_size, device=a.device, precision=a.precision)
+    f = run_main(
+        p.prog,
+        features_of,
+        a.inputs,
+        a.checkpoint,
+        a.out,
+        views=a.views,
+        fps=a.fps,
+        tokenizer=a.tokenizer,
+        batch_size=a.batch_size,
+        device=a.device,
+        precision=a.precision,
+    )
     n, d = tuple(f.features.shape)
     print(f"wrote {a.out}: {n} videos x {d} features ({f.views} views)")
 
 # %% ../nbs/11_cli.ipynb #5820a29e
-def _evaluation_figures(ev, out: Path, checkpoint, test_store, train, model, info, views, tokenizer, retrieval, batch_size,
-                        dev, progress, ftr=None, fte=None, precision: str = "auto"):
-    "`confusion.png` and, with a `train` store and `retrieval` > 0, `retrieval.png` in `out` (a failure of the latter warns)."
+def _evaluation_figures(
+    ev,
+    out: Path,
+    checkpoint,
+    test_store,
+    train,
+    model,
+    info,
+    views,
+    tokenizer,
+    retrieval,
+    batch_size,
+    dev,
+    progress,
+    ftr=None,
+    fte=None,
+    precision: str = "auto",
+):
+    "`confusion.png` and, with a `train` store and `retrieval` > 0, `retrieval.png` in `out` (a failure of the"
+    "latter warns)."
     m = ev.metrics
-    plot_confusion(m["confusion"], ev.classes, out/"confusion.png",
-                   title=f"{Path(checkpoint).name} on {test_store.path.name}: {ev.method}, {ev.views} views\n"
-                         f"top-1 {m['top1']:.3f}, top-{min(5, len(ev.classes))} {m['top5']:.3f}, mean per-class {m['mean_class_acc']:.3f} ({m['n']} videos)")
+    plot_confusion(
+        m["confusion"],
+        ev.classes,
+        out / "confusion.png",
+        title=f"{Path(checkpoint).name} on {test_store.path.name}: {ev.method}, {ev.views} views\n"
+        f"top-1 {m['top1']:.3f}, top-{min(5, len(ev.classes))} {m['top5']:.3f}, mean per-class "
+        f"{m['mean_class_acc']:.3f} ({m['n']} videos)",
+    )
     plt.close("all")
-    if train is None or not retrieval: return
+    if train is None or not retrieval:
+        return
     train_store = TokenStore(train)
     if ftr is None:
-        ftr, fte = (extract_features(s, model, views=views or "1x10", batch_size=batch_size, device=dev, progress=progress,
-                                     precision=precision) for s in (train_store, test_store))
+        ftr, fte = (
+            extract_features(
+                s,
+                model,
+                views=views or "1x10",
+                batch_size=batch_size,
+                device=dev,
+                progress=progress,
+                precision=precision,
+            )
+            for s in (train_store, test_store)
+        )
     try:
         tok = run_tokenizer(info, tokenizer, dev)
-        plot_store_retrieval(fte, ftr, test_store, train_store, tok, retrieval, 5, 3, out/"retrieval.png",
-                             title=f"{Path(checkpoint).name}: {test_store.path.name} queries, {train_store.path.name} gallery")
-    except VimpacError as e: warnings.warn(f"retrieval figure skipped: {e}")
-    finally: plt.close("all")
+        plot_store_retrieval(
+            fte,
+            ftr,
+            test_store,
+            train_store,
+            tok,
+            retrieval,
+            5,
+            3,
+            out / "retrieval.png",
+            title=f"{Path(checkpoint).name}: {test_store.path.name} queries, {train_store.path.name} gallery",
+        )
+    except VimpacError as e:
+        warnings.warn(f"retrieval figure skipped: {e}")
+    finally:
+        plt.close("all")
 
 # %% ../nbs/11_cli.ipynb #8b03b300
-def evaluate_run(checkpoint, test, train=None, probe=None, views=None, k: int = 20, temperature: float = 0.07,
-                 weight_decay: float = 1e-4, out=None, retrieval: int = 4, tokenizer=None, batch_size: int = 32,
-                 device=None, progress: bool = True, precision: str = "auto"):
+def evaluate_run(
+    checkpoint,
+    test,
+    train=None,
+    probe=None,
+    views=None,
+    k: int = 20,
+    temperature: float = 0.07,
+    weight_decay: float = 1e-4,
+    out=None,
+    retrieval: int = 4,
+    tokenizer=None,
+    batch_size: int = 32,
+    device=None,
+    progress: bool = True,
+    precision: str = "auto",
+):
     """`vimpac-evaluate` as a function. Without `probe`: multi-view evaluation of the fine-tuned classifier of
     `checkpoint` on the labelled store `test` (`evaluate`, default views 3x10). With `probe` (one of `PROBES`):
     the frozen [CLS] features of `train` and `test` (`evaluate_probe`, default views 1x10, the centre crop of
     pre-training). With `out`: `metrics.json`, `predictions.csv`, `confusion.png`, and when `train` is given and
     `retrieval` > 0, `retrieval.png`. Returns the `Evaluation`. Raises `VimpacError` for a probe without `train`, and,
     before evaluating, for a `tokenizer` given that cannot be loaded or is not the run's (`run_tokenizer`)."""
-    if probe is not None and train is None: raise VimpacError(f"--probe {probe}: needs --train STORE (the store the probe is fitted on)")
+    if probe is not None and train is None:
+        raise VimpacError(f"--probe {probe}: needs --train STORE (the store the probe is fitted on)")
     dev = get_device(device)
     model, info = load_run(checkpoint, dev)
-    if tokenizer is not None: tokenizer = run_tokenizer(info, tokenizer, dev)   # one given is checked up front, not when drawing
+    if tokenizer is not None:
+        tokenizer = run_tokenizer(info, tokenizer, dev)  # one given is checked up front, not when drawing
     test_store = TokenStore(test)
     ftr = fte = None
     if probe is None:
         ev = evaluate(model, test_store, views or "3x10", batch_size, dev, info, progress, precision)
     else:
-        ev, ftr, fte = evaluate_probe(model, train, test_store, probe, views or "1x10", k, temperature, weight_decay,
-                                      batch_size, dev, info, progress, precision)
+        ev, ftr, fte = evaluate_probe(
+            model,
+            train,
+            test_store,
+            probe,
+            views or "1x10",
+            k,
+            temperature,
+            weight_decay,
+            batch_size,
+            dev,
+            info,
+            progress,
+            precision,
+        )
     if out is not None:
         ev.write(Path(out))
-        _evaluation_figures(ev, Path(out), checkpoint, test_store, train, model, info, views, tokenizer, retrieval,
-                            batch_size, dev, progress, ftr, fte, precision)
+        _evaluation_figures(
+            ev,
+            Path(out),
+            checkpoint,
+            test_store,
+            train,
+            model,
+            info,
+            views,
+            tokenizer,
+            retrieval,
+            batch_size,
+            dev,
+            progress,
+            ftr,
+            fte,
+            precision,
+        )
     return ev
 
 # %% ../nbs/11_cli.ipynb #274dc8bb
 def evaluate_main(argv=None):
     "Console script `vimpac-evaluate`: prints the evaluation's headline and what it wrote; exit status 2 for bad input."
-    p = OptionParser(prog="vimpac-evaluate", description="Top-1 / top-5 / mean per-class accuracy of a checkpoint on a "
-                     "labelled token store: multi-view inference of a fine-tuned classifier, or a linear probe / kNN on "
-                     "frozen [CLS] features.")
+    p = OptionParser(
+        prog="vimpac-evaluate",
+        description="Top-1 / top-5 / mean per-class accuracy of a checkpoint on a "
+        "labelled token store: multi-view inference of a fine-tuned classifier, or a linear probe / kNN on "
+        "frozen [CLS] features.",
+    )
     p.add_argument("--test", required=True, help="labelled token store to evaluate on (vimpac-tokenize --dataset)")
-    p.add_argument("--train", default=None,
-                   help="labelled training store: what a probe is fitted on, and the retrieval gallery")
-    p.add_argument("--probe", choices=PROBES, default=None, help="judge frozen [CLS] features instead of the classifier")
-    _common(p, None, "SPATIALxTEMPORAL crops (default 3x10, the paper's; 1x10 for probes, the centre crop of "
-            "pre-training)")
+    p.add_argument(
+        "--train", default=None, help="labelled training store: what a probe is fitted on, and the retrieval gallery"
+    )
+    p.add_argument(
+        "--probe", choices=PROBES, default=None, help="judge frozen [CLS] features instead of the classifier"
+    )
+    _common(
+        p, None, "SPATIALxTEMPORAL crops (default 3x10, the paper's; 1x10 for probes, the centre crop of pre-training)"
+    )
     p.add_argument("--k", type=number_option(integer=True, ge=1), default=20, help="kNN neighbours")
-    p.add_argument("--temperature", type=number_option(gt=0), default=0.07,
-                   help="kNN vote temperature: weight exp(cos / T)")
+    p.add_argument(
+        "--temperature", type=number_option(gt=0), default=0.07, help="kNN vote temperature: weight exp(cos / T)"
+    )
     p.add_argument("--weight-decay", type=number_option(ge=0), default=1e-4, help="linear probe L2 penalty")
-    p.add_argument("--out", type=folder_option, default=None,
-                   help="folder for metrics.json, predictions.csv, confusion.png, retrieval.png")
-    p.add_argument("--retrieval", type=number_option(integer=True, ge=0), default=4,
-                   help="query videos in retrieval.png (needs --train and --out; 0: none)")
+    p.add_argument(
+        "--out",
+        type=folder_option,
+        default=None,
+        help="folder for metrics.json, predictions.csv, confusion.png, retrieval.png",
+    )
+    p.add_argument(
+        "--retrieval",
+        type=number_option(integer=True, ge=0),
+        default=4,
+        help="query videos in retrieval.png (needs --train and --out; 0: none)",
+    )
     a = p.parse_args(argv)
     if a.probe and not a.train:
         p.error(f"argument --probe: {a.probe} needs --train STORE (the store it is fitted on)")
-    ev = run_main(p.prog, evaluate_run, a.checkpoint, a.test, train=a.train, probe=a.probe, views=a.views, k=a.k,
-                  temperature=a.temperature, weight_decay=a.weight_decay, out=a.out, retrieval=a.retrieval,
-                  tokenizer=a.tokenizer, batch_size=a.batch_size, device=a.device, precision=a.precision)
+    ev = run_main(
+        p.prog,
+        evaluate_run,
+        a.checkpoint,
+        a.test,
+        train=a.train,
+        probe=a.probe,
+        views=a.views,
+        k=a.k,
+        temperature=a.temperature,
+        weight_decay=a.weight_decay,
+        out=a.out,
+        retrieval=a.retrieval,
+        tokenizer=a.tokenizer,
+        batch_size=a.batch_size,
+        device=a.device,
+        precision=a.precision,
+    )
     print(ev.headline())
     if a.out:
         wrote = "metrics.json, predictions.csv, confusion.png"
-        if (Path(a.out)/"retrieval.png").is_file():
+        if (Path(a.out) / "retrieval.png").is_file():
             wrote += ", retrieval.png"
         print(f"wrote {a.out}/{wrote}")

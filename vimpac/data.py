@@ -21,13 +21,14 @@ __all__ = ['MASK_STRATEGIES', 'SPLIT_DATASETS', 'NUM_SPLITS', 'take_clip', 'Mask
 # %% ../nbs/06_data.ipynb #bdc2d7d1
 def take_clip(tokens: torch.Tensor, start: int, clip_len: int, pad_id: int) -> torch.Tensor:
     "Frames [start, start + clip_len) of int64 tokens (L, h, w), padded at the end with `pad_id`: (clip_len, h, w)."
-    clip = tokens[start:start + clip_len]
+    clip = tokens[start : start + clip_len]
     if len(clip) < clip_len:
         clip = torch.cat([clip, clip.new_full((clip_len - len(clip), *clip.shape[1:]), pad_id)])
     return clip
 
 # %% ../nbs/06_data.ipynb #1b6ef44e
-MASK_STRATEGIES = ("block", "iid")       # §3.1's block masking, the paper's; BERT's i.i.d. masking, its comparison
+MASK_STRATEGIES = ("block", "iid")  # §3.1's block masking, the paper's; BERT's i.i.d. masking, its comparison
+
 
 @dataclass(frozen=True)
 class MaskSpec:
@@ -35,6 +36,7 @@ class MaskSpec:
     `blocks_for_ratio(T, h, w, mask_ratio)`, appendix B.1), or "iid", each token masked independently when its
     uniform is below `mask_ratio` (M_iid, Eq. 2; compared in Table 8). Raises `VimpacError` for another strategy,
     `num_blocks` < 1 or a `mask_ratio` outside (0, 1)."""
+
     strategy: str = "block"
     num_blocks: int | None = None
     mask_ratio: float = 0.15
@@ -76,9 +78,13 @@ def _masking(masking: MaskSpec | None, old: dict) -> MaskSpec:
         raise TypeError(f"ClipPairDataset: unexpected keyword argument(s) {', '.join(unknown)}")
     if not old:
         return masking or MaskSpec()
-    warnings.warn("ClipPairDataset(num_blocks=, mask_ratio=) is deprecated: pass masking=MaskSpec(num_blocks=, "
-                  "mask_ratio=)", VimpacDeprecationWarning, stacklevel=3)
+    warnings.warn(
+        "ClipPairDataset(num_blocks=, mask_ratio=) is deprecated: pass masking=MaskSpec(num_blocks=, mask_ratio=)",
+        VimpacDeprecationWarning,
+        stacklevel=3,
+    )
     return MaskSpec(**{**asdict(masking or MaskSpec()), **old})
+
 
 class ClipPairDataset(torch.utils.data.Dataset):
     """Pre-training samples from a `TokenStore`. Item i is `(pair, mask_u)`: `pair` int64 (2, T, h, w), two clips of
@@ -89,8 +95,18 @@ class ClipPairDataset(torch.utils.data.Dataset):
     number of processes or workers; call `set_epoch` between epochs, or index with `(epoch, i)`. Raises
     `VimpacError` for an empty store or a negative `d_max`. (`num_blocks=` and `mask_ratio=` are deprecated: pass
     `masking=MaskSpec(...)`.)"""
-    def __init__(self, store, clip_len: int = 5, pad_id: int | None = None, seed: int = 0, *,
-                 masking: MaskSpec | None = None, d_max: float | None = None, **deprecated):
+
+    def __init__(
+        self,
+        store,
+        clip_len: int = 5,
+        pad_id: int | None = None,
+        seed: int = 0,
+        *,
+        masking: MaskSpec | None = None,
+        d_max: float | None = None,
+        **deprecated,
+    ):
         if len(store) == 0:
             raise VimpacError(f"{store.path}: token store holds no video")
         if d_max is not None and d_max < 0:
@@ -107,7 +123,7 @@ class ClipPairDataset(torch.utils.data.Dataset):
 
     def starts(self, n: int, g: torch.Generator) -> list[int]:
         "The two clips' starts in a video of `n` frames, drawn from `g`: uniform, the second within `d_max` seconds."
-        last = max(n - self.clip_len, 0)                                  # the last valid start
+        last = max(n - self.clip_len, 0)  # the last valid start
         if self.d_max is None:
             return torch.randint(0, last + 1, (2,), generator=g).tolist()
         dm = int(self.d_max * getattr(self.store, "fps", 1.0))
@@ -116,7 +132,7 @@ class ClipPairDataset(torch.utils.data.Dataset):
         return [s1, int(torch.randint(lo, hi + 1, (1,), generator=g))]
 
     def __getitem__(self, key):
-        epoch, i = key if isinstance(key, tuple) else (self.epoch, key)   # (epoch, i) keys let workers skip set_epoch
+        epoch, i = key if isinstance(key, tuple) else (self.epoch, key)  # (epoch, i) keys let workers skip set_epoch
         toks = self.store[i]
         g = make_generator(derive_seed(self.seed, epoch, i))
         pair = torch.stack([take_clip(toks, s, self.clip_len, self.pad_id) for s in self.starts(len(toks), g)])
@@ -136,33 +152,49 @@ class LabelledClipDataset(torch.utils.data.Dataset):
     epoch, i): call `set_epoch` between epochs, or index with `(epoch, i)`; `choice(i, epoch)` gives the
     (view, start) a sample uses. Raises `VimpacError` for a store without labels, an empty store, `clip_len` < 1, or
     a view the store lacks."""
+
     def __init__(self, store, clip_len: int, seed: int = 0, views=None):
         if getattr(store, "classes", None) is None or getattr(store, "labels", None) is None:
-            raise VimpacError(f"{store.path}: token store has no labels; tokenize it with labels "
-                              "(vimpac-tokenize --dataset NAME --split-dir DIR, or build_store(labels=, classes=))")
-        if len(store) == 0: raise VimpacError(f"{store.path}: token store holds no video")
+            raise VimpacError(
+                f"{store.path}: token store has no labels; tokenize it with labels "
+                "(vimpac-tokenize --dataset NAME --split-dir DIR, or build_store(labels=, classes=))"
+            )
+        if len(store) == 0:
+            raise VimpacError(f"{store.path}: token store holds no video")
         if isinstance(clip_len, bool) or not isinstance(clip_len, int) or clip_len < 1:
             raise VimpacError(f"clip_len: expected an integer >= 1, got {clip_len!r}")
-        if views is None: views = list(store.views)
-        elif isinstance(views, str): views = list(VIEW_SETS.get(views, [views]))
-        else: views = list(views)
+        if views is None:
+            views = list(store.views)
+        elif isinstance(views, str):
+            views = list(VIEW_SETS.get(views, [views]))
+        else:
+            views = list(views)
         missing = [v for v in views if v not in store.views]
         if not views or missing:
-            raise VimpacError(f"views: {missing[0] if missing else 'none given'}: not a view of {store.path}; "
-                              f"it has {', '.join(store.views)}")
+            raise VimpacError(
+                f"views: {missing[0] if missing else 'none given'}: not a view of {store.path}; "
+                f"it has {', '.join(store.views)}"
+            )
         self.store, self.clip_len, self.seed, self.views, self.epoch = store, clip_len, seed, views, 0
         self.keys, self.labels, self.lengths = store.keys(), list(store.labels), list(store.lengths)
         self.pad_id = store.vocab_size
+
     classes = property(lambda self: self.store.classes)
-    def set_epoch(self, epoch: int): self.epoch = epoch
-    def __len__(self): return len(self.keys)
+
+    def set_epoch(self, epoch: int):
+        self.epoch = epoch
+
+    def __len__(self):
+        return len(self.keys)
+
     def choice(self, i: int, epoch: int | None = None) -> tuple[str, int]:
         "The (view name, start frame) of sample i in `epoch` (default: the current one)."
         g = make_generator(derive_seed(self.seed, self.epoch if epoch is None else epoch, i))
         view = self.views[int(torch.randint(len(self.views), (1,), generator=g))]
         return view, int(torch.randint(max(self.lengths[i] - self.clip_len, 0) + 1, (1,), generator=g))
+
     def __getitem__(self, key) -> tuple[torch.Tensor, int]:
-        epoch, i = key if isinstance(key, tuple) else (self.epoch, key)   # (epoch, i) keys let workers skip set_epoch
+        epoch, i = key if isinstance(key, tuple) else (self.epoch, key)  # (epoch, i) keys let workers skip set_epoch
         view, start = self.choice(i, epoch)
         clip = torch.from_numpy(self.store.clip(self.keys[i], start, self.clip_len, view).astype("int64"))
         return take_clip(clip, 0, self.clip_len, self.pad_id), self.labels[i]
@@ -171,12 +203,14 @@ class LabelledClipDataset(torch.utils.data.Dataset):
 SPLIT_DATASETS = ("ucf101", "hmdb51", "ssv2", "diving48", "kinetics400", "folder")
 NUM_SPLITS = dict(ucf101=3, hmdb51=3, ssv2=1, diving48=1, kinetics400=1, folder=1)  # official splits per dataset
 
+
 @dataclass
 class Split:
     """One official split of a dataset, from `read_split`: `train` and `test`, lists of (video path under `root`,
     0-based label into `classes`, the class names in the official order); `missing`: the (part, path) of videos the
     split files list but `root` lacks (left out of `train` / `test`). `dict(split.train)` is the `labels` argument
     of `vimpac.store.build_store`."""
+
     dataset: str
     split: int
     root: Path
@@ -184,43 +218,62 @@ class Split:
     train: list
     test: list
     missing: list = field(default_factory=list)
+
     def headline(self) -> str:
         "One line: the counts, and the videos listed but not found."
-        s = (f"{self.dataset} split {self.split}: {len(self.train)} train and {len(self.test)} test videos, "
-             f"{len(self.classes)} classes")
+        s = (
+            f"{self.dataset} split {self.split}: {len(self.train)} train and {len(self.test)} test videos, "
+            f"{len(self.classes)} classes"
+        )
         if self.missing:
             n = {p: sum(q == p for q, _ in self.missing) for p in ("train", "test")}
-            s += (f"; {len(self.missing)} listed but not found under {self.root} ({n['train']} train, {n['test']} test; "
-                  f"e.g. {self.missing[0][1]})")
+            s += (
+                f"; {len(self.missing)} listed but not found under {self.root} ({n['train']} train, {n['test']} test; "
+                f"e.g. {self.missing[0][1]})"
+            )
         return s
-    def __str__(self): return self.headline()
+
+    def __str__(self):
+        return self.headline()
 
 # %% ../nbs/06_data.ipynb #5bd066d0
 def _bad(f, n: int, line: str, expected: str):
     return VimpacError(f"{f}, line {n}: {line[:80]!r}: expected {expected}")
 
+
 def _lines(f: Path, what: str) -> list[tuple[int, str]]:
     """(line number, text without surrounding blanks) of the non-blank lines of the text file `f` (CRLF, trailing
     spaces, a UTF-8 BOM accepted). Raises `VimpacError` naming `f` when it is missing, not UTF-8, or lists nothing."""
-    if not f.is_file(): raise VimpacError(f"{f}: no such file, expected {what}")
-    try: text = f.read_bytes().decode("utf-8-sig")
-    except UnicodeDecodeError: raise VimpacError(f"{f}: not UTF-8 text, expected {what}") from None
+    if not f.is_file():
+        raise VimpacError(f"{f}: no such file, expected {what}")
+    try:
+        text = f.read_bytes().decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise VimpacError(f"{f}: not UTF-8 text, expected {what}") from None
     out = [(n, l.strip()) for n, l in enumerate(text.splitlines(), 1) if l.strip()]
-    if not out: raise VimpacError(f"{f}: empty, expected {what}")
+    if not out:
+        raise VimpacError(f"{f}: empty, expected {what}")
     return out
+
 
 def _json_list(f: Path, what: str) -> list:
     "The JSON array in `f`, else `VimpacError` naming `f`."
-    if not f.is_file(): raise VimpacError(f"{f}: no such file, expected {what}")
-    try: obj = json.loads(f.read_bytes().decode("utf-8-sig"))
-    except UnicodeDecodeError: raise VimpacError(f"{f}: not UTF-8 text, expected {what} (JSON)") from None
+    if not f.is_file():
+        raise VimpacError(f"{f}: no such file, expected {what}")
+    try:
+        obj = json.loads(f.read_bytes().decode("utf-8-sig"))
+    except UnicodeDecodeError:
+        raise VimpacError(f"{f}: not UTF-8 text, expected {what} (JSON)") from None
     except json.JSONDecodeError as e:
         raise VimpacError(f"{f}: invalid JSON at line {e.lineno} column {e.colno} ({e.msg}), expected {what}") from None
-    if not isinstance(obj, list) or not obj: raise VimpacError(f"{f}: expected {what} (a non-empty JSON array)")
+    if not isinstance(obj, list) or not obj:
+        raise VimpacError(f"{f}: expected {what} (a non-empty JSON array)")
     return obj
+
 
 def _bad_entry(f, i: int, entry, expected: str):
     return VimpacError(f"{f}, entry {i}: {json.dumps(entry)[:80]}: expected {expected}")
+
 
 def _find(*candidates: Path) -> Path | None:
     "The first of `candidates` that is a file, or None."
@@ -228,24 +281,32 @@ def _find(*candidates: Path) -> Path | None:
 
 # %% ../nbs/06_data.ipynb #144c47a6
 def _ucf101(root: Path, d: Path, split: int):
-    ci = d/"classInd.txt"
+    ci = d / "classInd.txt"
     classes = []
     for n, l in _lines(ci, "UCF101's classInd.txt (lines '1 ApplyEyeMakeup')"):
         m = re.fullmatch(r"(\d+)\s+(\S+)", l)
-        if not m or int(m[1]) != len(classes) + 1: raise _bad(ci, n, l, f"'{len(classes) + 1} CLASSNAME' (indices 1, 2, ... in order)")
+        if not m or int(m[1]) != len(classes) + 1:
+            raise _bad(ci, n, l, f"'{len(classes) + 1} CLASSNAME' (indices 1, 2, ... in order)")
         classes.append(m[2])
     lower = {c.lower(): i for i, c in enumerate(classes)}  # the official lists spell HandStandPushups two ways
     parts = {}
     for part in ("train", "test"):
-        f, rows = d/f"{part}list{split:02d}.txt", []
-        for n, l in _lines(f, f"UCF101's {part} list of split {split} (lines 'Class/v_Class_g08_c01.avi{' 1' * (part == 'train')}')"):
+        f, rows = d / f"{part}list{split:02d}.txt", []
+        for n, l in _lines(
+            f, f"UCF101's {part} list of split {split} (lines 'Class/v_Class_g08_c01.avi{' 1' * (part == 'train')}')"
+        ):
             m = re.fullmatch(r"(\S+?/\S+)(?:\s+(\d+))?", l)
             if not m or m[1].split("/")[0].lower() not in lower or (part == "train" and m[2] is None):
-                raise _bad(f, n, l, "'CLASS/VIDEO.avi" + (" LABEL'" if part == "train" else "'") + " with CLASS in classInd.txt")
+                raise _bad(
+                    f,
+                    n,
+                    l,
+                    "'CLASS/VIDEO.avi" + (" LABEL'" if part == "train" else "'") + " with CLASS in classInd.txt",
+                )
             y = lower[m[1].split("/")[0].lower()]
             if m[2] is not None and int(m[2]) - 1 != y:
                 raise _bad(f, n, l, f"label {y + 1} (class {classes[y]} in classInd.txt) for this folder")
-            rows.append(((root/m[1], root/Path(m[1]).name), y))
+            rows.append(((root / m[1], root / Path(m[1]).name), y))
         parts[part] = rows
     return classes, parts
 
@@ -253,105 +314,143 @@ def _ucf101(root: Path, d: Path, split: int):
 def _hmdb51(root: Path, d: Path, split: int):
     suffix = f"_test_split{split}.txt"
     files = sorted(f for f in d.glob(f"*{suffix}") if f.is_file())
-    if not files: raise VimpacError(f"{d}: no HMDB51 split files *{suffix} (lines 'VIDEO.avi 1'), expected one per class")
-    classes = [f.name[:-len(suffix)] for f in files]
+    if not files:
+        raise VimpacError(f"{d}: no HMDB51 split files *{suffix} (lines 'VIDEO.avi 1'), expected one per class")
+    classes = [f.name[: -len(suffix)] for f in files]
     parts = dict(train=[], test=[])
     for y, (c, f) in enumerate(zip(classes, files)):
         for n, l in _lines(f, "an HMDB51 split file (lines 'VIDEO.avi 0|1|2')"):
             m = re.fullmatch(r"(\S+)\s+([012])", l)
-            if not m: raise _bad(f, n, l, "'VIDEO.avi 0|1|2' (1 train, 2 test, 0 unused)")
-            if m[2] != "0": parts["train" if m[2] == "1" else "test"].append(((root/c/m[1], root/m[1]), y))
+            if not m:
+                raise _bad(f, n, l, "'VIDEO.avi 0|1|2' (1 train, 2 test, 0 unused)")
+            if m[2] != "0":
+                parts["train" if m[2] == "1" else "test"].append(((root / c / m[1], root / m[1]), y))
     return classes, parts
 
 # %% ../nbs/06_data.ipynb #c2252802
 def _ssv2(root: Path, d: Path, split: int):
-    lf = d/"labels.json"
+    lf = d / "labels.json"
     labels = read_json(lf, "SSV2's labels.json (template -> class id)")
-    order = {int(v): k for k, v in labels.items()
-             if (isinstance(v, str) and v.strip().isdigit()) or (isinstance(v, int) and not isinstance(v, bool))}
+    order = {
+        int(v): k
+        for k, v in labels.items()
+        if (isinstance(v, str) and v.strip().isdigit()) or (isinstance(v, int) and not isinstance(v, bool))
+    }
     if sorted(order) != list(range(len(labels))):
-        raise VimpacError(f"{lf}: expected an object template -> class id, with the ids '0' ... '{len(labels) - 1}' once each")
+        raise VimpacError(
+            f"{lf}: expected an object template -> class id, with the ids '0' ... '{len(labels) - 1}' once each"
+        )
     classes = [order[i] for i in range(len(labels))]
     index = {c: i for i, c in enumerate(classes)}
     parts = {}
     for part, name in (("train", "train.json"), ("test", "validation.json")):
-        f, rows = d/name, []
+        f, rows = d / name, []
         for i, e in enumerate(_json_list(f, f"SSV2's {name}")):
             if not (isinstance(e, dict) and isinstance(e.get("id"), (str, int)) and isinstance(e.get("template"), str)):
                 raise _bad_entry(f, i, e, "an object with 'id' and 'template'")
             t = e["template"].replace("[", "").replace("]", "")
-            if t not in index: raise _bad_entry(f, i, e, f"a template of {lf.name} (with its [brackets] removed)")
-            rows.append(((root/f"{e['id']}.webm", root/f"{e['id']}.mp4"), index[t]))
+            if t not in index:
+                raise _bad_entry(f, i, e, f"a template of {lf.name} (with its [brackets] removed)")
+            rows.append(((root / f"{e['id']}.webm", root / f"{e['id']}.mp4"), index[t]))
         parts[part] = rows
     return classes, parts
 
 # %% ../nbs/06_data.ipynb #c4ea8096
 def _diving48(root: Path, d: Path, split: int):
-    vf = d/"Diving48_vocab.json"
+    vf = d / "Diving48_vocab.json"
     vocab = _json_list(vf, "Diving48's vocabulary (a list of [takeoff, somersaults, twists, flight])")
     classes = []
     for i, v in enumerate(vocab):
-        if isinstance(v, str): classes.append(v)
-        elif isinstance(v, list) and v and all(isinstance(x, str) for x in v): classes.append(" ".join(v))
-        else: raise _bad_entry(vf, i, v, "a list of strings such as ['Back', '15som', '05Twis', 'FREE']")
-    if len(set(classes)) != len(classes): raise VimpacError(f"{vf}: lists a class twice")
+        if isinstance(v, str):
+            classes.append(v)
+        elif isinstance(v, list) and v and all(isinstance(x, str) for x in v):
+            classes.append(" ".join(v))
+        else:
+            raise _bad_entry(vf, i, v, "a list of strings such as ['Back', '15som', '05Twis', 'FREE']")
+    if len(set(classes)) != len(classes):
+        raise VimpacError(f"{vf}: lists a class twice")
     parts = {}
     for part in ("train", "test"):
-        f, rows = d/f"Diving48_V2_{part}.json", []
+        f, rows = d / f"Diving48_V2_{part}.json", []
         for i, e in enumerate(_json_list(f, f"Diving48's V2 {part} list")):
             y = e.get("label") if isinstance(e, dict) else None
-            if not (isinstance(e, dict) and isinstance(e.get("vid_name"), str) and isinstance(y, int)
-                    and not isinstance(y, bool) and 0 <= y < len(classes)):
+            if not (
+                isinstance(e, dict)
+                and isinstance(e.get("vid_name"), str)
+                and isinstance(y, int)
+                and not isinstance(y, bool)
+                and 0 <= y < len(classes)
+            ):
                 raise _bad_entry(f, i, e, f"an object with 'vid_name' and 'label' in [0, {len(classes)})")
-            rows.append(((root/f"{e['vid_name']}.mp4",), y))
+            rows.append(((root / f"{e['vid_name']}.mp4",), y))
         parts[part] = rows
     return classes, parts
 
 # %% ../nbs/06_data.ipynb #ffc6dc03
 _K400_FIELDS = ("label", "youtube_id", "time_start", "time_end")
 
+
 def _k400_rows(f: Path):
     lines = _lines(f, "a Kinetics csv (label,youtube_id,time_start,time_end,split)")
     (n0, head), rows = lines[0], []
     cols = next(csv.reader([head]))
-    if any(k not in cols for k in _K400_FIELDS): raise _bad(f, n0, head, "the header label,youtube_id,time_start,time_end,split")
+    if any(k not in cols for k in _K400_FIELDS):
+        raise _bad(f, n0, head, "the header label,youtube_id,time_start,time_end,split")
     at = [cols.index(k) for k in _K400_FIELDS]
     for n, l in lines[1:]:
         r = next(csv.reader([l]))
         try:
             label, yid, t0, t1 = (r[j].strip() for j in at)
             t0, t1 = int(float(t0)), int(float(t1))
-            if not label or not yid: raise ValueError
-        except (IndexError, ValueError): raise _bad(f, n, l, "label,youtube_id,time_start,time_end,split with integer times") from None
+            if not label or not yid:
+                raise ValueError
+        except (IndexError, ValueError):
+            raise _bad(f, n, l, "label,youtube_id,time_start,time_end,split with integer times") from None
         rows.append((n, l, label, f"{yid}_{t0:06d}_{t1:06d}.mp4"))
     return rows
 
+
 def _kinetics400(root: Path, d: Path, split: int):
-    train, test = _k400_rows(d/"train.csv"), _k400_rows(d/"validate.csv")
+    train, test = _k400_rows(d / "train.csv"), _k400_rows(d / "validate.csv")
     classes = sorted({r[2] for r in train})
     index = {c: i for i, c in enumerate(classes)}
     for n, l, label, _ in test:
-        if label not in index: raise _bad(d/"validate.csv", n, l, f"a class of train.csv ({label!r} is not one)")
-    def where(label, name): return (root/name, root/label/name, root/label.replace(" ", "_")/name)
-    return classes, {p: [(where(r[2], r[3]), index[r[2]]) for r in rows] for p, rows in (("train", train), ("test", test))}
+        if label not in index:
+            raise _bad(d / "validate.csv", n, l, f"a class of train.csv ({label!r} is not one)")
+
+    def where(label, name):
+        return (root / name, root / label / name, root / label.replace(" ", "_") / name)
+
+    return classes, {
+        p: [(where(r[2], r[3]), index[r[2]]) for r in rows] for p, rows in (("train", train), ("test", test))
+    }
 
 # %% ../nbs/06_data.ipynb #70df170e
 def _class_folders(d: Path) -> dict:
     return {c.name: scan_folder(c)[0] for c in sorted(d.iterdir()) if c.is_dir() and not c.name.startswith(".")}
 
+
 def _folder(root: Path, d: Path, split: int):
-    if (d/"train").is_dir():  # train/ and test/ (or val/) of class folders
-        test_dir = next((d/t for t in ("test", "val", "validation") if (d/t).is_dir()), None)
-        train, test = _class_folders(d/"train"), {} if test_dir is None else _class_folders(test_dir)
-    else: train, test = _class_folders(d), {}  # class folders only: all train
-    if not train: raise VimpacError(f"{d}: no class sub-folders, expected one folder per class (or train/ and test/ of them)")
+    if (d / "train").is_dir():  # train/ and test/ (or val/) of class folders
+        test_dir = next((d / t for t in ("test", "val", "validation") if (d / t).is_dir()), None)
+        train, test = _class_folders(d / "train"), {} if test_dir is None else _class_folders(test_dir)
+    else:
+        train, test = _class_folders(d), {}  # class folders only: all train
+    if not train:
+        raise VimpacError(f"{d}: no class sub-folders, expected one folder per class (or train/ and test/ of them)")
     classes = sorted(train)
     extra = sorted(set(test) - set(train))
-    if extra: raise VimpacError(f"{test_dir}: class folder(s) {', '.join(extra[:3])} not among the train classes")
-    return classes, {p: [((v,), classes.index(c)) for c, vs in parts.items() for v in vs]
-                     for p, parts in (("train", train), ("test", test))}
+    if extra:
+        raise VimpacError(f"{test_dir}: class folder(s) {', '.join(extra[:3])} not among the train classes")
+    return classes, {
+        p: [((v,), classes.index(c)) for c, vs in parts.items() for v in vs]
+        for p, parts in (("train", train), ("test", test))
+    }
 
-_READERS = dict(ucf101=_ucf101, hmdb51=_hmdb51, ssv2=_ssv2, diving48=_diving48, kinetics400=_kinetics400, folder=_folder)
+
+_READERS = dict(
+    ucf101=_ucf101, hmdb51=_hmdb51, ssv2=_ssv2, diving48=_diving48, kinetics400=_kinetics400, folder=_folder
+)
 
 # %% ../nbs/06_data.ipynb #009734d4
 def read_split(dataset: str, video_root, split_dir_or_file=None, split: int = 1) -> Split:
@@ -376,23 +475,30 @@ def read_split(dataset: str, video_root, split_dir_or_file=None, split: int = 1)
     out and recorded in `Split.missing` (see `Split.headline`). Raises `VimpacError` for an unknown dataset, a split
     number the dataset lacks, a missing split file, or a malformed line (naming the file and the line number, or the
     entry index in JSON files)."""
-    if dataset not in _READERS: raise VimpacError(f"dataset: {dataset!r} is not one of {', '.join(SPLIT_DATASETS)}")
+    if dataset not in _READERS:
+        raise VimpacError(f"dataset: {dataset!r} is not one of {', '.join(SPLIT_DATASETS)}")
     n = NUM_SPLITS[dataset]
     if isinstance(split, bool) or not isinstance(split, int) or not 1 <= split <= n:
         raise VimpacError(f"split: {dataset} has {'only split 1' if n == 1 else f'splits 1 to {n}'}, got {split!r}")
-    if not (root := Path(video_root)).is_dir(): raise VimpacError(f"{root}: no such folder, expected the {dataset} video root")
+    if not (root := Path(video_root)).is_dir():
+        raise VimpacError(f"{root}: no such folder, expected the {dataset} video root")
     if split_dir_or_file is None:
-        if dataset != "folder": raise VimpacError(f"split_dir_or_file: the folder of {dataset}'s split files is needed")
+        if dataset != "folder":
+            raise VimpacError(f"split_dir_or_file: the folder of {dataset}'s split files is needed")
         d = root
     else:
         d = Path(split_dir_or_file)
-        if d.is_file(): d = d.parent
-        if not d.is_dir(): raise VimpacError(f"{d}: no such folder, expected the folder of {dataset}'s split files")
+        if d.is_file():
+            d = d.parent
+        if not d.is_dir():
+            raise VimpacError(f"{d}: no such folder, expected the folder of {dataset}'s split files")
     classes, parts = _READERS[dataset](root, d, split)
     out = Split(dataset, split, root, list(classes), [], [])
     for part in ("train", "test"):
         for cands, y in parts[part]:
             p = _find(*cands)
-            if p is None: out.missing.append((part, cands[0]))
-            else: getattr(out, part).append((p, y))
+            if p is None:
+                out.missing.append((part, cands[0]))
+            else:
+                getattr(out, part).append((p, y))
     return out

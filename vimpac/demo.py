@@ -7,11 +7,13 @@ Docs: https://vimpac.github.io/vimpac/demo.html.md"""
 # %% ../nbs/10_demo.ipynb #cfd9f210
 from __future__ import annotations
 import errno, importlib, os, socket, sys
-os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")   # before gradio is imported: no analytics, no version check
+
+os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")  # before gradio is imported: no analytics, no version check
 import warnings
 from pathlib import Path
 import numpy as np
 import matplotlib.pyplot as plt
+
 try:
     import gradio as gr
 except ImportError as e:
@@ -46,8 +48,10 @@ def check_video(path, limits: dict | None = None) -> dict:
             f"{path.name}: {info['duration']:.0f} s long; the demo takes videos up to {lim['max_seconds']:g} s"
         )
     if info["width"] * info["height"] > lim["max_pixels"]:
-        raise VimpacError(f"{path.name}: {info['width']}x{info['height']} pixels; the demo takes videos up to "
-                          f"{lim['max_pixels']} pixels per frame (e.g. 1920x1080)")
+        raise VimpacError(
+            f"{path.name}: {info['width']}x{info['height']} pixels; the demo takes videos up to "
+            f"{lim['max_pixels']} pixels per frame (e.g. 1920x1080)"
+        )
     return info
 
 # %% ../nbs/10_demo.ipynb #9c234224
@@ -59,9 +63,19 @@ def _to_image(fig) -> np.ndarray:
     return img
 
 
-def reconstruction_figures(path, model, tok, *, strategy: str = "block", blocks: int = 0, ratio: float = 0.15,
-                           seed: int = 0, neighbour: str = "spatial", limits: dict | None = None,
-                           progress=None) -> dict:
+def reconstruction_figures(
+    path,
+    model,
+    tok,
+    *,
+    strategy: str = "block",
+    blocks: int = 0,
+    ratio: float = 0.15,
+    seed: int = 0,
+    neighbour: str = "spatial",
+    limits: dict | None = None,
+    progress=None,
+) -> dict:
     """What the page shows for the video at `path`: the video is checked (`check_video` with `limits`), then a clip
     of it masked and reconstructed by `vimpac.inference.reconstruct_video` (its first T frames at `FPS`, the options
     `strategy`, `blocks`, `ratio`, `seed`, `neighbour` as there). Returns a dict: `reconstruction` and `nn_fill`
@@ -72,16 +86,23 @@ def reconstruction_figures(path, model, tok, *, strategy: str = "block", blocks:
     step = progress or (lambda *a, **k: None)
     step(0.05, desc="checking the video")
     check_video(path, limits)
-    r = reconstruct_video(path, model, tok, strategy=strategy, blocks=blocks, ratio=ratio, seed=seed,
-                          neighbour=neighbour, progress=step)
+    r = reconstruct_video(
+        path, model, tok, strategy=strategy, blocks=blocks, ratio=ratio, seed=seed, neighbour=neighbour, progress=step
+    )
     mask, name = r["mask"], Path(path).name
     kind = "blocks" if strategy == "block" else "i.i.d."
     how = f"{int(mask.sum())} of {mask.numel()} tokens masked ({100 * r['mask_ratio']:.0f}%, {kind})"
     step(0.7, desc="drawing")
     rec = plot_reconstruction(r["frames"], tok, model, mask, title=f"{name}: model reconstruction, {how}")
     nn = plot_nn_fill(tok, r["tokens"], mask, neighbour, title=f"{name}: copy the nearest visible token ({neighbour})")
-    return dict(reconstruction=rec, nn_fill=nn, model_acc=r["model_acc"], copy_acc=r["copy_acc"],
-                masked=r["mask_ratio"], frames=len(r["frames"]))
+    return dict(
+        reconstruction=rec,
+        nn_fill=nn,
+        model_acc=r["model_acc"],
+        copy_acc=r["copy_acc"],
+        masked=r["mask_ratio"],
+        frames=len(r["frames"]),
+    )
 
 # %% ../nbs/10_demo.ipynb #d9792dde
 THEME_FONTS = dict(font=["ui-sans-serif", "system-ui", "sans-serif"], font_mono=["ui-monospace", "monospace"])
@@ -103,11 +124,18 @@ def _page_reconstruct(model, tok, lim: dict):
         if video is None:
             raise gr.Error("no video: upload one or pick a sample below", print_exception=False)
         path = str(video if isinstance(video, str) else getattr(video, "name", video))
-        options = dict(strategy=strategy, blocks=int(blocks or 0), ratio=float(ratio), seed=int(seed or 0),
-                       neighbour=neighbour, limits=lim)
+        options = dict(
+            strategy=strategy,
+            blocks=int(blocks or 0),
+            ratio=float(ratio),
+            seed=int(seed or 0),
+            neighbour=neighbour,
+            limits=lim,
+        )
         try:
-            r = reconstruction_figures(path, model, tok, progress=lambda f, desc=None: progress(f, desc=desc),
-                                       **options)
+            r = reconstruction_figures(
+                path, model, tok, progress=lambda f, desc=None: progress(f, desc=desc), **options
+            )
         except (ValueError, OSError) as e:  # VimpacError is a ValueError: its one line goes to the page
             plt.close("all")
             line = next((x for x in str(e).splitlines() if x.strip()), type(e).__name__)
@@ -120,8 +148,9 @@ def _page_reconstruct(model, tok, lim: dict):
     return run
 
 # %% ../nbs/10_demo.ipynb #afee64c1
-def build_app(checkpoint=None, tokenizer=None, *, device="cpu", limits: dict | None = None,
-              model=None, tok=None, official=None) -> gr.Blocks:
+def build_app(
+    checkpoint=None, tokenizer=None, *, device="cpu", limits: dict | None = None, model=None, tok=None, official=None
+) -> gr.Blocks:
     """The Gradio app. Loads the model (`vimpac.inference.load_reconstruction_model(checkpoint, tokenizer,
     official=official, device=device)`) unless `model` and `tok` are given. Raises `VimpacError` when the model
     cannot be loaded. Launch it with `launch`."""
@@ -131,11 +160,13 @@ def build_app(checkpoint=None, tokenizer=None, *, device="cpu", limits: dict | N
     c = model.config
     frame_size = c.token_map[0] * tok.downsample
     with gr.Blocks(title="VIMPAC reconstruction demo", analytics_enabled=False) as app:
-        gr.Markdown(f"## VIMPAC: mask a video, let the model fill it in\nThe first {c.max_clip_len} frames at "
-                    f"{FPS:g} FPS are cropped to {frame_size}x{frame_size} px and tokenized; masked tokens are "
-                    "predicted by the model and, as a baseline, copied from the nearest visible token. Limits: "
-                    f"{lim['max_upload_mb']:g} MB, {lim['max_seconds']:g} s, {lim['max_pixels'] / 1e6:.1f} "
-                    "megapixels per frame.")
+        gr.Markdown(
+            f"## VIMPAC: mask a video, let the model fill it in\nThe first {c.max_clip_len} frames at "
+            f"{FPS:g} FPS are cropped to {frame_size}x{frame_size} px and tokenized; masked tokens are "
+            "predicted by the model and, as a baseline, copied from the nearest visible token. Limits: "
+            f"{lim['max_upload_mb']:g} MB, {lim['max_seconds']:g} s, {lim['max_pixels'] / 1e6:.1f} "
+            "megapixels per frame."
+        )
         with gr.Row():
             with gr.Column(scale=1):
                 video = gr.File(label="video", file_types=["video"], type="filepath", elem_id="video")
@@ -153,8 +184,12 @@ def build_app(checkpoint=None, tokenizer=None, *, device="cpu", limits: dict | N
                     copy_acc = gr.Number(label="mask accuracy: copy nearest visible token", elem_id="copy_acc")
                 rec = gr.Image(label="model reconstruction", show_label=False, type="numpy", elem_id="reconstruction")
                 nn = gr.Image(label="nearest-neighbour fill", show_label=False, type="numpy", elem_id="nn_fill")
-        go.click(_page_reconstruct(model, tok, lim), [video, strategy, blocks, ratio, seed, neighbour],
-                 [rec, nn, model_acc, copy_acc], api_name="reconstruct")
+        go.click(
+            _page_reconstruct(model, tok, lim),
+            [video, strategy, blocks, ratio, seed, neighbour],
+            [rec, nn, model_acc, copy_acc],
+            api_name="reconstruct",
+        )
     app.queue(default_concurrency_limit=1, max_size=32)
     return app
 
@@ -164,9 +199,16 @@ def launch(app: gr.Blocks, host: str = "127.0.0.1", port: int = 7860, **kwargs):
     `LIMITS["max_upload_mb"]`, and the sample videos readable. `kwargs` go to `gr.Blocks.launch` (e.g.
     `prevent_thread_lock=True`)."""
     allowed = sorted({str(p.parent) for p in _samples()})
-    opts = dict(server_name=host, server_port=port, share=False, allowed_paths=allowed,
-                max_file_size=f"{int(LIMITS['max_upload_mb'])}mb", show_error=True, ssr_mode=False,
-                theme=gr.themes.Default(**THEME_FONTS))
+    opts = dict(
+        server_name=host,
+        server_port=port,
+        share=False,
+        allowed_paths=allowed,
+        max_file_size=f"{int(LIMITS['max_upload_mb'])}mb",
+        show_error=True,
+        ssr_mode=False,
+        theme=gr.themes.Default(**THEME_FONTS),
+    )
     return app.launch(**{**opts, **kwargs})
 
 # %% ../nbs/10_demo.ipynb #43d2eb8e
@@ -188,14 +230,17 @@ def check_address(host: str, port: int) -> None:
                 raise VimpacError(
                     f"--port {port}: {host}:{port} is in use (another vimpac-demo?); pass another --port"
                 ) from None
-            raise VimpacError(f"--host {host!r}: cannot listen there ({e.strerror}); use an address of this machine, "
-                              "e.g. 127.0.0.1") from None
+            raise VimpacError(
+                f"--host {host!r}: cannot listen there ({e.strerror}); use an address of this machine, e.g. 127.0.0.1"
+            ) from None
 
 # %% ../nbs/10_demo.ipynb #35b05d6b
-_MOVED = dict(DEMO_CHECKPOINT="vimpac.inference.DEMO_CHECKPOINT",
-              load_demo_model="vimpac.inference.load_reconstruction_model",
-              make_mask="vimpac.inference.make_mask",
-              reconstruct="vimpac.demo.reconstruction_figures")
+_MOVED = dict(
+    DEMO_CHECKPOINT="vimpac.inference.DEMO_CHECKPOINT",
+    load_demo_model="vimpac.inference.load_reconstruction_model",
+    make_mask="vimpac.inference.make_mask",
+    reconstruct="vimpac.demo.reconstruction_figures",
+)
 
 
 def __getattr__(name: str):
@@ -203,8 +248,11 @@ def __getattr__(name: str):
     if name not in _MOVED:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     module, _, new = _MOVED[name].rpartition(".")
-    warnings.warn(f"vimpac.demo.{name} is now {_MOVED[name]}; the old name goes in the next release",
-                  VimpacDeprecationWarning, stacklevel=2)
+    warnings.warn(
+        f"vimpac.demo.{name} is now {_MOVED[name]}; the old name goes in the next release",
+        VimpacDeprecationWarning,
+        stacklevel=2,
+    )
     return getattr(importlib.import_module(module), new)
 
 # %% ../nbs/10_demo.ipynb #3c71fcc4
@@ -214,14 +262,22 @@ def main(argv=None):
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1, this machine only)")
     p.add_argument("--port", type=number_option(integer=True, ge=1, le=65535), default=7860)
     which = p.add_mutually_exclusive_group()
-    which.add_argument("--checkpoint", default=None,
-                       help="a run folder written by vimpac-pretrain (default: the shipped demo model)")
-    which.add_argument("--official", default=None, metavar="CLASSIFIER_PT",
-                       help="the authors' pre-training classifier.pt (needs --tokenizer dalle:ENCODER.pkl,DECODER.pkl)")
-    p.add_argument("--tokenizer", default=None,
-                   help="the tokenizer the model was trained with (default: the kit's; dalle:ENC,DEC for --official)")
+    which.add_argument(
+        "--checkpoint", default=None, help="a run folder written by vimpac-pretrain (default: the shipped demo model)"
+    )
+    which.add_argument(
+        "--official",
+        default=None,
+        metavar="CLASSIFIER_PT",
+        help="the authors' pre-training classifier.pt (needs --tokenizer dalle:ENCODER.pkl,DECODER.pkl)",
+    )
+    p.add_argument(
+        "--tokenizer",
+        default=None,
+        help="the tokenizer the model was trained with (default: the kit's; dalle:ENC,DEC for --official)",
+    )
     a = p.parse_args(argv)
-    run_main(p.prog, check_address, a.host, a.port)           # before the model loads: one line, no Gradio traceback
+    run_main(p.prog, check_address, a.host, a.port)  # before the model loads: one line, no Gradio traceback
     app = run_main(p.prog, build_app, a.checkpoint, a.tokenizer, official=a.official)
     run_main(p.prog, launch, app, a.host, a.port)
 

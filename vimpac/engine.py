@@ -18,7 +18,16 @@ from torch.autograd.graph import saved_tensors_hooks
 from typing import NamedTuple
 from fastcore.basics import patch
 from tqdm.auto import tqdm
-from .utils import VimpacError, get_device, check_number, make_generator, derive_seed, atomic_path, write_json, read_json
+from vimpac.utils import (
+    VimpacError,
+    get_device,
+    check_number,
+    make_generator,
+    derive_seed,
+    atomic_path,
+    write_json,
+    read_json,
+)
 from .utils import warmup_linear, load_torch_file, disk_full_error, VimpacDeprecationWarning
 from .model import VimpacConfig
 
@@ -42,44 +51,100 @@ class TrainConfig:
     precision, and the bad-step policy. `PretrainConfig` and `FinetuneConfig` extend it with their own fields and
     defaults. Each field's `metadata["help"]` says what it is (the command-line help). Every field is checked when
     the config is made: a value out of range raises `VimpacError` naming the field, what is allowed and the value."""
-    steps: int = field(default=300, metadata={"help": "optimizer updates to run; 0: none, the initial model is "
-                       "returned (paper: 120K for Pre-Train-S, 12K for Pre-Train-L, Table 12)"})
-    epochs: float | None = field(default=None, metadata={"help": "passes over the store instead of steps; each pass "
-                                 "is videos // batch size updates (paper: 100 and 10 pre-training, 22-50 fine-tuning)"})
-    batch_size: int = field(default=8, metadata={"help": "global samples per update over all processes, at most one "
-                            "per video (paper: 1024 clip pairs pre-training, 128 clips fine-tuning, Table 12)"})
-    micro_batch_size: int | None = field(default=None, metadata={"help": "samples per process and forward pass; the "
-                                         "rest is gradient accumulation; auto: the most predicted to fit the GPU"})
-    clip_len: int = field(default=5, metadata={"help": "T, frames per training clip (paper: 5 pre-training, 10 "
-                          "fine-tuning, §4.1-4.2)"})
-    lr: float = field(default=1e-3, metadata={"help": "peak AdamW learning rate (paper: 1e-3 Pre-Train-L, 3e-4 "
-                      "Pre-Train-S, Table 12)"})
-    warmup_ratio: float = field(default=0.05, metadata={"help": "share of the steps of linear warm-up before the "
-                                "linear decay to 0 (paper: 0.05 Pre-Train-S, 0.1 Pre-Train-L and fine-tuning)"})
-    weight_decay: float = field(default=0.05, metadata={"help": "AdamW weight decay, not on biases, norms and "
-                                "embeddings (paper: 0.05 pre-training, 0.01 fine-tuning, Table 12)"})
-    betas: tuple = field(default=(0.9, 0.98), metadata={"help": "AdamW (beta1, beta2) (paper: (0.9, 0.98) "
-                         "pre-training, (0.9, 0.999) fine-tuning, Table 12)"})
+
+    steps: int = field(
+        default=300,
+        metadata={
+            "help": "optimizer updates to run; 0: none, the initial model is "
+            "returned (paper: 120K for Pre-Train-S, 12K for Pre-Train-L, Table 12)"
+        },
+    )
+    epochs: float | None = field(
+        default=None,
+        metadata={
+            "help": "passes over the store instead of steps; each pass "
+            "is videos // batch size updates (paper: 100 and 10 pre-training, 22-50 fine-tuning)"
+        },
+    )
+    batch_size: int = field(
+        default=8,
+        metadata={
+            "help": "global samples per update over all processes, at most one "
+            "per video (paper: 1024 clip pairs pre-training, 128 clips fine-tuning, Table 12)"
+        },
+    )
+    micro_batch_size: int | None = field(
+        default=None,
+        metadata={
+            "help": "samples per process and forward pass; the "
+            "rest is gradient accumulation; auto: the most predicted to fit the GPU"
+        },
+    )
+    clip_len: int = field(
+        default=5, metadata={"help": "T, frames per training clip (paper: 5 pre-training, 10 fine-tuning, §4.1-4.2)"}
+    )
+    lr: float = field(
+        default=1e-3,
+        metadata={"help": "peak AdamW learning rate (paper: 1e-3 Pre-Train-L, 3e-4 Pre-Train-S, Table 12)"},
+    )
+    warmup_ratio: float = field(
+        default=0.05,
+        metadata={
+            "help": "share of the steps of linear warm-up before the "
+            "linear decay to 0 (paper: 0.05 Pre-Train-S, 0.1 Pre-Train-L and fine-tuning)"
+        },
+    )
+    weight_decay: float = field(
+        default=0.05,
+        metadata={
+            "help": "AdamW weight decay, not on biases, norms and "
+            "embeddings (paper: 0.05 pre-training, 0.01 fine-tuning, Table 12)"
+        },
+    )
+    betas: tuple = field(
+        default=(0.9, 0.98),
+        metadata={"help": "AdamW (beta1, beta2) (paper: (0.9, 0.98) pre-training, (0.9, 0.999) fine-tuning, Table 12)"},
+    )
     eps: float = field(default=1e-8, metadata={"help": "AdamW epsilon (paper: 1e-8, Table 12)"})
-    grad_clip: float = field(default=1.0, metadata={"help": "largest gradient norm; larger ones are scaled down "
-                             "(paper: 1.0, Table 12)"})
+    grad_clip: float = field(
+        default=1.0, metadata={"help": "largest gradient norm; larger ones are scaled down (paper: 1.0, Table 12)"}
+    )
     seed: int = field(default=0, metadata={"help": "seed of every random draw: initial model, clips, masks, dropout"})
-    log_every: int = field(default=10, metadata={"help": "steps between records in metrics.jsonl (the last step and "
-                           "every bad step are logged too)"})
+    log_every: int = field(
+        default=10,
+        metadata={"help": "steps between records in metrics.jsonl (the last step and every bad step are logged too)"},
+    )
     save_every: int = field(default=0, metadata={"help": "steps between checkpoints; 0: only at the end"})
-    keep_last: int = field(default=3, metadata={"help": "checkpoints kept, at least 1 (a run that keeps none cannot "
-                           "resume)"})
-    precision: str = field(default="auto", metadata={"help": "auto, bf16, fp16 or fp32; auto: bf16 on a GPU that has "
-                           "it, else fp16 with a gradient scaler, fp32 on a CPU"})
+    keep_last: int = field(
+        default=3, metadata={"help": "checkpoints kept, at least 1 (a run that keeps none cannot resume)"}
+    )
+    precision: str = field(
+        default="auto",
+        metadata={
+            "help": "auto, bf16, fp16 or fp32; auto: bf16 on a GPU that has "
+            "it, else fp16 with a gradient scaler, fp32 on a CPU"
+        },
+    )
     compile: bool = field(default=False, metadata={"help": "run the model through torch.compile (one graph)"})
-    gradient_checkpointing: bool = field(default=False, metadata={"help": "recompute each layer's activations in "
-                                         "the backward pass: less memory, about a third more compute"})
+    gradient_checkpointing: bool = field(
+        default=False,
+        metadata={
+            "help": "recompute each layer's activations in the backward pass: less memory, about a third more compute"
+        },
+    )
     num_workers: int = field(default=0, metadata={"help": "data-loading processes; 0: in the training process"})
-    max_bad_steps: int = field(default=5, metadata={"help": "steps in a row with a non-finite loss or gradient "
-                               "(each skipped) before the run stops"})
-    peak_tflops: float | None = field(default=None, metadata={"help": "the device's peak TFLOP/s for the logged "
-                                      "MFU; default: the dense bf16 peak of a known GPU (GPU_PEAK_FLOPS)"})
-    min_batch_size = 1             # (a class constant, not a field) the smallest global batch that can train
+    max_bad_steps: int = field(
+        default=5,
+        metadata={"help": "steps in a row with a non-finite loss or gradient (each skipped) before the run stops"},
+    )
+    peak_tflops: float | None = field(
+        default=None,
+        metadata={
+            "help": "the device's peak TFLOP/s for the logged "
+            "MFU; default: the dense bf16 peak of a known GPU (GPU_PEAK_FLOPS)"
+        },
+    )
+    min_batch_size = 1  # (a class constant, not a field) the smallest global batch that can train
 
     def _check(self, name, **bounds):
         if getattr(self, name) is not None:
@@ -106,21 +171,37 @@ class TrainConfig:
 # %% ../nbs/06b_engine.ipynb #9f34bc31
 # The precisions a run may ask for; the fields a resumed run may change (the others must match the checkpoint).
 PRECISIONS = ("auto", "bf16", "fp16", "fp32")
-KEEP_LAST_HINT = " (at least 1 checkpoint is kept: a run that keeps none cannot resume)"   # added to a keep_last error
+KEEP_LAST_HINT = " (at least 1 checkpoint is kept: a run that keeps none cannot resume)"  # added to a keep_last error
 
-RUNTIME_FIELDS = ("steps", "epochs", "log_every", "save_every", "keep_last", "precision", "compile",
-                  "gradient_checkpointing", "num_workers", "micro_batch_size", "max_bad_steps",
-                  "peak_tflops")
+RUNTIME_FIELDS = (
+    "steps",
+    "epochs",
+    "log_every",
+    "save_every",
+    "keep_last",
+    "precision",
+    "compile",
+    "gradient_checkpointing",
+    "num_workers",
+    "micro_batch_size",
+    "max_bad_steps",
+    "peak_tflops",
+)
+
 
 def as_json_value(v):
     "Config values as JSON would hold them (tuples become lists)."
     return list(v) if isinstance(v, tuple) else v
 
+
 def check_resume_settings(saved: dict, cfg: TrainConfig, ckpt):
     """Raise `VimpacError` when `cfg` differs from the config `saved` in the checkpoint `ckpt` in a field that is not a
     `RUNTIME_FIELDS` one: a resumed run goes on with the settings it started with."""
-    diff = {k: (saved[k], v) for k, v in asdict(cfg).items()
-            if k not in RUNTIME_FIELDS and k in saved and as_json_value(saved[k]) != as_json_value(v)}
+    diff = {
+        k: (saved[k], v)
+        for k, v in asdict(cfg).items()
+        if k not in RUNTIME_FIELDS and k in saved and as_json_value(saved[k]) != as_json_value(v)
+    }
     if diff:
         raise VimpacError(f"--resume: settings differ from the checkpoint {ckpt} (checkpoint, now): {diff}")
 
@@ -130,7 +211,8 @@ def init_distributed(device=None) -> tuple[int, int, torch.device]:
     one exists: NCCL on GPUs, gloo on CPU. A process then uses `cuda:LOCAL_RANK`. A single process needs no group."""
     dev = get_device(device)
     if not (dist.is_available() and dist.is_initialized()):
-        if int(os.environ.get("WORLD_SIZE", "1")) <= 1: return 0, 1, dev
+        if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+            return 0, 1, dev
         dist.init_process_group(dist_backend(dev.type))
     if dev.type == "cuda":
         dev = torch.device("cuda", int(os.environ.get("LOCAL_RANK", dist.get_rank() % torch.cuda.device_count())))
@@ -142,8 +224,12 @@ def resolve_precision(precision: str, device: torch.device):
     """(autocast dtype or None, use a GradScaler): bf16 where the GPU supports it, else fp16 + scaler; fp32 on CPU.
     Mixed precision off a GPU is refused: on a CPU, fp16 skips every step (its gradients overflow the scaler) and
     bf16 runs several times slower than fp32, so neither is what a user asking for speed wants."""
-    return choose_precision(precision, device.type, device_capability(device),
-                            torch.cuda.get_device_name(device) if device.type == "cuda" else str(device))
+    return choose_precision(
+        precision,
+        device.type,
+        device_capability(device),
+        torch.cuda.get_device_name(device) if device.type == "cuda" else str(device),
+    )
 
 # %% ../nbs/06b_engine.ipynb #79deffa7
 def inference_precision(precision: str, device) -> torch.dtype | None:
@@ -157,6 +243,7 @@ def inference_precision(precision: str, device) -> torch.dtype | None:
 class Run:
     """Where a run executes: this process's `rank` of `world`, its `device`, the autocast dtype and scaler use, the
     run folder."""
+
     rank: int
     world: int
     device: torch.device
@@ -167,14 +254,21 @@ class Run:
 # %% ../nbs/06b_engine.ipynb #28b213d7
 _CHECKPOINT_TMP = re.compile(r"\.step-\d+\.pt\.[A-Za-z0-9_]+\.tmp")  # `atomic_path`'s temporary name of a checkpoint
 
+
 def _remove_checkpoint_tmps(out: Path) -> None:
     """Remove what checkpoint writes killed midway left in `out/checkpoints`: the files named as `save_checkpoint`'s
     temporary files (`.step-NNNNNNNN.pt.XXXXXXXX.tmp`), and nothing else; one warning says how many and their size."""
-    old = [p for p in (out/"checkpoints").glob(".step-*.tmp") if _CHECKPOINT_TMP.fullmatch(p.name) and p.is_file()]
+    old = [p for p in (out / "checkpoints").glob(".step-*.tmp") if _CHECKPOINT_TMP.fullmatch(p.name) and p.is_file()]
     size = sum(p.stat().st_size for p in old)
-    for p in old: p.unlink(missing_ok=True)
-    if old: warnings.warn(f"{out/'checkpoints'}: removed {len(old)} temporary checkpoint file(s) of {size / 2**20:.1f} MB "
-                          "left by writes that were stopped midway", stacklevel=3)
+    for p in old:
+        p.unlink(missing_ok=True)
+    if old:
+        warnings.warn(
+            f"{out / 'checkpoints'}: removed {len(old)} temporary checkpoint file(s) of {size / 2**20:.1f} MB "
+            "left by writes that were stopped midway",
+            stacklevel=3,
+        )
+
 
 def start_run(out, resume: bool, device, precision: str) -> Run:
     """Check the run folder `out` (None: nothing is written; a file is refused; `resume` needs one), join the process
@@ -184,10 +278,12 @@ def start_run(out, resume: bool, device, precision: str) -> Run:
     out = Path(out) if out is not None else None
     if out is not None and out.exists() and not out.is_dir():
         raise VimpacError(f"out: {out} is a file; expected a run folder (new, or a run's to resume)")
-    if resume and out is None: raise VimpacError("--resume: needs the run folder `out` that holds the checkpoints")
+    if resume and out is None:
+        raise VimpacError("--resume: needs the run folder `out` that holds the checkpoints")
     rank, world, dev = init_distributed(device)
     run = Run(rank, world, dev, *resolve_precision(precision, dev), out)
-    if out is not None and rank == 0: _remove_checkpoint_tmps(out)
+    if out is not None and rank == 0:
+        _remove_checkpoint_tmps(out)
     return run
 
 # %% ../nbs/06b_engine.ipynb #5ff63680
@@ -197,13 +293,16 @@ class GlobalBatchNorm1d(nn.BatchNorm1d):
     forward syncs). The statistics are computed in float32 (input of any float dtype, e.g. bf16 under autocast); the
     output has the input's dtype. Without a process group of more than one process it is a plain `BatchNorm1d`.
     Input (B, C) float."""
-    syncs_processes = True          # what `vimpac.model` looks for: a batch of one per process can train it
+
+    syncs_processes = True  # what `vimpac.model` looks for: a batch of one per process can train it
+
     def forward(self, x):
         if not (self.training and dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1):
             return super().forward(x)
         xf = x.float()
-        s = dist_nn.all_reduce(torch.cat([xf.sum(0), xf.new_full((1,), x.shape[0])]))   # two passes, as BatchNorm:
-        n = s[-1]; mean = s[:-1] / n                                                       # the mean, then the variance
+        s = dist_nn.all_reduce(torch.cat([xf.sum(0), xf.new_full((1,), x.shape[0])]))  # two passes, as BatchNorm:
+        n = s[-1]
+        mean = s[:-1] / n  # the mean, then the variance
         var = dist_nn.all_reduce(((xf - mean) ** 2).sum(0)) / n
         if self.track_running_stats:
             with torch.no_grad():
@@ -229,14 +328,26 @@ def sync_batchnorm(model: nn.Module, device: torch.device) -> nn.Module:
         for name, bn in list(parent.named_children()):
             if type(bn) is nn.BatchNorm1d:
                 g = cls(bn.num_features, bn.eps, bn.momentum, bn.affine, bn.track_running_stats).to(bn.weight.device)
-                g.load_state_dict(bn.state_dict()); setattr(parent, name, g)
+                g.load_state_dict(bn.state_dict())
+                setattr(parent, name, g)
     return model
 
 # %% ../nbs/06b_engine.ipynb #f1af0416
 # Dense bf16/fp16 tensor-core peaks in FLOP/s for MFU (NVIDIA data sheets): an H100 is 989 TFLOP/s as SXM, 756 as
 # PCIe, 835 as NVL; A100 SXM and PCIe 312. Looked up by `peak_flops_for`, the most specific key first.
-GPU_PEAK_FLOPS = {"H100 PCIe": 756e12, "H100 NVL": 835e12, "H100": 989e12, "H200": 989e12, "GH200": 989e12,
-                  "A100": 312e12, "L40S": 362e12, "L4": 121e12, "A10": 125e12, "V100": 125e12}
+GPU_PEAK_FLOPS = {
+    "H100 PCIe": 756e12,
+    "H100 NVL": 835e12,
+    "H100": 989e12,
+    "H200": 989e12,
+    "GH200": 989e12,
+    "A100": 312e12,
+    "L40S": 362e12,
+    "L4": 121e12,
+    "A10": 125e12,
+    "V100": 125e12,
+}
+
 
 def peak_flops_for(name: str) -> float | None:
     """The dense bf16 peak in FLOP/s of the GPU called `name` (as `torch.cuda.get_device_name` gives it: "NVIDIA H100
@@ -245,17 +356,21 @@ def peak_flops_for(name: str) -> float | None:
     hits = [k for k in GPU_PEAK_FLOPS if re.search(rf"(?<![a-z0-9]){re.escape(k)}(?![a-z0-9])", name, re.IGNORECASE)]
     return GPU_PEAK_FLOPS[max(hits, key=len)] if hits else None
 
+
 def peak_flops(device, peak_tflops: float | None = None) -> float | None:
     """The peak of `device` in FLOP/s for MFU: `peak_tflops` x 1e12 when given (any device, a CPU included), else the
     dense bf16 peak of a known GPU (`peak_flops_for` its name), else None (a CPU or an unknown GPU: no MFU)."""
-    if peak_tflops is not None: return float(peak_tflops) * 1e12
+    if peak_tflops is not None:
+        return float(peak_tflops) * 1e12
     device = torch.device(device)
-    if device.type != "cuda": return None
+    if device.type != "cuda":
+        return None
     return peak_flops_for(torch.cuda.get_device_name(device))
 
 # %% ../nbs/06b_engine.ipynb #4491fddd
-def choose_precision(precision: str, device_type: str, capability: tuple[int, int] | None = None,
-                     name: str = "the GPU") -> tuple[torch.dtype | None, bool]:
+def choose_precision(
+    precision: str, device_type: str, capability: tuple[int, int] | None = None, name: str = "the GPU"
+) -> tuple[torch.dtype | None, bool]:
     """(autocast dtype or None, use a GradScaler) for the user's `precision` (auto | fp32 | bf16 | fp16) on a device
     of type `device_type` ("cpu", "cuda", ...) whose CUDA compute `capability` is (major, minor) (None off CUDA).
     - auto: bf16 from capability 8 (Ampere), fp16 + scaler on 7.x (Volta, Turing: tensor cores, no bf16), fp32 below
@@ -267,14 +382,19 @@ def choose_precision(precision: str, device_type: str, capability: tuple[int, in
         raise VimpacError(f"precision: expected one of {', '.join(PRECISIONS)}, got {precision!r}")
     if device_type != "cuda":
         if precision in ("fp16", "bf16"):
-            raise VimpacError(f"precision {precision}: mixed precision needs a CUDA GPU, the device is {device_type}; "
-                              "use fp32 or auto")
+            raise VimpacError(
+                f"precision {precision}: mixed precision needs a CUDA GPU, the device is {device_type}; "
+                "use fp32 or auto"
+            )
         return None, False
     cap = tuple(capability or (0, 0))
     if precision == "bf16" and cap < (8, 0):
-        raise VimpacError(f"precision bf16: {name} (compute capability {cap[0]}.{cap[1]}) does not support bf16 "
-                          "(needs 8.0 or newer); use fp16 or auto")
-    if precision == "auto": precision = "bf16" if cap >= (8, 0) else "fp16" if cap >= (7, 0) else "fp32"
+        raise VimpacError(
+            f"precision bf16: {name} (compute capability {cap[0]}.{cap[1]}) does not support bf16 "
+            "(needs 8.0 or newer); use fp16 or auto"
+        )
+    if precision == "auto":
+        precision = "bf16" if cap >= (8, 0) else "fp16" if cap >= (7, 0) else "fp32"
     return {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision), precision == "fp16"
 
 # %% ../nbs/06b_engine.ipynb #3a7bf503
@@ -294,9 +414,14 @@ def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
     decay, no_decay = [], []
     for mod_name, mod in model.named_modules():
         for name, p in mod.named_parameters(recurse=False):
-            if not p.requires_grad: continue
-            skip = name.endswith("bias") or isinstance(mod, (nn.LayerNorm, nn.BatchNorm1d, nn.Embedding)) or p.ndim < 2 \
+            if not p.requires_grad:
+                continue
+            skip = (
+                name.endswith("bias")
+                or isinstance(mod, (nn.LayerNorm, nn.BatchNorm1d, nn.Embedding))
+                or p.ndim < 2
                 or name in ("pos_t", "pos_h", "pos_w", "cls")
+            )
             (no_decay if skip else decay).append(p)
     return [dict(params=decay, weight_decay=weight_decay), dict(params=no_decay, weight_decay=0.0)]
 
@@ -305,14 +430,21 @@ def make_optimizer(model: nn.Module, cfg: TrainConfig, device, fused: bool | Non
     """AdamW (Table 12) over `param_groups` with `cfg.lr`, `betas`, `eps` and `weight_decay`. `fused`: None for the
     fused kernel on a GPU (one launch for all parameters) and the default implementation elsewhere; True or False
     forces it (torch >= 2.4 runs fused AdamW on a CPU too: the tests' stand-in for the GPU path)."""
-    if fused is None: fused = torch.device(device).type == "cuda"
-    return torch.optim.AdamW(param_groups(model, cfg.weight_decay), lr=cfg.lr, betas=tuple(cfg.betas), eps=cfg.eps,
-                             **(dict(fused=True) if fused else {}))
+    if fused is None:
+        fused = torch.device(device).type == "cuda"
+    return torch.optim.AdamW(
+        param_groups(model, cfg.weight_decay),
+        lr=cfg.lr,
+        betas=tuple(cfg.betas),
+        eps=cfg.eps,
+        **(dict(fused=True) if fused else {}),
+    )
 
 # %% ../nbs/06b_engine.ipynb #a7c0e001
 # The param-group keys that name an optimizer's implementation, not its hyper-parameters: `load_optimizer_state`
 # keeps the optimizer's own.
 OPTIMIZER_IMPL_KEYS = ("fused", "foreach", "capturable", "differentiable")
+
 
 def load_optimizer_state(opt: torch.optim.Optimizer, saved: dict) -> torch.optim.Optimizer:
     """Load the state dict `saved` (`opt.state_dict()` of the same parameters, possibly another implementation,
@@ -322,7 +454,7 @@ def load_optimizer_state(opt: torch.optim.Optimizer, saved: dict) -> torch.optim
     steps then change them, so load a state dict once. Raises torch's `ValueError` for other parameter groups or
     sizes. Returns `opt`."""
     own = [{k: g[k] for k in OPTIMIZER_IMPL_KEYS if k in g} for g in opt.param_groups]
-    groups = [{**g, **o} for g, o in zip(saved["param_groups"], own)] + saved["param_groups"][len(own):]
+    groups = [{**g, **o} for g, o in zip(saved["param_groups"], own)] + saved["param_groups"][len(own) :]
     opt.load_state_dict({**saved, "param_groups": groups})
     return opt
 
@@ -333,25 +465,32 @@ def make_schedule(opt: torch.optim.Optimizer, steps: int, warmup_ratio: float) -
 
 # %% ../nbs/06b_engine.ipynb #ba9a8c08
 # The memory model's constants (predictions, see the prose above).
-MEMORY_MARGIN = 1.25               # x the saved activations: the backward's transient gradients, CUDA's fp32 LayerNorm
-RESERVED_BYTES = 2 * 2**30         # CUDA context, cuBLAS / cuDNN workspaces, the caching allocator's slack
-OPTIMIZER_BYTES_PER_PARAM = 16     # an fp32 weight, its gradient and AdamW's two moments
+MEMORY_MARGIN = 1.25  # x the saved activations: the backward's transient gradients, CUDA's fp32 LayerNorm
+RESERVED_BYTES = 2 * 2**30  # CUDA context, cuBLAS / cuDNN workspaces, the caching allocator's slack
+OPTIMIZER_BYTES_PER_PARAM = 16  # an fp32 weight, its gradient and AdamW's two moments
+
 
 @dataclass(frozen=True)
 class MemoryModel:
     """Predicted peak device memory, in bytes, of one training step (forward, backward, AdamW) at a micro-batch of
     `micro` samples: `fixed` + `micro` x `per_sample` (`memory_model`). A prediction from fake tensors."""
+
     fixed: int
     per_sample: int
-    def peak(self, micro: int) -> int: return self.fixed + micro * self.per_sample
+
+    def peak(self, micro: int) -> int:
+        return self.fixed + micro * self.per_sample
+
     def largest_micro(self, batch: int, device_bytes: int, least: int = 1) -> int:
         "The largest divisor >= `least` of `batch` (a process's samples a step) whose `peak` fits `device_bytes`, or 0."
         return max((d for d in range(least, batch + 1) if batch % d == 0 and self.peak(d) <= device_bytes), default=0)
+
 
 def device_memory(device) -> int | None:
     "The free memory of a CUDA `device` in bytes (`torch.cuda.mem_get_info`); None elsewhere (host memory: no plan)."
     device = torch.device(device)
     return torch.cuda.mem_get_info(device)[0] if device.type == "cuda" else None
+
 
 def gib(n: float) -> str:
     "Bytes as GiB, for messages: `gib(3 * 2**30)` is '3.0 GiB'."
@@ -366,21 +505,33 @@ def saved_activation_bytes(model: nn.Module, make_inputs, n: int, amp_dtype: tor
     count, and the same tested path, for a model on a GPU), under the CPU's autocast to `amp_dtype` when given. Tensors
     sharing storage count once; the parameters themselves do not (`memory_model` counts them)."""
     with FakeTensorMode() as mode:
-        state = {k: torch.empty_strided(v.shape, v.stride(), dtype=v.dtype).requires_grad_(v.requires_grad)
-                 for k, v in [*model.named_parameters(), *model.named_buffers()]}
+        state = {
+            k: torch.empty_strided(v.shape, v.stride(), dtype=v.dtype).requires_grad_(v.requires_grad)
+            for k, v in [*model.named_parameters(), *model.named_buffers()]
+        }
     own = {v.untyped_storage()._cdata for v in state.values()}
-    kept = {}                                            # storage → (a tensor that keeps it alive, its bytes)
+    kept = {}  # storage → (a tensor that keeps it alive, its bytes)
+
     def pack(t):
         s = t.untyped_storage()
-        if s._cdata not in own: kept[s._cdata] = (t, s.nbytes())
+        if s._cdata not in own:
+            kept[s._cdata] = (t, s.nbytes())
         return t
-    was = model.training; model.train()
+
+    was = model.training
+    model.train()
     try:
-        with mode, saved_tensors_hooks(pack, lambda t: t), torch.autocast("cpu", amp_dtype or torch.bfloat16, enabled=amp_dtype is not None):
+        with (
+            mode,
+            saved_tensors_hooks(pack, lambda t: t),
+            torch.autocast("cpu", amp_dtype or torch.bfloat16, enabled=amp_dtype is not None),
+        ):
             args, kwargs = make_inputs(n)
             torch.func.functional_call(model, state, tuple(args), kwargs)
-    finally: model.train(was)
+    finally:
+        model.train(was)
     return sum(b for _, b in kept.values())
+
 
 def memory_model(model: nn.Module, make_inputs, amp_dtype: torch.dtype | None = None) -> MemoryModel:
     """The `MemoryModel` of training `model` with AdamW: `per_sample` = the slope of `saved_activation_bytes` from 1 to
@@ -389,19 +540,31 @@ def memory_model(model: nn.Module, make_inputs, amp_dtype: torch.dtype | None = 
     one, two = (saved_activation_bytes(model, make_inputs, n, amp_dtype) for n in (1, 2))
     params = sum(p.numel() for p in model.parameters() if p.requires_grad)
     buffers = sum(b.numel() * b.element_size() for b in model.buffers())
-    return MemoryModel(RESERVED_BYTES + OPTIMIZER_BYTES_PER_PARAM * params + buffers + max(2 * one - two, 0),
-                       math.ceil(MEMORY_MARGIN * (two - one)))
+    return MemoryModel(
+        RESERVED_BYTES + OPTIMIZER_BYTES_PER_PARAM * params + buffers + max(2 * one - two, 0),
+        math.ceil(MEMORY_MARGIN * (two - one)),
+    )
 
 # %% ../nbs/06b_engine.ipynb #7b93ce1d
 class StepPlan(NamedTuple):
     "How a run steps (`plan_steps`): the global `batch` G = `micro` x processes x `accum`, over `steps` updates."
+
     batch: int
     micro: int
     accum: int
     steps: int
 
-def plan_steps(cfg: TrainConfig, num_videos: int, world: int, memory: MemoryModel | None = None,
-               device_bytes: int | None = None, *, sample: str = "sample", least: int = 1) -> StepPlan:
+
+def plan_steps(
+    cfg: TrainConfig,
+    num_videos: int,
+    world: int,
+    memory: MemoryModel | None = None,
+    device_bytes: int | None = None,
+    *,
+    sample: str = "sample",
+    least: int = 1,
+) -> StepPlan:
     """The `StepPlan` (global batch G, micro-batch, accumulation steps, total steps) of a run over `num_videos` videos
     on `world` processes: G = min(`cfg.batch_size`, videos) = micro-batch x processes x accumulation steps, and
     `cfg.steps`, or
@@ -416,13 +579,17 @@ def plan_steps(cfg: TrainConfig, num_videos: int, world: int, memory: MemoryMode
         fit = memory.largest_micro(share, device_bytes, least)
         if micro is None and fit == 0:
             what = f"one {sample} is" if least == 1 else f"{least} {sample}s (the least a micro-batch takes) are"
-            raise VimpacError(f"micro-batch: {what} predicted to need {gib(least * memory.per_sample)} of activations, "
-                              f"and the step {gib(memory.fixed)} besides (weights, gradients, AdamW, reserve): more than "
-                              f"the {gib(device_bytes)} free on the GPU; use --gradient-checkpointing, shorter clips "
-                              "or a smaller preset")
+            raise VimpacError(
+                f"micro-batch: {what} predicted to need {gib(least * memory.per_sample)} of activations, "
+                f"and the step {gib(memory.fixed)} besides (weights, gradients, AdamW, reserve): more than "
+                f"the {gib(device_bytes)} free on the GPU; use --gradient-checkpointing, shorter clips "
+                "or a smaller preset"
+            )
         if micro is not None and memory.peak(micro) > device_bytes:
-            warnings.warn(f"micro-batch {micro}: predicted to need {gib(memory.peak(micro))}, more than the {gib(device_bytes)} "
-                          f"free on the GPU (--micro-batch-size auto would take {fit or 'none: one does not fit'})")
+            warnings.warn(
+                f"micro-batch {micro}: predicted to need {gib(memory.peak(micro))}, more than the {gib(device_bytes)} "
+                f"free on the GPU (--micro-batch-size auto would take {fit or 'none: one does not fit'})"
+            )
         micro = micro or fit
     micro = micro or share
     if G % (world * micro):
@@ -437,7 +604,7 @@ def batch_indices(num_videos: int, batch_size: int, step: int, seed: int) -> lis
     b = min(batch_size, num_videos)
     epoch, i = divmod(step, num_videos // b)
     perm = torch.randperm(num_videos, generator=make_generator(derive_seed(seed, "perm", epoch)))
-    return perm[i * b:(i + 1) * b].tolist()
+    return perm[i * b : (i + 1) * b].tolist()
 
 # %% ../nbs/06b_engine.ipynb #f0d307cc
 class StepBatches(torch.utils.data.Sampler):
@@ -445,6 +612,7 @@ class StepBatches(torch.utils.data.Sampler):
     `batch_indices` of a step cut into `plan.accum` x `world` micro-batches of `plan.micro`, micro-batch j of process
     `rank` being slice j * world + rank. Each sample is keyed by (epoch, video), so it is the same whatever the
     number of processes."""
+
     def __init__(self, num_videos: int, plan: StepPlan, world: int = 1, rank: int = 0, start: int = 0, seed: int = 0):
         super().__init__()
         self.n, self.G, self.micro, self.accum, self.steps = num_videos, *plan
@@ -458,33 +626,53 @@ class StepBatches(torch.utils.data.Sampler):
             idx, epoch = batch_indices(self.n, self.G, step, self.seed), step // (self.n // self.G)
             for j in range(self.accum):
                 lo = (j * self.world + self.rank) * self.micro
-                yield [(epoch, i) for i in idx[lo:lo + self.micro]]
+                yield [(epoch, i) for i in idx[lo : lo + self.micro]]
 
 # %% ../nbs/06b_engine.ipynb #87f99ab6
 def step_loader(dataset, sampler: StepBatches, cfg: TrainConfig, device, collate_fn) -> torch.utils.data.DataLoader:
     """The loader of a run: `sampler`'s micro-batches of `dataset` (indexed by (epoch, video) keys), `cfg.num_workers`
     processes, pinned memory on a GPU. Its own generator keeps the global random stream (dropout) untouched."""
-    return torch.utils.data.DataLoader(dataset, batch_sampler=sampler, num_workers=cfg.num_workers, collate_fn=collate_fn,
-                                       pin_memory=torch.device(device).type == "cuda", generator=make_generator(cfg.seed))
+    return torch.utils.data.DataLoader(
+        dataset,
+        batch_sampler=sampler,
+        num_workers=cfg.num_workers,
+        collate_fn=collate_fn,
+        pin_memory=torch.device(device).type == "cuda",
+        generator=make_generator(cfg.seed),
+    )
 
 # %% ../nbs/06b_engine.ipynb #abc5f0f0
-def plan_run(cfg: TrainConfig, num_videos: int, run: Run, model: nn.Module, make_inputs, *,
-             sample: str = "sample", least: int = 1) -> StepPlan:
+def plan_run(
+    cfg: TrainConfig,
+    num_videos: int,
+    run: Run,
+    model: nn.Module,
+    make_inputs,
+    *,
+    sample: str = "sample",
+    least: int = 1,
+) -> StepPlan:
     """`plan_steps` for `run`. On a GPU (`device_memory` is not None) it is given the `memory_model` of `model` (its
     forward on `make_inputs(n)`, see `saved_activation_bytes`, with `cfg.gradient_checkpointing` and the run's autocast
     dtype) and the smallest free memory over the run's processes, so that every process takes the same micro-batch.
     Elsewhere it is plain `plan_steps`. `least`: the smallest micro-batch the loss can take. Raises what `plan_steps`
     raises."""
     free = device_memory(run.device)
-    if free is None: return plan_steps(cfg, num_videos, run.world, sample=sample, least=least)
+    if free is None:
+        return plan_steps(cfg, num_videos, run.world, sample=sample, least=least)
     if run.world > 1:
-        t = torch.tensor(free, device=run.device); dist.all_reduce(t, op=dist.ReduceOp.MIN); free = int(t)
+        t = torch.tensor(free, device=run.device)
+        dist.all_reduce(t, op=dist.ReduceOp.MIN)
+        free = int(t)
     c = getattr(model, "config", None)
     was = getattr(c, "gradient_checkpointing", False)
-    if c is not None: c.gradient_checkpointing = cfg.gradient_checkpointing
-    try: memory = memory_model(model, make_inputs, run.amp_dtype)
+    if c is not None:
+        c.gradient_checkpointing = cfg.gradient_checkpointing
+    try:
+        memory = memory_model(model, make_inputs, run.amp_dtype)
     finally:
-        if c is not None: c.gradient_checkpointing = was
+        if c is not None:
+            c.gradient_checkpointing = was
     return plan_steps(cfg, num_videos, run.world, memory, free, sample=sample, least=least)
 
 # %% ../nbs/06b_engine.ipynb #96a49c6d
@@ -495,31 +683,37 @@ def config_from_spec(model, store, clip_len: int) -> VimpacConfig:
     unknown field or preset."""
     spec = dict(preset=model) if isinstance(model, str) else dict(model or {})
     unknown = sorted(set(spec) - {f.name for f in fields(VimpacConfig)} - {"preset"})
-    if unknown: raise VimpacError(f"model: unknown config field(s) {', '.join(unknown)}")
-    return VimpacConfig.from_preset(spec.pop("preset", None) or "tiny", **{**dict(vocab_size=store.vocab_size,
-                                    token_map=store.token_map, max_clip_len=clip_len), **spec})
+    if unknown:
+        raise VimpacError(f"model: unknown config field(s) {', '.join(unknown)}")
+    return VimpacConfig.from_preset(
+        spec.pop("preset", None) or "tiny",
+        **{**dict(vocab_size=store.vocab_size, token_map=store.token_map, max_clip_len=clip_len), **spec},
+    )
 
 # %% ../nbs/06b_engine.ipynb #c233a6e8
 def check_store_tokenizer(store, trained_on: dict | None, where, strict: bool = False):
     """Raise `VimpacError` when `store` was built by another tokenizer than `trained_on`, the identity that `where` (a
     checkpoint, a run folder) records; unless `strict`, an identity missing on either side passes (a run folder of
     an older kit, a store built in memory). Checkpoints are checked `strict`: they always record it."""
-    have = getattr(store, "tokenizer_id", None)     # `TokenStore.tokenizer_id`; None for a store that records none
+    have = getattr(store, "tokenizer_id", None)  # `TokenStore.tokenizer_id`; None for a store that records none
     if (strict or (trained_on is not None and have is not None)) and trained_on != have:
-        raise VimpacError(f"{store.path}: store was built by tokenizer {have}, but {where} was trained on tokens of {trained_on}")
+        raise VimpacError(
+            f"{store.path}: store was built by tokenizer {have}, but {where} was trained on tokens of {trained_on}"
+        )
+
 
 def check_run_tokenizer(store, run, files=("pretrain_config.json", "finetune_config.json")):
     """`check_store_tokenizer` against the identity that each of `files` of the kit run folder `run` records (a file
     the folder lacks, or one without the field, passes). Raises `VimpacError` for a mismatch or a file that is not
     JSON."""
     for name in files:
-        p = Path(run)/name
+        p = Path(run) / name
         check_store_tokenizer(store, read_json(p, f"a run's {name}").get("tokenizer") if p.is_file() else None, run)
 
 # %% ../nbs/06b_engine.ipynb #4896edfd
 def list_checkpoints(out) -> list[Path]:
     "The checkpoints of the run folder `out`, oldest first."
-    return sorted((Path(out)/"checkpoints").glob("step-*.pt"))
+    return sorted((Path(out) / "checkpoints").glob("step-*.pt"))
 
 # %% ../nbs/06b_engine.ipynb #e116e60a
 def load_checkpoint(path, kind: str, what: str, required=("step", "model", "optimizer", "scheduler", "rng")) -> dict:
@@ -527,43 +721,65 @@ def load_checkpoint(path, kind: str, what: str, required=("step", "model", "opti
     the `kind` it must hold, `what` its name in messages ("a vimpac pre-training checkpoint"). Raises `VimpacError`
     naming `path` when it is empty, truncated or corrupt, refused, of another kind, or lacks a `required` field."""
     state = load_torch_file(path, what)
-    if not isinstance(state, dict) or state.get("kind") != kind: raise VimpacError(f"{path}: not {what}")
+    if not isinstance(state, dict) or state.get("kind") != kind:
+        raise VimpacError(f"{path}: not {what}")
     missing = [k for k in required if k not in state]
-    if missing: raise VimpacError(f"{path}: {what} without {', '.join(missing)} (written by another version?)")
+    if missing:
+        raise VimpacError(f"{path}: {what} without {', '.join(missing)} (written by another version?)")
     return state
 
 # %% ../nbs/06b_engine.ipynb #2508c177
-def latest_checkpoint(out, kind: str, what: str, required=("step", "model", "optimizer", "scheduler", "rng")) -> tuple[Path, dict]:
+def latest_checkpoint(
+    out, kind: str, what: str, required=("step", "model", "optimizer", "scheduler", "rng")
+) -> tuple[Path, dict]:
     """The newest readable checkpoint of the run folder `out` and its state (`load_checkpoint`). A newer checkpoint
     that does not load (truncated by a full disk, corrupted) is passed over with one warning naming it and the one
     used instead. Raises `VimpacError` when there is no checkpoint, or none loads (naming the newest and why)."""
     found = list_checkpoints(out)
-    if not found: raise VimpacError(f"--resume: no checkpoint in {Path(out)/'checkpoints'} (expected step-*.pt)")
+    if not found:
+        raise VimpacError(f"--resume: no checkpoint in {Path(out) / 'checkpoints'} (expected step-*.pt)")
     bad = []
     for ckpt in reversed(found):
-        try: state = load_checkpoint(ckpt, kind, what, required)
-        except VimpacError as e: bad.append(str(e)); continue
+        try:
+            state = load_checkpoint(ckpt, kind, what, required)
+        except VimpacError as e:
+            bad.append(str(e))
+            continue
         if bad:
-            warnings.warn(f"--resume: passed over {len(bad)} unreadable checkpoint(s), newest first: {'; '.join(bad)}; "
-                          f"resuming from {ckpt.name}", stacklevel=3)
+            warnings.warn(
+                f"--resume: passed over {len(bad)} unreadable checkpoint(s), newest first: {'; '.join(bad)}; "
+                f"resuming from {ckpt.name}",
+                stacklevel=3,
+            )
         return ckpt, state
-    raise VimpacError(f"--resume: none of the {len(found)} checkpoint(s) in {Path(out)/'checkpoints'} loads; the newest: {bad[0]}")
+    raise VimpacError(
+        f"--resume: none of the {len(found)} checkpoint(s) in {Path(out) / 'checkpoints'} loads; the newest: {bad[0]}"
+    )
 
 # %% ../nbs/06b_engine.ipynb #05ef3b39
 def save_checkpoint(out, state: dict, keep_last: int) -> Path:
     """Write `state` to `out/checkpoints/step-NNNNNNNN.pt` (its `step`) under a temporary name, then rename it; keep
     the last `keep_last` checkpoints. Returns the path. A full disk raises `VimpacError` in one line ("no space left on
     ...", `disk_full_error`; `torch.save` says only that its stream writer failed): the earlier checkpoints stay."""
-    path = Path(out)/"checkpoints"/f"step-{state['step']:08d}.pt"
+    path = Path(out) / "checkpoints" / f"step-{state['step']:08d}.pt"
     try:
-        with atomic_path(path) as tmp: torch.save(state, tmp)
+        with atomic_path(path) as tmp:
+            torch.save(state, tmp)
     except (RuntimeError, OSError) as e:
-        size = sum(t.numel() * t.element_size() for t in torch.utils._pytree.tree_leaves(state) if isinstance(t, torch.Tensor))
-        full = disk_full_error(path.parent, size + 2**20, e, "the run keeps its earlier checkpoints: free some space and "
-                               "run the same command with --resume to go on")
-        if full is None: raise
+        size = sum(
+            t.numel() * t.element_size() for t in torch.utils._pytree.tree_leaves(state) if isinstance(t, torch.Tensor)
+        )
+        full = disk_full_error(
+            path.parent,
+            size + 2**20,
+            e,
+            "the run keeps its earlier checkpoints: free some space and run the same command with --resume to go on",
+        )
+        if full is None:
+            raise
         raise full from None
-    for old in list_checkpoints(out)[:-max(1, keep_last)]: old.unlink(missing_ok=True)
+    for old in list_checkpoints(out)[: -max(1, keep_last)]:
+        old.unlink(missing_ok=True)
     return path
 
 # %% ../nbs/06b_engine.ipynb #04d6ef8e
@@ -576,7 +792,8 @@ def rng_state(device) -> dict:
 def set_rng_state(s: dict, device):
     "Restore a `rng_state`."
     torch.set_rng_state(s["torch"])
-    if torch.device(device).type == "cuda" and s.get("cuda") is not None: torch.cuda.set_rng_state(s["cuda"], device)
+    if torch.device(device).type == "cuda" and s.get("cuda") is not None:
+        torch.cuda.set_rng_state(s["cuda"], device)
 
 # %% ../nbs/06b_engine.ipynb #709f8cd6
 def _distributed(model: nn.Module, run: Run) -> nn.Module | None:
@@ -586,6 +803,7 @@ def _distributed(model: nn.Module, run: Run) -> nn.Module | None:
     sync_batchnorm(model, run.device)
     ids = [run.device.index] if run.device.type == "cuda" else None
     return torch.nn.parallel.DistributedDataParallel(model, device_ids=ids)
+
 
 def _step_unless(opt: torch.optim.Optimizer, skip: torch.Tensor, fused: bool):
     """Step `opt` unless the 0-d bool tensor `skip` is true: on the device through the fused kernel's `found_inf`
@@ -599,6 +817,7 @@ def _step_unless(opt: torch.optim.Optimizer, skip: torch.Tensor, fused: bool):
         opt.step()
     finally:
         del opt.found_inf
+
 
 def _pending_rows(pending: list) -> torch.Tensor:
     """The steps `pending` of `Engine.settle`, [(step, stats, bad, grad_norm, lr, *extra)], as float rows (stats,
@@ -622,6 +841,7 @@ class Engine:
     - the non-finite-step policy: a bad step is skipped, `cfg.max_bad_steps` in a row stop the run (`check_bad_steps`);
     - checkpoints with every process's random state (`save`, `restore`), for an exact resume, also across devices,
       process counts and AdamW kernels (`load_optimizer_state`)."""
+
     def __init__(self, model: nn.Module, cfg: TrainConfig, steps: int, run: Run, fused: bool | None = None):
         self.model, self.cfg, self.steps, self.run = model, cfg, steps, run
         if hasattr(model, "config"):
@@ -630,12 +850,12 @@ class Engine:
         self.ddp = _distributed(model, run)
         self._fwd = self.ddp or model
         if cfg.compile:
-            self._fwd = torch.compile(self._fwd, fullgraph=run.world == 1)   # one graph: a break is an error
+            self._fwd = torch.compile(self._fwd, fullgraph=run.world == 1)  # one graph: a break is an error
         self.scaler = torch.amp.GradScaler(run.device.type, enabled=run.use_scaler)
         self.opt = make_optimizer(model, cfg, run.device, fused)
         self.sched = make_schedule(self.opt, steps, cfg.warmup_ratio)
         self.bad, self.lr = 0, cfg.lr
-        self.fused = bool(self.opt.defaults.get("fused"))   # the optimizer's kernel, whatever a checkpoint says
+        self.fused = bool(self.opt.defaults.get("fused"))  # the optimizer's kernel, whatever a checkpoint says
 
     def restore(self, state: dict | None = None) -> int:
         """Load the optimizer, schedule, scaler and this process's random state of a checkpoint `state` (the model is
@@ -685,7 +905,7 @@ class Engine:
         skip = ~(stats_ok & grads_ok)
         bad = ~stats_ok if self.run.use_scaler else skip
         _step_unless(self.opt, skip, self.fused)
-        self.scaler.update()                        # the scaler's own overflow record is from unscale_
+        self.scaler.update()  # the scaler's own overflow record is from unscale_
         self.opt.zero_grad(set_to_none=True)
         lr = self.opt.param_groups[0]["lr"]
         self.sched.step()
@@ -698,6 +918,7 @@ def read_due(self: Engine, step: int) -> bool:
     done, cfg = step + 1, self.cfg
     checkpoint = self.run.out is not None and cfg.save_every and done % cfg.save_every == 0
     return step % cfg.log_every == 0 or done == self.steps or bool(checkpoint)
+
 
 @patch
 def settle(self: Engine, pending: list):
@@ -714,16 +935,20 @@ def settle(self: Engine, pending: list):
         finite = not bool(row[n])
         self.bad = 0 if finite else self.bad + 1
         self.lr = lr
-        yield (step, row[:n].reshape(stats.shape), finite, float(row[n + 1]), lr, *row[n + 2:].tolist())
+        yield (step, row[:n].reshape(stats.shape), finite, float(row[n + 1]), lr, *row[n + 2 :].tolist())
+
 
 @patch
 def update(self: Engine, stats: torch.Tensor) -> tuple[torch.Tensor, bool, float, float]:
     """Deprecated for one release (`VimpacDeprecationWarning`): `update_async` then `settle` of that one step, read
     at once. Returns (global stats, finite, gradient norm, the learning rate the step used)."""
-    warnings.warn("Engine.update is deprecated: step with Engine.update_async and read the steps with Engine.settle",
-                  VimpacDeprecationWarning, stacklevel=2)
+    warnings.warn(
+        "Engine.update is deprecated: step with Engine.update_async and read the steps with Engine.settle",
+        VimpacDeprecationWarning,
+        stacklevel=2,
+    )
     stats, bad, grad_norm, lr = self.update_async(stats)
-    (_, _, finite, norm, _), = self.settle([(0, stats, bad, grad_norm, lr)])
+    ((_, _, finite, norm, _),) = self.settle([(0, stats, bad, grad_norm, lr)])
     return stats, finite, norm, lr
 
 # %% ../nbs/06b_engine.ipynb #4201645b
@@ -734,8 +959,11 @@ def check_bad_steps(self: Engine, step: int, what: str = "training"):
         return
     out = self.run.out
     last = (list_checkpoints(out) or ["none"])[-1] if out is not None else "none"
-    raise VimpacError(f"{what} stopped at step {step}: {self.bad} steps in a row had a non-finite loss or "
-                      f"gradient (learning rate {self.lr:.3g}); last checkpoint: {last}")
+    raise VimpacError(
+        f"{what} stopped at step {step}: {self.bad} steps in a row had a non-finite loss or "
+        f"gradient (learning rate {self.lr:.3g}); last checkpoint: {last}"
+    )
+
 
 @patch
 def save(self: Engine, done: int, kind: str, **extra):
@@ -751,9 +979,19 @@ def save(self: Engine, done: int, kind: str, **extra):
         dist.all_gather_object(rngs, rng_state(run.device))
     if run.rank == 0:
         scaler = self.scaler.state_dict() if run.use_scaler else {}
-        state = dict(kind=kind, step=done, model=self.model.state_dict(), optimizer=self.opt.state_dict(),
-                     scheduler=self.sched.state_dict(), scaler=scaler, rng=rngs, world_size=run.world, **extra)
+        state = dict(
+            kind=kind,
+            step=done,
+            model=self.model.state_dict(),
+            optimizer=self.opt.state_dict(),
+            scheduler=self.sched.state_dict(),
+            scaler=scaler,
+            rng=rngs,
+            world_size=run.world,
+            **extra,
+        )
         save_checkpoint(run.out, state, cfg.keep_last)
+
 
 @patch
 def finish(self: Engine, files: dict[str, dict]) -> nn.Module:
@@ -763,7 +1001,7 @@ def finish(self: Engine, files: dict[str, dict]) -> nn.Module:
     if self.run.out is not None and self.run.rank == 0:
         self.model.save_pretrained(self.run.out)
         for name, obj in files.items():
-            write_json(self.run.out/name, obj)
+            write_json(self.run.out / name, obj)
     if self.run.world > 1:
         dist.barrier()
     return self.model
@@ -774,23 +1012,28 @@ def _open_metrics(out: Path, start: int, resume: bool):
     of steps >= `start`, written after the checkpoint), and a TensorBoard writer in `out/tensorboard` (None when
     `tensorboard` is not installed)."""
     out.mkdir(parents=True, exist_ok=True)
-    path, kept = out/"metrics.jsonl", []
+    path, kept = out / "metrics.jsonl", []
     if resume and path.is_file():
         kept = [line for line in path.read_text().splitlines() if json.loads(line)["step"] < start]
     path.write_text("".join(line + "\n" for line in kept))
     try:
-        from torch.utils.tensorboard import SummaryWriter     # optional: the kit runs without it
-        tb = SummaryWriter(str(out/"tensorboard"))
+        from torch.utils.tensorboard import SummaryWriter  # optional: the kit runs without it
+
+        tb = SummaryWriter(str(out / "tensorboard"))
     except ImportError:
         tb = None
     return open(path, "a"), tb
+
 
 class MetricsLog:
     """The record of a run, on rank 0: a progress bar (`tqdm.auto`) over steps [start, steps), and per logged step one
     JSON line in `out/metrics.jsonl`, TensorBoard scalars in `out/tensorboard` when `tensorboard` is installed, and a
     dict in `history`. On `resume` the records of steps >= `start` (written after the checkpoint) are dropped first,
     so no step is logged twice. `count(n)` adds n samples; `rate()` gives (samples, seconds) since the last record."""
-    def __init__(self, run: Run, start: int, steps: int, resume: bool = False, desc: str = "train", progress: bool = True):
+
+    def __init__(
+        self, run: Run, start: int, steps: int, resume: bool = False, desc: str = "train", progress: bool = True
+    ):
         self.run, self.start, self.steps, self.history = run, start, steps, []
         self.file, self.tb = None, None
         if run.out is not None and run.rank == 0:

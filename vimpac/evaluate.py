@@ -34,22 +34,28 @@ __all__ = ['SPATIAL_CROPS', 'FEATURES_FORMAT', 'RUN_RECORDS', 'parse_views', 'te
 # %% ../nbs/08a_evaluate.ipynb #50bcbb5a
 SPATIAL_CROPS = {1: (CENTER_VIEW,), 3: ("1x-topleft", CENTER_VIEW, "1x-bottomright")}
 
+
 def parse_views(views) -> tuple[tuple[str, ...], int]:
     """`"3x10"` → (the spatial crops `1x-topleft`, `1x-center`, `1x-bottomright`, 10 temporal crops); `"1xK"` is the
     centre crop alone (SSV2, Table 12). Raises `VimpacError` naming `views` unless it is `SxK` with S in {1, 3} and
     K >= 1."""
     m = re.fullmatch(r"\s*(\d+)\s*[xX]\s*(\d+)\s*", str(views))
     if not m or int(m[1]) not in SPATIAL_CROPS or int(m[2]) < 1:
-        raise VimpacError(f"views {views!r}: expected SPATIALxTEMPORAL crops with 1 or 3 spatial crops and at least "
-                          f"1 temporal crop, e.g. 3x10 (the paper's) or 1x2")
+        raise VimpacError(
+            f"views {views!r}: expected SPATIALxTEMPORAL crops with 1 or 3 spatial crops and at least "
+            f"1 temporal crop, e.g. 3x10 (the paper's) or 1x2"
+        )
     return SPATIAL_CROPS[int(m[1])], int(m[2])
+
 
 def temporal_starts(length: int, clip_len: int, k: int) -> torch.Tensor:
     """First frames of `k` clips of `clip_len` frames evenly spaced over a video of `length` frames: int64 (k,),
     start_i = floor(i (L - T) / (k - 1) + 1/2), or floor((L - T) / 2) for k = 1; all 0 when L <= T."""
     delta = max(int(length) - int(clip_len), 0)
-    if k == 1: return torch.tensor([delta // 2])
+    if k == 1:
+        return torch.tensor([delta // 2])
     return torch.floor(torch.arange(k, dtype=torch.float64) * delta / (k - 1) + 0.5).long()
+
 
 def view_clips(tokens: dict, clip_len: int, k: int, pad_id: int, crops=None) -> torch.Tensor:
     """The views of one video as a batch of clips: for each spatial crop in `crops` (default: the keys of `tokens`, a
@@ -59,28 +65,38 @@ def view_clips(tokens: dict, clip_len: int, k: int, pad_id: int, crops=None) -> 
     length."""
     crops = list(tokens) if crops is None else list(crops)
     missing = [c for c in crops if c not in tokens]
-    if missing: raise VimpacError(f"view(s) {missing} missing: the tokens hold {list(tokens)}")
-    arrs = [torch.from_numpy(np.asarray(tokens[c]).astype(np.int64)) if not isinstance(tokens[c], torch.Tensor)
-            else tokens[c].long() for c in crops]
+    if missing:
+        raise VimpacError(f"view(s) {missing} missing: the tokens hold {list(tokens)}")
+    arrs = [
+        torch.from_numpy(np.asarray(tokens[c]).astype(np.int64))
+        if not isinstance(tokens[c], torch.Tensor)
+        else tokens[c].long()
+        for c in crops
+    ]
     if len({tuple(a.shape) for a in arrs}) != 1:
-        raise VimpacError(f"views {crops}: expected tokens of one shape (L, h, w), got {[tuple(a.shape) for a in arrs]}")
-    x = torch.stack(arrs)                                                      # (S, L, h, w)
+        raise VimpacError(
+            f"views {crops}: expected tokens of one shape (L, h, w), got {[tuple(a.shape) for a in arrs]}"
+        )
+    x = torch.stack(arrs)  # (S, L, h, w)
     L = x.shape[1]
     x = torch.cat([x, x.new_full((x.shape[0], 1, *x.shape[2:]), pad_id)], 1)  # one [PAD] frame at index L
-    idx = temporal_starts(L, clip_len, k)[:, None] + torch.arange(clip_len)    # (k, T)
+    idx = temporal_starts(L, clip_len, k)[:, None] + torch.arange(clip_len)  # (k, T)
     return x[:, idx.clamp(max=L)].flatten(0, 1)
 
 # %% ../nbs/08a_evaluate.ipynb #0b779dd9
 def output_field(out, name: str) -> torch.Tensor:
     "Field `name` of a model output: the output itself when it is a tensor, else its attribute or dict key `name`."
-    if isinstance(out, torch.Tensor): return out
-    if isinstance(out, dict): return out[name]
+    if isinstance(out, torch.Tensor):
+        return out
+    if isinstance(out, dict):
+        return out[name]
     return getattr(out, name)
 
 # %% ../nbs/08a_evaluate.ipynb #198c8621
 @torch.no_grad()
-def pooled_views(fn, videos, batch_size: int = 32, progress: bool = False, total: int | None = None,
-                 desc: str = "views") -> torch.Tensor:
+def pooled_views(
+    fn, videos, batch_size: int = 32, progress: bool = False, total: int | None = None, desc: str = "views"
+) -> torch.Tensor:
     """Run `fn` on the clips of many videos, `batch_size` clips per call, and average its per-clip rows over each
     video's clips. `videos` is an iterable (a generator is fine: it is read once) of int64 clip tensors (n_i, T, h, w),
     one per video; `fn` maps clips (B, T, h, w) to float rows (B, F). Returns float32 (N, F) on the CPU, row i the
@@ -93,32 +109,52 @@ def pooled_views(fn, videos, batch_size: int = 32, progress: bool = False, total
 
     def run(x, o):
         nonlocal sums, counts
-        y = fn(x).detach().float()                         # on fn's device: the sums stay there
-        if sums is None: sums, counts = y.new_zeros(max(n, 64), y.shape[1]), torch.zeros(max(n, 64))
-        if n > len(sums):                                  # more videos than rows: double the buffers
+        y = fn(x).detach().float()  # on fn's device: the sums stay there
+        if sums is None:
+            sums, counts = y.new_zeros(max(n, 64), y.shape[1]), torch.zeros(max(n, 64))
+        if n > len(sums):  # more videos than rows: double the buffers
             grow = max(n, 2 * len(sums)) - len(sums)
-            sums, counts = torch.cat([sums, sums.new_zeros(grow, sums.shape[1])]), torch.cat([counts, counts.new_zeros(grow)])
-        sums.index_add_(0, o.to(y.device, non_blocking=True), y); counts.index_add_(0, o, torch.ones(len(o)))
+            sums, counts = (
+                torch.cat([sums, sums.new_zeros(grow, sums.shape[1])]),
+                torch.cat([counts, counts.new_zeros(grow)]),
+            )
+        sums.index_add_(0, o.to(y.device, non_blocking=True), y)
+        counts.index_add_(0, o, torch.ones(len(o)))
 
     def flush(final: bool):
         nonlocal pend, owners, n_pend
         x, o = torch.cat(pend), torch.cat(owners)
         m = len(x) if final else len(x) // batch_size * batch_size
-        for j in range(0, m, batch_size): run(x[j:j + batch_size], o[j:j + batch_size])
+        for j in range(0, m, batch_size):
+            run(x[j : j + batch_size], o[j : j + batch_size])
         pend, owners = ([x[m:]], [o[m:]]) if m < len(x) else ([], [])
         n_pend = len(x) - m
 
     for clips in tqdm(videos, total=total, desc=desc, disable=not progress, unit="video"):
-        pend.append(clips); owners.append(torch.full((len(clips),), n, dtype=torch.long)); n += 1; n_pend += len(clips)
-        if n_pend >= batch_size: flush(False)
-    if n == 0: raise VimpacError("no video to run: the input is empty")
-    if n_pend: flush(True)
+        pend.append(clips)
+        owners.append(torch.full((len(clips),), n, dtype=torch.long))
+        n += 1
+        n_pend += len(clips)
+        if n_pend >= batch_size:
+            flush(False)
+    if n == 0:
+        raise VimpacError("no video to run: the input is empty")
+    if n_pend:
+        flush(True)
     return sums[:n].cpu() / counts[:n, None]
 
 # %% ../nbs/08a_evaluate.ipynb #ffc8bd1c
 @torch.no_grad()
-def multiview_scores(model, videos, views="3x10", batch_size: int = 32, device=None, progress: bool = False,
-                     total: int | None = None, precision: str = "auto") -> torch.Tensor:
+def multiview_scores(
+    model,
+    videos,
+    views="3x10",
+    batch_size: int = 32,
+    device=None,
+    progress: bool = False,
+    total: int | None = None,
+    precision: str = "auto",
+) -> torch.Tensor:
     """Class scores of each video by multi-view inference (§4.2): its spatial x temporal crops (`parse_views`) of
     T = `model.config.max_clip_len` frames each, through `model` in batches of `batch_size` clips (`pooled_views`), the
     softmax scores averaged over the views. `videos`: an iterable of dicts view name → integer tokens (L, h, w), one
@@ -131,13 +167,23 @@ def multiview_scores(model, videos, views="3x10", batch_size: int = 32, device=N
     dev = get_device(device) if device is not None else next(model.parameters()).device
     amp = inference_precision(precision, dev)
     was, model = model.training, model.to(dev).eval()
+
     def fn(x):
-        with torch.autocast(dev.type, amp, enabled=amp is not None): logits = output_field(model(x.to(dev)), "logits")
+        with torch.autocast(dev.type, amp, enabled=amp is not None):
+            logits = output_field(model(x.to(dev)), "logits")
         return F.softmax(logits.float(), -1)
+
     try:
-        return pooled_views(fn, (view_clips(v, c.max_clip_len, k, c.pad_id, crops) for v in videos), batch_size,
-                            progress, total, "multi-view inference")
-    finally: model.train(was)
+        return pooled_views(
+            fn,
+            (view_clips(v, c.max_clip_len, k, c.pad_id, crops) for v in videos),
+            batch_size,
+            progress,
+            total,
+            "multi-view inference",
+        )
+    finally:
+        model.train(was)
 
 # %% ../nbs/08a_evaluate.ipynb #ebe0011f
 def classification_metrics(scores, labels, num_classes: int | None = None) -> dict:
@@ -148,19 +194,27 @@ def classification_metrics(scores, labels, num_classes: int | None = None) -> di
     scores, labels = torch.as_tensor(scores).float(), torch.as_tensor(labels).long()
     C = num_classes or scores.shape[1]
     if scores.ndim != 2 or scores.shape != (len(labels), C):
-        raise VimpacError(f"scores: expected ({len(labels)}, {C}) for {len(labels)} labels and {C} classes, got {tuple(scores.shape)}")
+        raise VimpacError(
+            f"scores: expected ({len(labels)}, {C}) for {len(labels)} labels and {C} classes, got {tuple(scores.shape)}"
+        )
     if len(labels) and (int(labels.min()) < 0 or int(labels.max()) >= C):
-        raise VimpacError(f"labels: expected class indices in [0, {C}), got values {int(labels.min())}..{int(labels.max())}")
+        raise VimpacError(
+            f"labels: expected class indices in [0, {C}), got values {int(labels.min())}..{int(labels.max())}"
+        )
     top = scores.topk(min(5, C), 1).indices
     hit = top == labels[:, None]
     conf = torch.bincount(labels * C + top[:, 0], minlength=C * C).reshape(C, C)
     support = conf.sum(1)
     recall = conf.diag().float() / support.clamp_min(1)
     present = support > 0
-    return dict(n=len(labels), top1=float(hit[:, 0].float().mean()) if len(labels) else float("nan"),
-                top5=float(hit.any(1).float().mean()) if len(labels) else float("nan"),
-                mean_class_acc=float(recall[present].mean()) if bool(present.any()) else float("nan"),
-                per_class=[float(r) if p else None for r, p in zip(recall, present)], confusion=conf.tolist())
+    return dict(
+        n=len(labels),
+        top1=float(hit[:, 0].float().mean()) if len(labels) else float("nan"),
+        top5=float(hit.any(1).float().mean()) if len(labels) else float("nan"),
+        mean_class_acc=float(recall[present].mean()) if bool(present.any()) else float("nan"),
+        per_class=[float(r) if p else None for r, p in zip(recall, present)],
+        confusion=conf.tolist(),
+    )
 
 # %% ../nbs/08a_evaluate.ipynb #104e6b68
 def top_classes(scores, classes=None, top: int = 5) -> list[list[tuple[str, float]]]:
@@ -179,36 +233,54 @@ def write_predictions(path, keys, scores, classes=None, labels=None, top: int = 
     scores = torch.as_tensor(scores).float()
     tops, preds = top_classes(scores, classes, top), scores.argmax(1).tolist()
     name = (lambda j: classes[j]) if classes is not None else str
-    cols = ["key"] + (["path"] if paths is not None else []) + (["label", "label_name"] if labels is not None else []) \
-        + ["pred", "pred_name", "score"] + (["correct"] if labels is not None else []) + [f"top{top}"]
+    cols = (
+        ["key"]
+        + (["path"] if paths is not None else [])
+        + (["label", "label_name"] if labels is not None else [])
+        + ["pred", "pred_name", "score"]
+        + (["correct"] if labels is not None else [])
+        + [f"top{top}"]
+    )
     with atomic_path(path) as tmp, open(tmp, "w", newline="") as f:
-        w = csv.writer(f); w.writerow(cols)
+        w = csv.writer(f)
+        w.writerow(cols)
         for i, key in enumerate(keys):
             row = [key] + ([str(paths[i])] if paths is not None else [])
-            if labels is not None: row += [int(labels[i]), name(int(labels[i]))]
+            if labels is not None:
+                row += [int(labels[i]), name(int(labels[i]))]
             row += [preds[i], name(preds[i]), f"{float(scores[i, preds[i]]):.6f}"]
-            if labels is not None: row.append(int(preds[i] == int(labels[i])))
+            if labels is not None:
+                row.append(int(preds[i] == int(labels[i])))
             w.writerow(row + [";".join(f"{n}:{s:.4f}" for n, s in tops[i])])
     return Path(path)
 
 # %% ../nbs/08a_evaluate.ipynb #17283dfb
 @torch.no_grad()
-def knn_scores(train_features, train_labels, test_features, num_classes: int, k: int = 20,
-               temperature: float = 0.07, chunk: int = 1024) -> torch.Tensor:
+def knn_scores(
+    train_features,
+    train_labels,
+    test_features,
+    num_classes: int,
+    k: int = 20,
+    temperature: float = 0.07,
+    chunk: int = 1024,
+) -> torch.Tensor:
     """Weighted kNN class scores float (N_test, C): the `k` training rows (capped at their number) of highest cosine
     similarity s to each test row vote for their label with weight exp(s / `temperature`); votes normalised to sum
     to 1. Features float (N, D), labels int (N_train,) in [0, C). Computed `chunk` test rows at a time. Raises
     `VimpacError` for k < 1, temperature <= 0, no training rows, or feature sizes that differ."""
-    k = check_number("k", k, integer=True, ge=1); temperature = check_number("temperature", temperature, gt=0)
+    k = check_number("k", k, integer=True, ge=1)
+    temperature = check_number("temperature", temperature, gt=0)
     tr, te = torch.as_tensor(train_features).float(), torch.as_tensor(test_features).float()
     y = torch.as_tensor(train_labels).long()
-    if len(tr) == 0: raise VimpacError("kNN: no training features")
+    if len(tr) == 0:
+        raise VimpacError("kNN: no training features")
     if tr.shape[1:] != te.shape[1:]:
         raise VimpacError(f"kNN: training features of size {tr.shape[1]} but test features of size {te.shape[1]}")
     tr, te, k = F.normalize(tr, dim=1), F.normalize(te, dim=1), min(k, len(tr))
     out = []
     for j in range(0, len(te), chunk):
-        s, i = (te[j:j + chunk] @ tr.T).topk(k, 1)
+        s, i = (te[j : j + chunk] @ tr.T).topk(k, 1)
         votes = torch.zeros(len(s), num_classes).scatter_add_(1, y[i], (s / temperature).exp())
         out.append(votes / votes.sum(1, keepdim=True))
     return torch.cat(out) if out else te.new_zeros(0, num_classes)
@@ -216,44 +288,73 @@ def knn_scores(train_features, train_labels, test_features, num_classes: int, k:
 # %% ../nbs/08a_evaluate.ipynb #954cae8d
 class LinearProbe(nn.Module):
     "Standardise (features - mean) / std, then a linear layer: float (N, D) → logits (N, C)."
+
     def __init__(self, mean: torch.Tensor, std: torch.Tensor, num_classes: int):
         super().__init__()
-        self.register_buffer("mean", mean); self.register_buffer("std", std)
+        self.register_buffer("mean", mean)
+        self.register_buffer("std", std)
         self.fc = nn.Linear(len(mean), num_classes)
-        nn.init.zeros_(self.fc.weight); nn.init.zeros_(self.fc.bias)
-    def forward(self, x): return self.fc((torch.as_tensor(x).float() - self.mean) / self.std)
+        nn.init.zeros_(self.fc.weight)
+        nn.init.zeros_(self.fc.bias)
+
+    def forward(self, x):
+        return self.fc((torch.as_tensor(x).float() - self.mean) / self.std)
 
 # %% ../nbs/08a_evaluate.ipynb #8a344754
-def fit_linear_probe(features, labels, num_classes: int, weight_decay: float = 1e-4, max_iter: int = 300) -> LinearProbe:
+def fit_linear_probe(
+    features, labels, num_classes: int, weight_decay: float = 1e-4, max_iter: int = 300
+) -> LinearProbe:
     """Fit a `LinearProbe` (multinomial logistic regression) on frozen features float (N, D) and labels int (N,) in
     [0, C): full-batch L-BFGS (strong-Wolfe line search, at most `max_iter` iterations) on mean cross-entropy +
     `weight_decay` / 2 ||W||^2, from zero weights (deterministic). Raises `VimpacError` for fewer than 2 rows,
     mismatched lengths or labels outside [0, C)."""
     x, y = torch.as_tensor(features).float().cpu(), torch.as_tensor(labels).long().cpu()
     if x.ndim != 2 or len(x) < 2 or len(x) != len(y):
-        raise VimpacError(f"linear probe: expected features (N >= 2, D) and N labels, got {tuple(x.shape)} and {len(y)} labels")
+        raise VimpacError(
+            f"linear probe: expected features (N >= 2, D) and N labels, got {tuple(x.shape)} and {len(y)} labels"
+        )
     if int(y.min()) < 0 or int(y.max()) >= num_classes:
         raise VimpacError(f"linear probe: labels {int(y.min())}..{int(y.max())} outside [0, {num_classes})")
     weight_decay = check_number("weight_decay", weight_decay, ge=0)
     probe = LinearProbe(x.mean(0), x.std(0).clamp_min(1e-6), num_classes)
-    opt = torch.optim.LBFGS(probe.fc.parameters(), lr=1, max_iter=max_iter, history_size=20,
-                            tolerance_grad=1e-9, tolerance_change=1e-12, line_search_fn="strong_wolfe")
+    opt = torch.optim.LBFGS(
+        probe.fc.parameters(),
+        lr=1,
+        max_iter=max_iter,
+        history_size=20,
+        tolerance_grad=1e-9,
+        tolerance_change=1e-12,
+        line_search_fn="strong_wolfe",
+    )
+
     def closure():
         opt.zero_grad()
         loss = F.cross_entropy(probe(x), y) + weight_decay / 2 * probe.fc.weight.pow(2).sum()
-        loss.backward(); return loss
+        loss.backward()
+        return loss
+
     opt.step(closure)
     return probe.eval()
 
 # %% ../nbs/08a_evaluate.ipynb #54a171a4
-def probe_scores(kind: str, train_features, train_labels, test_features, num_classes: int, k: int = 20,
-                 temperature: float = 0.07, weight_decay: float = 1e-4) -> torch.Tensor:
+def probe_scores(
+    kind: str,
+    train_features,
+    train_labels,
+    test_features,
+    num_classes: int,
+    k: int = 20,
+    temperature: float = 0.07,
+    weight_decay: float = 1e-4,
+) -> torch.Tensor:
     """Class scores float (N_test, C) of the frozen-feature classifier `kind`: `"knn"` (`knn_scores`) or `"linear"`
     (softmax of a `fit_linear_probe` on the training features). Raises `VimpacError` for another `kind`."""
-    if kind == "knn": return knn_scores(train_features, train_labels, test_features, num_classes, k, temperature)
+    if kind == "knn":
+        return knn_scores(train_features, train_labels, test_features, num_classes, k, temperature)
     if kind == "linear":
         probe = fit_linear_probe(train_features, train_labels, num_classes, weight_decay)
-        with torch.no_grad(): return F.softmax(probe(test_features), -1)
+        with torch.no_grad():
+            return F.softmax(probe(test_features), -1)
     raise VimpacError(f"probe {kind!r}: expected 'linear' or 'knn'")
 
 # %% ../nbs/08a_evaluate.ipynb #faa630e3
@@ -262,44 +363,61 @@ def check_store_for_model(store, model) -> None:
     tokenizer or frame size would be read as something else)."""
     c = model.config
     if store.vocab_size != c.vocab_size or tuple(store.token_map) != tuple(c.token_map):
-        raise VimpacError(f"{store.path}: store has vocabulary {store.vocab_size} and token map {tuple(store.token_map)}, "
-                          f"the model expects {c.vocab_size} and {tuple(c.token_map)} (frame size and tokenizer must match training)")
+        raise VimpacError(
+            f"{store.path}: store has vocabulary {store.vocab_size} and token map {tuple(store.token_map)}, "
+            f"the model expects {c.vocab_size} and {tuple(c.token_map)} (frame size and tokenizer must match training)"
+        )
+
 
 def store_videos(store, crops):
     """The tokens of every video of `store`, in `store.keys()` order: a generator of dicts crop → int16 (L, h, w).
     Raises `VimpacError` (before reading) when the store lacks one of the view names in `crops`."""
     missing = [c for c in crops if c not in store.views]
     if missing:
-        raise VimpacError(f"{store.path}: store has the views {store.views}, not {missing}; {len(crops)} spatial crops need "
-                          f"{', '.join(crops)} (tokenize with --views noflip or all), or ask for 1xK views (centre crop)")
+        raise VimpacError(
+            f"{store.path}: store has the views {store.views}, not {missing}; {len(crops)} spatial crops need "
+            f"{', '.join(crops)} (tokenize with --views noflip or all), or ask for 1xK views (centre crop)"
+        )
+
     def gen():
-        for key in store.keys(): yield {c: store.tokens(key, c) for c in crops}
+        for key in store.keys():
+            yield {c: store.tokens(key, c) for c in crops}
+
     return gen()
+
 
 def store_labels(store) -> tuple[list[int], list[str]]:
     """(labels aligned with `store.keys()`, class names) of a labelled store. Raises `VimpacError` naming the store
     when it has no labels (tokenize with `--dataset`)."""
     labels, classes = getattr(store, "labels", None), getattr(store, "classes", None)
     if not labels or not classes or any(l is None for l in labels):
-        raise VimpacError(f"{store.path}: store has no labels; tokenize a dataset split with vimpac-tokenize --dataset NAME")
+        raise VimpacError(
+            f"{store.path}: store has no labels; tokenize a dataset split with vimpac-tokenize --dataset NAME"
+        )
     return [int(l) for l in labels], list(classes)
 
-def video_tokens(path, tokenizer, frame_size: int, fps: float = 2.0, crops=(CENTER_VIEW,), batch_size: int = 64) -> dict:
+
+def video_tokens(
+    path, tokenizer, frame_size: int, fps: float = 2.0, crops=(CENTER_VIEW,), batch_size: int = 64
+) -> dict:
     """Decode the video `path` once at `fps` and tokenize each crop in `crops` at `frame_size` (`iter_views`), frames
     encoded `batch_size` at a time: dict crop → int64 numpy (L, h, w). Raises `VimpacError` as `iter_views` does
     (missing file, not a video, nothing decodable)."""
     out = {c: [] for c in crops}
     for part in iter_views(path, fps, frame_size, list(crops), chunk=batch_size):
-        for c, frames in part.items(): out[c].append(tokenizer.encode(frames).cpu())
+        for c, frames in part.items():
+            out[c].append(tokenizer.encode(frames).cpu())
     return {c: torch.cat(v).numpy() for c, v in out.items()}
 
 # %% ../nbs/08a_evaluate.ipynb #df1ec3bc
 FEATURES_FORMAT = "vimpac-features/1"
 
+
 @dataclass
 class Features:
     """[CLS] features of N videos: `keys` (store keys), `features` float32 (N, D), and when known `labels` (N class
     indices), `classes` (names), `paths` (source videos); `views` they were averaged over (e.g. "1x10")."""
+
     keys: list
     features: torch.Tensor
     labels: list | None = None
@@ -311,56 +429,89 @@ class Features:
         """Write a safetensors file at `path` (atomically): tensor `features` (N, D) float32, `labels` int64 (N,) when
         known; metadata `format`, `keys` (JSON list), `classes`, `paths` (JSON or absent), `views`."""
         tensors = {"features": self.features.float().contiguous()}
-        if self.labels is not None: tensors["labels"] = torch.as_tensor(self.labels, dtype=torch.long)
+        if self.labels is not None:
+            tensors["labels"] = torch.as_tensor(self.labels, dtype=torch.long)
         meta = dict(format=FEATURES_FORMAT, keys=json.dumps(list(self.keys)), views=str(self.views))
-        if self.classes is not None: meta["classes"] = json.dumps(list(self.classes))
-        if self.paths is not None: meta["paths"] = json.dumps([str(p) for p in self.paths])
-        with atomic_path(path) as tmp: save_file(tensors, str(tmp), metadata=meta)
+        if self.classes is not None:
+            meta["classes"] = json.dumps(list(self.classes))
+        if self.paths is not None:
+            meta["paths"] = json.dumps([str(p) for p in self.paths])
+        with atomic_path(path) as tmp:
+            save_file(tensors, str(tmp), metadata=meta)
         return Path(path)
 
     @classmethod
     def load(cls, path) -> "Features":
         "Read a file written by `save`. Raises `VimpacError` naming `path` when it is missing or not such a file."
         path = Path(path)
-        if not path.is_file(): raise VimpacError(f"{path}: no such file, expected vimpac features (safetensors)")
+        if not path.is_file():
+            raise VimpacError(f"{path}: no such file, expected vimpac features (safetensors)")
         try:
             with safe_open(str(path), "pt") as f:
                 meta, names = f.metadata() or {}, set(f.keys())
                 tensors = {k: f.get_tensor(k) for k in names}
         except Exception as e:
-            raise VimpacError(f"{path}: not a readable safetensors file ({type(e).__name__}), expected vimpac features") from None
+            raise VimpacError(
+                f"{path}: not a readable safetensors file ({type(e).__name__}), expected vimpac features"
+            ) from None
         if meta.get("format") != FEATURES_FORMAT or "features" not in tensors:
-            raise VimpacError(f"{path}: not a vimpac features file (format {meta.get('format')!r}, expected {FEATURES_FORMAT})")
+            raise VimpacError(
+                f"{path}: not a vimpac features file (format {meta.get('format')!r}, expected {FEATURES_FORMAT})"
+            )
         opt = lambda k: json.loads(meta[k]) if k in meta else None
-        return cls(json.loads(meta["keys"]), tensors["features"], tensors["labels"].tolist() if "labels" in tensors else None,
-                   opt("classes"), opt("paths"), meta.get("views", ""))
+        return cls(
+            json.loads(meta["keys"]),
+            tensors["features"],
+            tensors["labels"].tolist() if "labels" in tensors else None,
+            opt("classes"),
+            opt("paths"),
+            meta.get("views", ""),
+        )
 
 # %% ../nbs/08a_evaluate.ipynb #87b84097
 def _cls_fn(model, dev, amp=None):
-    "clips → [CLS] states (B, D) of `model`'s backbone (a classification or pre-training model, or a backbone), under autocast to `amp`."
+    "clips → [CLS] states (B, D) of `model`'s backbone (a classification or pre-training model, or a backbone),"
+    "under autocast to `amp`."
     backbone = getattr(model, "backbone", model)
+
     def fn(x):
-        with torch.autocast(dev.type, amp, enabled=amp is not None): out = backbone(x.to(dev))
+        with torch.autocast(dev.type, amp, enabled=amp is not None):
+            out = backbone(x.to(dev))
         return out[1] if isinstance(out, tuple) else output_field(out, "cls")
+
     return fn
 
+
 def _open_store(source):
-    "`source` as a TokenStore when it is one or a store folder, else None (test with `is None`: an empty store is falsy)."
-    if isinstance(source, TokenStore): return source
-    if isinstance(source, (str, Path)) and Path(source).is_dir() and (Path(source)/"meta.json").is_file():
+    "`source` as a TokenStore when it is one or a store folder, else None (test with `is None`: an empty store is"
+    "falsy)."
+    if isinstance(source, TokenStore):
+        return source
+    if isinstance(source, (str, Path)) and Path(source).is_dir() and (Path(source) / "meta.json").is_file():
         return TokenStore(source)
     return None
+
 
 def _labelled_store(source) -> TokenStore:
     "`source` (a TokenStore or a store folder) as a TokenStore; raises `VimpacError` naming it when it holds no video."
     store = s if (s := _open_store(source)) is not None else TokenStore(source)
-    if len(store) == 0: raise VimpacError(f"{store.path}: holds no video; expected a labelled store")
+    if len(store) == 0:
+        raise VimpacError(f"{store.path}: holds no video; expected a labelled store")
     return store
 
 # %% ../nbs/08a_evaluate.ipynb #d2d08c79
 @torch.no_grad()
-def extract_features(source, model, tokenizer=None, views="1x10", fps: float = 2.0, batch_size: int = 32,
-                     device=None, progress: bool = True, precision: str = "auto") -> Features:
+def extract_features(
+    source,
+    model,
+    tokenizer=None,
+    views="1x10",
+    fps: float = 2.0,
+    batch_size: int = 32,
+    device=None,
+    progress: bool = True,
+    precision: str = "auto",
+) -> Features:
     """[CLS] features of each video of `source` (§3.4's [CLS] state after the last layer) averaged over its `views`
     (`parse_views`), batched over views and videos (`pooled_views`). `source`: a `TokenStore` or store folder (keys,
     labels and classes come from it), or videos: files, folders or list files as `vimpac-tokenize` takes them, decoded
@@ -379,53 +530,72 @@ def extract_features(source, model, tokenizer=None, views="1x10", fps: float = 2
             check_store_for_model(store, model)
             clips = (view_clips(v, c.max_clip_len, k, c.pad_id, crops) for v in store_videos(store, crops))
             feats = pooled_views(_cls_fn(model, dev, amp), clips, batch_size, progress, len(store), "features")
-            labels, classes = (store_labels(store) if getattr(store, "labels", None) else (None, None))
+            labels, classes = store_labels(store) if getattr(store, "labels", None) else (None, None)
             return Features(store.keys(), feats, labels, classes, None, str(views))
-        if tokenizer is None: raise VimpacError("tokenizer: needed to tokenize videos (the one the checkpoint was trained with)")
+        if tokenizer is None:
+            raise VimpacError("tokenizer: needed to tokenize videos (the one the checkpoint was trained with)")
         items = expand_inputs(source)
         size = _frame_size(model, tokenizer)
-        clips = (view_clips(video_tokens(p, tokenizer, size, fps, crops), c.max_clip_len, k, c.pad_id, crops) for p, _ in items)
+        clips = (
+            view_clips(video_tokens(p, tokenizer, size, fps, crops), c.max_clip_len, k, c.pad_id, crops)
+            for p, _ in items
+        )
         feats = pooled_views(_cls_fn(model, dev, amp), clips, batch_size, progress, len(items), "features")
         return Features([video_key(n) for _, n in items], feats, None, None, [str(p) for p, _ in items], str(views))
-    finally: model.train(was)
+    finally:
+        model.train(was)
 
 # %% ../nbs/08a_evaluate.ipynb #04b18374
 def _frame_size(model, tokenizer) -> int:
-    "The frame size S the model was trained at: its token map times the tokenizer's downsample (checked square, same V)."
+    "The frame size S the model was trained at: its token map times the tokenizer's downsample (checked square, same"
+    "V)."
     (h, w), ds = model.config.token_map, tokenizer.downsample
-    if h != w: raise VimpacError(f"model: token map {h}x{w} is not square; videos are cropped to S x S frames")
+    if h != w:
+        raise VimpacError(f"model: token map {h}x{w} is not square; videos are cropped to S x S frames")
     if tokenizer.vocab_size != model.config.vocab_size:
-        raise VimpacError(f"tokenizer: {tokenizer.vocab_size} codes, the model expects {model.config.vocab_size} "
-                          f"(not the tokenizer it was trained with)")
+        raise VimpacError(
+            f"tokenizer: {tokenizer.vocab_size} codes, the model expects {model.config.vocab_size} "
+            f"(not the tokenizer it was trained with)"
+        )
     return h * ds
 
 # %% ../nbs/08a_evaluate.ipynb #33ca0f10
 RUN_RECORDS = ("finetune_config.json", "training.json", "pretrain_config.json")
 
+
 def read_run(path) -> dict:
     """What a checkpoint folder records: `path`, `kind` ("vimpac-classification" or "vimpac-pretraining"),
     `num_classes` (or None), `classes` (names, or None when not recorded), `tokenizer` (the `{name, hash}` identity,
     or None) and `fps` (frames/s of its training tokens, or None), read from `config.json`, `classes.json` (the list
-    `finetune` writes) and the records `RUN_RECORDS` (first found wins). Raises `VimpacError` for a folder without `config.json` or
+    `finetune` writes) and the records `RUN_RECORDS` (first found wins). Raises `VimpacError` for a folder without
+    `config.json` or
     `model.safetensors`, or invalid JSON."""
     path = Path(path)
-    if not (path/"config.json").is_file() or not (path/"model.safetensors").is_file():
+    if not (path / "config.json").is_file() or not (path / "model.safetensors").is_file():
         raise VimpacError(f"{path}: not a saved vimpac model (expected config.json and model.safetensors)")
-    cfg = read_json(path/"config.json", "a saved vimpac model's config.json", required=("kind",))
-    records = [read_json(path/n, f"a run record ({n})") for n in RUN_RECORDS if (path/n).is_file()]
-    if (path/"classes.json").is_file(): records.insert(0, dict(classes=_read_classes(path/"classes.json")))
+    cfg = read_json(path / "config.json", "a saved vimpac model's config.json", required=("kind",))
+    records = [read_json(path / n, f"a run record ({n})") for n in RUN_RECORDS if (path / n).is_file()]
+    if (path / "classes.json").is_file():
+        records.insert(0, dict(classes=_read_classes(path / "classes.json")))
     first = lambda k: next((r[k] for r in records if r.get(k) is not None), None)
     classes = first("classes")
     if classes is not None and (not isinstance(classes, list) or not all(isinstance(c, str) for c in classes)):
         raise VimpacError(f"{path}: recorded classes are {type(classes).__name__}, expected a list of class names")
     fps = first("fps")
-    return dict(path=path, kind=cfg["kind"], num_classes=cfg.get("num_classes"), classes=classes,
-                tokenizer=first("tokenizer"), fps=float(fps) if isinstance(fps, (int, float)) else None)
+    return dict(
+        path=path,
+        kind=cfg["kind"],
+        num_classes=cfg.get("num_classes"),
+        classes=classes,
+        tokenizer=first("tokenizer"),
+        fps=float(fps) if isinstance(fps, (int, float)) else None,
+    )
 
 # %% ../nbs/08a_evaluate.ipynb #ed4ff210
 def _read_classes(f: Path) -> list:
     "The class names in `f` (`classes.json`, as `finetune` writes it: a JSON list of names, in order)."
-    try: obj = json.loads(f.read_text())
+    try:
+        obj = json.loads(f.read_text())
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise VimpacError(f"{f}: not valid JSON ({type(e).__name__}), expected the list of class names") from None
     obj = obj.get("classes") if isinstance(obj, dict) else obj
@@ -433,15 +603,23 @@ def _read_classes(f: Path) -> list:
         raise VimpacError(f"{f}: expected a JSON list of class names")
     return obj
 
+
 def load_run(path, device="cpu") -> tuple[nn.Module, dict]:
     """The model saved in the checkpoint folder `path` (classification or pre-training, by its `kind`) in eval mode,
     and `read_run`'s dict. Raises `VimpacError` for a folder that is not a saved model, or of another kind."""
     info = read_run(path)
-    cls = {"vimpac-classification": VimpacForVideoClassification, "vimpac-pretraining": VimpacForPreTraining}.get(info["kind"])
-    if cls is None: raise VimpacError(f"{path}: a saved model of kind {info['kind']!r}, expected vimpac-classification or vimpac-pretraining")
+    cls = {"vimpac-classification": VimpacForVideoClassification, "vimpac-pretraining": VimpacForPreTraining}.get(
+        info["kind"]
+    )
+    if cls is None:
+        raise VimpacError(
+            f"{path}: a saved model of kind {info['kind']!r}, expected vimpac-classification or vimpac-pretraining"
+        )
     model = cls.from_pretrained(path, device=get_device(device)).eval()
     if info["classes"] is not None and getattr(model, "num_classes", None) not in (None, len(info["classes"])):
-        raise VimpacError(f"{path}: records {len(info['classes'])} class names for a classifier of {model.num_classes} classes")
+        raise VimpacError(
+            f"{path}: records {len(info['classes'])} class names for a classifier of {model.num_classes} classes"
+        )
     return model, info
 
 # %% ../nbs/08a_evaluate.ipynb #80134e29
@@ -450,15 +628,22 @@ def run_tokenizer(info: dict, tokenizer=None, device="cpu"):
     loaded tokenizer) or else the kit's default, checked against the recorded identity. Warns (one line) when the
     run records none. Raises `VimpacError` naming both identities when they differ."""
     want = info.get("tokenizer")
-    tok = load_tokenizer(tokenizer if tokenizer is not None else "default", device=device) \
-        if tokenizer is None or isinstance(tokenizer, (str, Path)) else tokenizer
+    tok = (
+        load_tokenizer(tokenizer if tokenizer is not None else "default", device=device)
+        if tokenizer is None or isinstance(tokenizer, (str, Path))
+        else tokenizer
+    )
     have = tok.identity
     if want is not None and have != want:
         if tokenizer is None:
-            raise VimpacError(f"{info['path']}: trained on tokens of the tokenizer {want.get('name')} ({want.get('hash')}), not "
-                              f"the default {have['name']} ({have['hash']}); pass that tokenizer (--tokenizer)")
-        raise VimpacError(f"tokenizer {tokenizer}: is {have['name']} ({have['hash']}), but {info['path']} was trained on "
-                          f"tokens of {want.get('name')} ({want.get('hash')})")
+            raise VimpacError(
+                f"{info['path']}: trained on tokens of the tokenizer {want.get('name')} ({want.get('hash')}), not "
+                f"the default {have['name']} ({have['hash']}); pass that tokenizer (--tokenizer)"
+            )
+        raise VimpacError(
+            f"tokenizer {tokenizer}: is {have['name']} ({have['hash']}), but {info['path']} was trained on "
+            f"tokens of {want.get('name')} ({want.get('hash')})"
+        )
     if want is None:
         warnings.warn(f"{info['path']}: records no tokenizer; assuming {have['name']} ({have['hash']})", stacklevel=2)
     return tok
@@ -468,28 +653,48 @@ def check_classes(model, info: dict | None, classes: list, where) -> None:
     """Raise `VimpacError` in one line when the classifier `model` cannot score the `classes` of `where` (a store):
     another class count, or recorded class names (`info["classes"]`) that differ."""
     n = getattr(model, "num_classes", None)
-    if n is None: raise VimpacError(f"{(info or {}).get('path', 'model')}: a pre-training checkpoint has no classifier; "
-                                    "fine-tune it (vimpac-finetune) or judge its features with --probe linear|knn")
+    if n is None:
+        raise VimpacError(
+            f"{(info or {}).get('path', 'model')}: a pre-training checkpoint has no classifier; "
+            "fine-tune it (vimpac-finetune) or judge its features with --probe linear|knn"
+        )
     src = (info or {}).get("path", "the checkpoint")
     if n != len(classes):
-        raise VimpacError(f"{src}: the checkpoint's classifier has {n} classes, but {where} has {len(classes)}; "
-                          f"evaluate on the dataset it was fine-tuned on, or fine-tune a new head (--new-head)")
+        raise VimpacError(
+            f"{src}: the checkpoint's classifier has {n} classes, but {where} has {len(classes)}; "
+            f"evaluate on the dataset it was fine-tuned on, or fine-tune a new head (--new-head)"
+        )
     rec = (info or {}).get("classes")
     if rec is not None and list(rec) != list(classes):
         diff = next(i for i, (a, b) in enumerate(zip(rec, classes)) if a != b)
-        raise VimpacError(f"{src}: the checkpoint's classes differ from those of {where} (class {diff}: "
-                          f"{rec[diff]!r} vs {classes[diff]!r})")
+        raise VimpacError(
+            f"{src}: the checkpoint's classes differ from those of {where} (class {diff}: "
+            f"{rec[diff]!r} vs {classes[diff]!r})"
+        )
 
 # %% ../nbs/08a_evaluate.ipynb #d2f9a508
 @torch.no_grad()
-def predict(paths, model, tokenizer, views="3x10", fps: float = 2.0, classes=None, top: int = 5,
-            batch_size: int = 32, device=None, progress: bool = False, precision: str = "auto") -> list[dict]:
+def predict(
+    paths,
+    model,
+    tokenizer,
+    views="3x10",
+    fps: float = 2.0,
+    classes=None,
+    top: int = 5,
+    batch_size: int = 32,
+    device=None,
+    progress: bool = False,
+    precision: str = "auto",
+) -> list[dict]:
     """Classify videos with multi-view inference (§4.2). `paths`: video files, folders or list files (as
     `vimpac-tokenize` takes them); each is decoded at `fps` and tokenized by `tokenizer` (the one the model was trained
     with) at the model's frame size, in the crops of `views`; the views of all videos go through `model` (a
-    `VimpacForVideoClassification`) `batch_size` clips at a time, under the autocast of `precision`. Returns one dict per video: `path`, `key`, `top`
+    `VimpacForVideoClassification`) `batch_size` clips at a time, under the autocast of `precision`. Returns one dict
+    per video: `path`, `key`, `top`
     (the `top` best (class name, score) pairs, names from `classes` or indices) and `scores` float (C,). Raises
-    `VimpacError` for a model without a classifier, a tokenizer of another vocabulary, or a video that cannot be read."""
+    `VimpacError` for a model without a classifier, a tokenizer of another vocabulary, or a video that cannot be
+    read."""
     if getattr(model, "num_classes", None) is None:
         raise VimpacError("model: a pre-training model has no classifier; fine-tune it first (vimpac-finetune)")
     if classes is not None and len(classes) != model.num_classes:
@@ -498,14 +703,17 @@ def predict(paths, model, tokenizer, views="3x10", fps: float = 2.0, classes=Non
     size, items = _frame_size(model, tokenizer), expand_inputs(paths)
     vids = (video_tokens(p, tokenizer, size, fps, crops) for p, _ in items)
     scores = multiview_scores(model, vids, views, batch_size, device, progress, len(items), precision)
-    return [dict(path=str(p), key=video_key(n), top=t, scores=s)
-            for (p, n), t, s in zip(items, top_classes(scores, classes, top), scores)]
+    return [
+        dict(path=str(p), key=video_key(n), top=t, scores=s)
+        for (p, n), t, s in zip(items, top_classes(scores, classes, top), scores)
+    ]
 
 # %% ../nbs/08a_evaluate.ipynb #67a49bdc
 @dataclass
 class Evaluation:
     """Scores of a labelled test set: `keys`, `labels` (N,), `scores` float (N, C), `classes`, `views`, `method`
     ("classifier", "linear probe" or "kNN") and `metrics` (`classification_metrics`)."""
+
     keys: list
     labels: list
     scores: torch.Tensor
@@ -513,69 +721,116 @@ class Evaluation:
     views: str
     method: str
     metrics: dict = field(default_factory=dict)
+
     def __post_init__(self):
-        if not self.metrics: self.metrics = classification_metrics(self.scores, self.labels, len(self.classes))
+        if not self.metrics:
+            self.metrics = classification_metrics(self.scores, self.labels, len(self.classes))
+
     def headline(self) -> str:
         "One line: method, views, top-1, top-5, mean per-class accuracy, videos."
         m = self.metrics
-        return (f"{self.method} ({self.views} views): top-1 {m['top1']:.4f}, top-{min(5, len(self.classes))} {m['top5']:.4f}, "
-                f"mean per-class {m['mean_class_acc']:.4f} over {m['n']} videos of {len(self.classes)} classes")
+        return (
+            f"{self.method} ({self.views} views): top-1 {m['top1']:.4f}, top-{min(5, len(self.classes))} "
+            f"{m['top5']:.4f}, "
+            f"mean per-class {m['mean_class_acc']:.4f} over {m['n']} videos of {len(self.classes)} classes"
+        )
+
     def write(self, out) -> Path:
         "Write `metrics.json` (with the class names and confusion matrix) and `predictions.csv` in the folder `out`."
-        out = Path(out); out.mkdir(parents=True, exist_ok=True)
-        with atomic_path(out/"metrics.json") as tmp:
-            Path(tmp).write_text(json.dumps(dict(method=self.method, views=self.views, classes=self.classes, **self.metrics), indent=1) + "\n")
-        write_predictions(out/"predictions.csv", self.keys, self.scores, self.classes, self.labels)
+        out = Path(out)
+        out.mkdir(parents=True, exist_ok=True)
+        with atomic_path(out / "metrics.json") as tmp:
+            Path(tmp).write_text(
+                json.dumps(dict(method=self.method, views=self.views, classes=self.classes, **self.metrics), indent=1)
+                + "\n"
+            )
+        write_predictions(out / "predictions.csv", self.keys, self.scores, self.classes, self.labels)
         return out
 
 # %% ../nbs/08a_evaluate.ipynb #20598202
 @torch.no_grad()
-def evaluate(model, store, views="3x10", batch_size: int = 32, device=None, info: dict | None = None,
-             progress: bool = True, precision: str = "auto") -> Evaluation:
+def evaluate(
+    model,
+    store,
+    views="3x10",
+    batch_size: int = 32,
+    device=None,
+    info: dict | None = None,
+    progress: bool = True,
+    precision: str = "auto",
+) -> Evaluation:
     """Multi-view evaluation (§4.2) of the classifier `model` on the labelled token `store` (a `TokenStore` or its
     folder). `info` (`read_run`) adds the checks of the recorded class names and tokenizer. Raises `VimpacError`, in
     one line, for a store that holds no video, has no labels or lacks a view, tokens that do not fit the model,
-    another tokenizer, a class count (or class names) other than the checkpoint's, or a `precision` the device lacks (`multiview_scores`)."""
+    another tokenizer, a class count (or class names) other than the checkpoint's, or a `precision` the device lacks
+    (`multiview_scores`)."""
     store = _labelled_store(store)
     labels, classes = store_labels(store)
     check_classes(model, info, classes, store.path)
     check_store_for_model(store, model)
     _check_store_tokenizer(store, info)
-    scores = multiview_scores(model, store_videos(store, parse_views(views)[0]), views, batch_size, device, progress,
-                              len(store), precision)
+    scores = multiview_scores(
+        model, store_videos(store, parse_views(views)[0]), views, batch_size, device, progress, len(store), precision
+    )
     return Evaluation(store.keys(), labels, scores, classes, str(views), "classifier")
 
 # %% ../nbs/08a_evaluate.ipynb #b8cd7505
 def _check_store_tokenizer(store, info: dict | None):
-    "The store against the tokenizer that the run `info` (`read_run`) records, when there is one (`check_store_tokenizer`)."
-    if info is not None: check_store_tokenizer(store, info.get("tokenizer"), info.get("path"))
+    "The store against the tokenizer that the run `info` (`read_run`) records, when there is one"
+    "(`check_store_tokenizer`)."
+    if info is not None:
+        check_store_tokenizer(store, info.get("tokenizer"), info.get("path"))
+
 
 def match_classes(train_classes, test_classes, test_labels, where="test store") -> list[int]:
     """Test labels re-indexed into the training class list by class name. Raises `VimpacError` naming the classes
     of the test set that the training set lacks."""
-    if list(train_classes) == list(test_classes): return list(test_labels)
+    if list(train_classes) == list(test_classes):
+        return list(test_labels)
     pos = {c: i for i, c in enumerate(train_classes)}
     lacking = [c for c in test_classes if c not in pos]
-    if lacking: raise VimpacError(f"{where}: classes {lacking[:5]}{' ...' if len(lacking) > 5 else ''} are not in the training store")
+    if lacking:
+        raise VimpacError(
+            f"{where}: classes {lacking[:5]}{' ...' if len(lacking) > 5 else ''} are not in the training store"
+        )
     return [pos[test_classes[l]] for l in test_labels]
 
 # %% ../nbs/08a_evaluate.ipynb #af3c5bd9
 @torch.no_grad()
-def evaluate_probe(model, train, test, probe: str = "knn", views="1x10", k: int = 20, temperature: float = 0.07,
-                   weight_decay: float = 1e-4, batch_size: int = 32, device=None, info: dict | None = None,
-                   progress: bool = True, precision: str = "auto") -> tuple[Evaluation, Features, Features]:
+def evaluate_probe(
+    model,
+    train,
+    test,
+    probe: str = "knn",
+    views="1x10",
+    k: int = 20,
+    temperature: float = 0.07,
+    weight_decay: float = 1e-4,
+    batch_size: int = 32,
+    device=None,
+    info: dict | None = None,
+    progress: bool = True,
+    precision: str = "auto",
+) -> tuple[Evaluation, Features, Features]:
     """Frozen-feature check of a pre-trained (or fine-tuned) backbone: [CLS] features of the labelled stores `train`
     and `test` (`extract_features` over `views`), then `probe_scores` (`"linear"` or `"knn"`, k and temperature for
     the kNN, weight decay for the probe). Returns (`Evaluation`, train `Features`, test `Features`). Raises
     `VimpacError` for stores that hold no video or no labels, test classes the training store lacks, tokens that do
     not fit the model or another tokenizer, and another `probe`."""
-    if probe not in ("linear", "knn"): raise VimpacError(f"probe {probe!r}: expected 'linear' or 'knn'")
+    if probe not in ("linear", "knn"):
+        raise VimpacError(f"probe {probe!r}: expected 'linear' or 'knn'")
     stores = [_labelled_store(s) for s in (train, test)]
     (ytr, ctr), (yte, cte) = (store_labels(s) for s in stores)
     yte = match_classes(ctr, cte, yte, stores[1].path)
-    for s in stores: check_store_for_model(s, model); _check_store_tokenizer(s, info)
-    ftr, fte = (extract_features(s, model, views=views, batch_size=batch_size, device=device, progress=progress,
-                                 precision=precision) for s in stores)
+    for s in stores:
+        check_store_for_model(s, model)
+        _check_store_tokenizer(s, info)
+    ftr, fte = (
+        extract_features(
+            s, model, views=views, batch_size=batch_size, device=device, progress=progress, precision=precision
+        )
+        for s in stores
+    )
     scores = probe_scores(probe, ftr.features, ytr, fte.features, len(ctr), k, temperature, weight_decay)
     name = "linear probe" if probe == "linear" else f"kNN (k={k}, T={temperature:g})"
     return Evaluation(fte.keys, yte, scores, list(ctr), str(views), name), ftr, fte

@@ -15,9 +15,21 @@ from .utils import VimpacError, check_number, read_json
 from .model import VimpacConfig, VimpacForVideoClassification
 from .official import load_official_classifier
 from .data import LabelledClipDataset, take_clip
-from .engine import (TrainConfig, Engine, MetricsLog, StepBatches, StepPlan, start_run, plan_run, step_loader,
-                           check_resume_settings, latest_checkpoint, config_from_spec, check_store_tokenizer,
-                           check_run_tokenizer)
+from vimpac.engine import (
+    TrainConfig,
+    Engine,
+    MetricsLog,
+    StepBatches,
+    StepPlan,
+    start_run,
+    plan_run,
+    step_loader,
+    check_resume_settings,
+    latest_checkpoint,
+    config_from_spec,
+    check_store_tokenizer,
+    check_run_tokenizer,
+)
 
 # %% auto #0
 __all__ = ['CHECKPOINT', 'FinetuneConfig', 'finetune_lr', 'check_labelled', 'finetune_model', 'clip_accuracy', 'finetune']
@@ -31,27 +43,61 @@ class FinetuneConfig(TrainConfig):
     T = 10 frames. `steps` (or `epochs`: the paper runs 22 to 50, Table 12) are scaled down for CPU runs. `views`:
     the spatial views a training clip is drawn from (None: all of the store's, the 12 of `--views all`; `"noflip"`
     for SSV2, whose classes depend on left and right). Raises `VimpacError` naming a field out of range."""
-    batch_size: int = field(default=128, metadata={"help": "global clips per update over all processes, at most one "
-                            "per video (paper: 128, Table 12)"})
+
+    batch_size: int = field(
+        default=128,
+        metadata={"help": "global clips per update over all processes, at most one per video (paper: 128, Table 12)"},
+    )
     clip_len: int = field(default=10, metadata={"help": "T, frames per training clip (paper: 10, §4.2)"})
-    lr: float | None = field(default=None, metadata={"help": "peak AdamW learning rate; None: the paper's for the "
-                             "model (1e-4 Small and Base, 5e-5 Large-half, Table 12; finetune_lr)"})
-    warmup_ratio: float = field(default=0.1, metadata={"help": "share of the steps of linear warm-up before the "
-                                "linear decay to 0 (paper: 0.1, Table 12)"})
-    weight_decay: float = field(default=0.01, metadata={"help": "AdamW weight decay, not on biases, norms and "
-                                "embeddings (paper: 0.01, Table 12)"})
-    betas: tuple = field(default=(0.9, 0.999), metadata={"help": "AdamW (beta1, beta2) (paper: (0.9, 0.999), Table 12)"})
-    views: str | list | None = field(default=None, metadata={"help": "spatial views a training clip is drawn from: "
-                                     "view names or a set name (all, noflip); None: all of the store's (Table 12: "
-                                     "2 sizes x 3 crops, flipped; noflip for SSV2)"})
+    lr: float | None = field(
+        default=None,
+        metadata={
+            "help": "peak AdamW learning rate; None: the paper's for the "
+            "model (1e-4 Small and Base, 5e-5 Large-half, Table 12; finetune_lr)"
+        },
+    )
+    warmup_ratio: float = field(
+        default=0.1,
+        metadata={"help": "share of the steps of linear warm-up before the linear decay to 0 (paper: 0.1, Table 12)"},
+    )
+    weight_decay: float = field(
+        default=0.01,
+        metadata={"help": "AdamW weight decay, not on biases, norms and embeddings (paper: 0.01, Table 12)"},
+    )
+    betas: tuple = field(
+        default=(0.9, 0.999), metadata={"help": "AdamW (beta1, beta2) (paper: (0.9, 0.999), Table 12)"}
+    )
+    views: str | list | None = field(
+        default=None,
+        metadata={
+            "help": "spatial views a training clip is drawn from: "
+            "view names or a set name (all, noflip); None: all of the store's (Table 12: "
+            "2 sizes x 3 crops, flipped; noflip for SSV2)"
+        },
+    )
+
 
 def finetune_lr(config: VimpacConfig) -> float:
     "Table 12's fine-tuning learning rate: 5e-5 for a Large-half model (hidden size 1024 and more), 1e-4 below."
     return 5e-5 if config.hidden_size >= 1024 else 1e-4
 
-CHECKPOINT = dict(kind="vimpac-finetune-checkpoint", what="a vimpac fine-tuning checkpoint",
-                  required=("step", "model", "optimizer", "scheduler", "rng", "model_config", "num_classes", "classes",
-                            "finetune_config", "tokenizer"))
+
+CHECKPOINT = dict(
+    kind="vimpac-finetune-checkpoint",
+    what="a vimpac fine-tuning checkpoint",
+    required=(
+        "step",
+        "model",
+        "optimizer",
+        "scheduler",
+        "rng",
+        "model_config",
+        "num_classes",
+        "classes",
+        "finetune_config",
+        "tokenizer",
+    ),
+)
 
 # %% ../nbs/08_finetune.ipynb #a31a92bc
 def check_labelled(store, test_store=None) -> list[str]:
@@ -60,47 +106,69 @@ def check_labelled(store, test_store=None) -> list[str]:
     another tokenizer than `store` (`check_store_tokenizer`; a store that records none passes)."""
     for s in (store, test_store):
         if s is not None and (getattr(s, "classes", None) is None or getattr(s, "labels", None) is None):
-            raise VimpacError(f"{s.path}: token store has no labels; fine-tuning needs a labelled store (vimpac-tokenize "
-                              "--dataset NAME --split-dir DIR, or build_store(labels=, classes=))")
+            raise VimpacError(
+                f"{s.path}: token store has no labels; fine-tuning needs a labelled store (vimpac-tokenize "
+                "--dataset NAME --split-dir DIR, or build_store(labels=, classes=))"
+            )
     if test_store is not None:
         extra = [c for c in test_store.classes if c not in store.classes]
         if extra:
-            raise VimpacError(f"{test_store.path}: the test store has {len(extra)} class(es) the train store {store.path} "
-                              f"lacks: {extra[:5]}{' ...' if len(extra) > 5 else ''}")
-        if len(test_store) == 0: raise VimpacError(f"{test_store.path}: the test store holds no video; there is no accuracy to measure")
+            raise VimpacError(
+                f"{test_store.path}: the test store has {len(extra)} class(es) the train store {store.path} "
+                f"lacks: {extra[:5]}{' ...' if len(extra) > 5 else ''}"
+            )
+        if len(test_store) == 0:
+            raise VimpacError(f"{test_store.path}: the test store holds no video; there is no accuracy to measure")
         check_store_tokenizer(test_store, getattr(store, "tokenizer_id", None), f"the model fine-tuned on {store.path}")
     return list(store.classes)
 
 # %% ../nbs/08_finetune.ipynb #86809280
 def _head(model: VimpacForVideoClassification, n: int, new_head: bool, source, store) -> VimpacForVideoClassification:
     "`model` with a head of `n` classes: its own when it has `n`, a new zero FC layer when `new_head`, else an error."
-    if model.num_classes == n: return model
+    if model.num_classes == n:
+        return model
     if not new_head:
-        raise VimpacError(f"{source}: its classification head has {model.num_classes} classes, the store {store.path} has "
-                          f"{n}; pass new_head=True (--new-head) to start a new head")
+        raise VimpacError(
+            f"{source}: its classification head has {model.num_classes} classes, the store {store.path} has "
+            f"{n}; pass new_head=True (--new-head) to start a new head"
+        )
     model.fc, model.num_classes = nn.Linear(model.config.hidden_size, n), n
-    nn.init.zeros_(model.fc.weight); nn.init.zeros_(model.fc.bias)
+    nn.init.zeros_(model.fc.weight)
+    nn.init.zeros_(model.fc.bias)
     return model
+
 
 def _from_run(store, init, n: int, over: dict) -> VimpacForVideoClassification:
     "The model of the kit run folder `init` (a fine-tuned one keeps its head), checked against the store's tokenizer."
     init = Path(init)
-    saved = read_json(init/"config.json", "a saved vimpac model's config.json")
+    saved = read_json(init / "config.json", "a saved vimpac model's config.json")
     check_run_tokenizer(store, init)
     k = saved.get("num_classes") if saved.get("kind") == "vimpac-classification" else None
     return VimpacForVideoClassification.from_pretrained(init, num_classes=k or n, **over)
 
+
 def _from_official(official, n: int, num_heads: int | None, over: dict) -> VimpacForVideoClassification:
     """The model of an authors' `classifier.pt`: a fine-tuned one with its head, a pre-training one with a new head
     of `n` classes."""
-    try: return load_official_classifier(official, num_heads=num_heads, **over)
-    except VimpacError as e:               # a pre-training classifier.pt has no head: a new one for the store
-        if not str(e).endswith("pass num_classes"): raise
+    try:
+        return load_official_classifier(official, num_heads=num_heads, **over)
+    except VimpacError as e:  # a pre-training classifier.pt has no head: a new one for the store
+        if not str(e).endswith("pass num_classes"):
+            raise
         return load_official_classifier(official, num_classes=n, num_heads=num_heads, **over)
 
 # %% ../nbs/08_finetune.ipynb #98cce76f
-def finetune_model(store, model=None, *, clip_len: int = 10, init=None, official=None, new_head: bool = False,
-                   seed: int = 0, num_heads: int | None = None) -> VimpacForVideoClassification:
+def finetune_model(
+    store,
+    model=None,
+    *,
+    clip_len: int = 10,
+    init=None,
+    official=None,
+    new_head: bool = False,
+    seed: int = 0,
+    num_heads: int | None = None,
+) -> VimpacForVideoClassification:
     """The classification model fine-tuning starts from, for the labelled `store` (§4.2), its positional tables
     interpolated to `clip_len` frames and the store's token map:
     - `init`: a kit run folder (`save_pretrained`: a pre-training run, whose backbone is taken with a new zero FC
@@ -111,16 +179,22 @@ def finetune_model(store, model=None, *, clip_len: int = 10, init=None, official
     A head whose class count differs from the store's is refused unless `new_head` (then it starts from zero).
     Raises `VimpacError` for that, a store of another tokenizer than `init`'s, or another vocabulary or token map."""
     n, over = len(store.classes), dict(max_clip_len=clip_len, token_map=tuple(store.token_map))
-    if init is not None and official is not None: raise VimpacError("--init and --official: give one starting point, not both")
-    if init is not None: m, source = _from_run(store, init, n, over), Path(init)
-    elif official is not None: m, source = _from_official(official, n, num_heads, over), official
+    if init is not None and official is not None:
+        raise VimpacError("--init and --official: give one starting point, not both")
+    if init is not None:
+        m, source = _from_run(store, init, n, over), Path(init)
+    elif official is not None:
+        m, source = _from_official(official, n, num_heads, over), official
     else:
         cfg = model if isinstance(model, VimpacConfig) else config_from_spec(model, store, clip_len)
-        torch.manual_seed(seed); m, source = VimpacForVideoClassification(replace(cfg, **over), n), "model"
+        torch.manual_seed(seed)
+        m, source = VimpacForVideoClassification(replace(cfg, **over), n), "model"
     m, c = _head(m, n, new_head, source, store), m.config
     check_number("dropout", c.dropout, ge=0, lt=1)
     if c.vocab_size != store.vocab_size:
-        raise VimpacError(f"{store.path}: store has vocabulary {store.vocab_size}, the model {source} expects {c.vocab_size}")
+        raise VimpacError(
+            f"{store.path}: store has vocabulary {store.vocab_size}, the model {source} expects {c.vocab_size}"
+        )
     return m
 
 # %% ../nbs/08_finetune.ipynb #5fd47905
@@ -133,13 +207,16 @@ def _resume_state(out, store, cfg: FinetuneConfig) -> dict:
     check_store_tokenizer(store, state["tokenizer"], f"the checkpoint {ckpt}", strict=True)
     return state
 
+
 def _collate(items, pad_from: int, pad_to: int):
     """(tokens int64 (B, T, h, w), labels int64 (B,), has [PAD]: a bool found on the host, which the model takes as
     `has_pad`); the store's [PAD] (= V) becomes the model's (V + 1 for the authors' models)."""
     tokens, labels = torch.stack([t for t, _ in items]), torch.tensor([y for _, y in items])
     pad = tokens == pad_from
-    if pad_from != pad_to: tokens[pad] = pad_to
+    if pad_from != pad_to:
+        tokens[pad] = pad_to
     return tokens, labels, bool(pad.any())
+
 
 def _clip_batches(store, cfg: FinetuneConfig, pad_id: int, plan: StepPlan, run, start: int):
     "An iterator over this process's micro-batches (tokens, labels, has [PAD]) from step `start` of the `plan`."
@@ -148,20 +225,33 @@ def _clip_batches(store, cfg: FinetuneConfig, pad_id: int, plan: StepPlan, run, 
     collate = functools.partial(_collate, pad_from=store.vocab_size, pad_to=pad_id)
     return iter(step_loader(data, batches, cfg, run.device, collate))
 
+
 def _loss_fn(eng: Engine, run, G: int):
     """One micro-batch's share of the global batch's mean loss, times the processes against DDP's average; and its
     stats. The model gets the loader's [PAD] flag, or none when compiled (one graph for every batch, chapter 04)."""
+
     def loss_fn(mb):
         tokens, labels = (t.to(run.device, non_blocking=True) for t in mb[:2])
         o = eng.forward(tokens, labels, has_pad=None if eng.cfg.compile else mb[2])
-        return o.loss * (len(labels) * run.world / G), torch.stack([o.loss.detach() * len(labels), (o.logits.argmax(-1) == labels).sum()])
+        return o.loss * (len(labels) * run.world / G), torch.stack(
+            [o.loss.detach() * len(labels), (o.logits.argmax(-1) == labels).sum()]
+        )
+
     return loss_fn
+
 
 def _record(log: MetricsLog, step: int, stats: torch.Tensor, G: int, *, lr: float, grad_norm: float) -> dict:
     "The record of a logged step: mean loss and accuracy over the global batch of G clips, lr, gradient norm, clips/s."
     n, seconds = log.rate()
-    return dict(step=step, loss=(stats[0] / G).item(), acc=(stats[1] / G).item(), lr=lr, grad_norm=grad_norm,
-                clips_per_s=n / seconds)
+    return dict(
+        step=step,
+        loss=(stats[0] / G).item(),
+        acc=(stats[1] / G).item(),
+        lr=lr,
+        grad_norm=grad_norm,
+        clips_per_s=n / seconds,
+    )
+
 
 def _log_settled(eng: Engine, log: MetricsLog, G: int, pending: list):
     "Read the steps `pending` (`Engine.settle`), log those due (`_record`), and apply the bad-step policy."
@@ -172,8 +262,9 @@ def _log_settled(eng: Engine, log: MetricsLog, G: int, pending: list):
 
 # %% ../nbs/08_finetune.ipynb #f4d9a15b
 @torch.no_grad()
-def clip_accuracy(model: VimpacForVideoClassification, store, clip_len: int, classes: list[str] | None = None,
-                  batch_size: int = 32) -> float:
+def clip_accuracy(
+    model: VimpacForVideoClassification, store, clip_len: int, classes: list[str] | None = None, batch_size: int = 32
+) -> float:
     """Top-1 accuracy of `model` on the labelled `store` from one view per video, the centre view and the middle
     temporal crop of `clip_len` frames: the quick check `finetune` logs (`vimpac.evaluate` does §4.2's multi-view
     inference). `classes`: the model's class names, onto which the store's labels are mapped (a test store may hold
@@ -182,13 +273,21 @@ def clip_accuracy(model: VimpacForVideoClassification, store, clip_len: int, cla
     classes = classes or list(store.classes)
     to_model = torch.tensor([classes.index(c) for c in store.classes])
     c, dev, was = model.config, next(model.parameters()).device, model.training
-    model.eval(); hits = torch.zeros((), dtype=torch.long, device=dev)      # read once, at the end
+    model.eval()
+    hits = torch.zeros((), dtype=torch.long, device=dev)  # read once, at the end
     keys, lengths, view = store.keys(), list(store.lengths), store.train_view
     for lo in range(0, len(keys), batch_size):
-        clips = [take_clip(torch.from_numpy(store.clip(k, max(n - clip_len, 0) // 2, clip_len, view).astype("int64")),
-                           0, clip_len, store.vocab_size) for k, n in zip(keys[lo:lo + batch_size], lengths[lo:lo + batch_size])]
+        clips = [
+            take_clip(
+                torch.from_numpy(store.clip(k, max(n - clip_len, 0) // 2, clip_len, view).astype("int64")),
+                0,
+                clip_len,
+                store.vocab_size,
+            )
+            for k, n in zip(keys[lo : lo + batch_size], lengths[lo : lo + batch_size])
+        ]
         x, _, has_pad = _collate([(t, 0) for t in clips], store.vocab_size, c.pad_id)
-        y = to_model[store.labels[lo:lo + batch_size]]
+        y = to_model[store.labels[lo : lo + batch_size]]
         hits += (model(x.to(dev), has_pad=has_pad).logits.argmax(-1) == y.to(dev)).sum()
     model.train(was)
     return hits.item() / max(len(keys), 1)
@@ -196,13 +295,29 @@ def clip_accuracy(model: VimpacForVideoClassification, store, clip_len: int, cla
 # %% ../nbs/08_finetune.ipynb #11fe76f9
 def _memory_inputs(c: VimpacConfig, cfg: FinetuneConfig):
     "`n` labelled clips as `plan_run` counts them (fake tensors): T x h x w tokens and a class each."
-    def make(n): return (torch.zeros(n, cfg.clip_len, *c.token_map, dtype=torch.long), torch.zeros(n, dtype=torch.long)), dict(has_pad=False)
+
+    def make(n):
+        return (torch.zeros(n, cfg.clip_len, *c.token_map, dtype=torch.long), torch.zeros(n, dtype=torch.long)), dict(
+            has_pad=False
+        )
+
     return make
 
 # %% ../nbs/08_finetune.ipynb #04602e99
-def finetune(store, model=None, cfg: FinetuneConfig | None = None, *, device=None, out=None, progress: bool = True,
-             resume: bool = False, init=None, official=None, new_head: bool = False, test_store=None
-             ) -> tuple[VimpacForVideoClassification, list[dict]]:
+def finetune(
+    store,
+    model=None,
+    cfg: FinetuneConfig | None = None,
+    *,
+    device=None,
+    out=None,
+    progress: bool = True,
+    resume: bool = False,
+    init=None,
+    official=None,
+    new_head: bool = False,
+    test_store=None,
+) -> tuple[VimpacForVideoClassification, list[dict]]:
     """Fine-tune a classifier on a labelled `TokenStore` (§4.2, Table 12), in one process or under `torchrun`, on the
     shared engine. The starting point is `finetune_model`'s: `init` (a kit run), `official` (an authors'
     `classifier.pt`) or `model` from scratch; `new_head` allows a head of another class count. Each step draws,
@@ -223,8 +338,9 @@ def finetune(store, model=None, cfg: FinetuneConfig | None = None, *, device=Non
     classes, tok = check_labelled(store, test_store), store.tokenizer_id
     state = _resume_state(run.out, store, cfg) if resume else None
     if state is None:
-        model = finetune_model(store, model, clip_len=cfg.clip_len, init=init, official=official, new_head=new_head,
-                               seed=cfg.seed)
+        model = finetune_model(
+            store, model, clip_len=cfg.clip_len, init=init, official=official, new_head=new_head, seed=cfg.seed
+        )
     else:
         model = VimpacForVideoClassification(VimpacConfig.from_dict(state["model_config"]), state["num_classes"])
         model.load_state_dict(state["model"])
@@ -235,15 +351,22 @@ def finetune(store, model=None, cfg: FinetuneConfig | None = None, *, device=Non
     it = _clip_batches(store, cfg, c.pad_id, plan, run, start)
     loss_fn = _loss_fn(eng, run, plan.batch)
     log = MetricsLog(run, start, plan.steps, resume, "fine-tune", progress)
-    pending = []                                     # steps not yet read on the host
+    pending = []  # steps not yet read on the host
     for step in log:
         micro_batches = [next(it) for _ in range(plan.accum)]
         pending.append((step, *eng.update_async(eng.accumulate(micro_batches, loss_fn))))
         log.count(plan.batch)
-        if eng.read_due(step):                       # the host reads the device at log and checkpoint steps only
+        if eng.read_due(step):  # the host reads the device at log and checkpoint steps only
             _log_settled(eng, log, plan.batch, pending)
-        eng.save(step + 1, CHECKPOINT["kind"], model_config=asdict(c), num_classes=model.num_classes, classes=classes,
-                 finetune_config=asdict(cfg), tokenizer=tok)
+        eng.save(
+            step + 1,
+            CHECKPOINT["kind"],
+            model_config=asdict(c),
+            num_classes=model.num_classes,
+            classes=classes,
+            finetune_config=asdict(cfg),
+            tokenizer=tok,
+        )
     if test_store is not None and run.rank == 0:
         log.write(dict(step=plan.steps, test_acc=clip_accuracy(model, test_store, cfg.clip_len, classes)))
     log.close()

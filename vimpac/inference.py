@@ -169,8 +169,19 @@ def make_mask(shape, strategy: str = "block", *, blocks: int = 0, ratio: float =
     raise VimpacError(f"strategy: expected 'block' or 'iid', got {strategy!r}")
 
 # %% ../nbs/08b_inference.ipynb #df4a7a47
-def reconstruct_video(path, model, tokenizer, *, strategy: str = "block", blocks: int = 0, ratio: float = 0.15,
-                      seed: int = 0, neighbour: str = "spatial", fps: float = FPS, progress=None) -> dict:
+def reconstruct_video(
+    path,
+    model,
+    tokenizer,
+    *,
+    strategy: str = "block",
+    blocks: int = 0,
+    ratio: float = 0.15,
+    seed: int = 0,
+    neighbour: str = "spatial",
+    fps: float = FPS,
+    progress=None,
+) -> dict:
     """Mask a clip of the video at `path` and reconstruct it with `model` (a `VimpacForPreTraining`) and
     `tokenizer`. The first T frames (the model's clip length) at `fps` are decoded at the model's frame size (token
     map x the tokenizer's downsampling, centre crop), tokenized, masked (`make_mask` with `strategy`, `blocks`,

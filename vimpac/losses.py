@@ -21,21 +21,28 @@ def mask_loss(logits: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor
     """Masked-token NLL (Eq. 1) and mask accuracy from float logits (M, V) and int64 targets (M,).
     Returns two scalars; with M = 0 the loss is 0 (still differentiable) and the accuracy NaN."""
     if logits.ndim != 2 or targets.shape != logits.shape[:1]:
-        raise VimpacError(f"mask_loss: expected logits (M, V) and targets (M,), got {tuple(logits.shape)} and {tuple(targets.shape)}")
-    if len(targets) == 0: return logits.sum() * 0, torch.tensor(float("nan"))
+        raise VimpacError(
+            f"mask_loss: expected logits (M, V) and targets (M,), got {tuple(logits.shape)} and {tuple(targets.shape)}"
+        )
+    if len(targets) == 0:
+        return logits.sum() * 0, torch.tensor(float("nan"))
     loss = F.cross_entropy(logits.float(), targets)
     return loss, (logits.argmax(-1) == targets).float().mean()
 
 # %% ../nbs/05_losses.ipynb #0ef6f7cd
 def info_nce(f1: torch.Tensor, f2: torch.Tensor, temperature: float = 0.2) -> tuple[torch.Tensor, torch.Tensor]:
     """Symmetric InfoNCE (Eq. 4-5) for features (n, d) of n positive pairs (row i of `f1` with row i of `f2`).
-    Features are L2-normalised here, in fp32 even under autocast. Returns (L_cl, contrastive accuracy: share of the 2n clips whose most similar
+    Features are L2-normalised here, in fp32 even under autocast. Returns (L_cl, contrastive accuracy: share of the 2n
+    clips whose most similar
     other clip is their positive). Raises `VimpacError` for mismatched shapes or n < 2."""
     if f1.shape != f2.shape or f1.ndim != 2:
-        raise VimpacError(f"info_nce: expected two (n, d) feature tensors of one shape, got {tuple(f1.shape)} and {tuple(f2.shape)}")
+        raise VimpacError(
+            f"info_nce: expected two (n, d) feature tensors of one shape, got {tuple(f1.shape)} and {tuple(f2.shape)}"
+        )
     n = len(f1)
-    if n < 2: raise VimpacError(f"info_nce: needs at least 2 pairs (one positive, some negatives), got {n}")
-    with fp32(f1.device.type):     # fp32 under autocast too: bf16 similarities / 0.2 would round the loss
+    if n < 2:
+        raise VimpacError(f"info_nce: needs at least 2 pairs (one positive, some negatives), got {n}")
+    with fp32(f1.device.type):  # fp32 under autocast too: bf16 similarities / 0.2 would round the loss
         z = F.normalize(torch.cat([f1, f2]).float(), dim=-1)
         sim = (z @ z.T / temperature).fill_diagonal_(float("-inf"))
         target = torch.cat([torch.arange(n, 2 * n), torch.arange(n)]).to(z.device)
@@ -43,9 +50,11 @@ def info_nce(f1: torch.Tensor, f2: torch.Tensor, temperature: float = 0.2) -> tu
     return ce[:n].mean() + ce[n:].mean(), (sim.argmax(-1) == target).float().mean()
 
 # %% ../nbs/05_losses.ipynb #9d5a67a1
-def info_nce_distributed(f1: torch.Tensor, f2: torch.Tensor, temperature: float = 0.2,
-                         group: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """InfoNCE with negatives from every process (§3.2: the negatives are the batch's other videos; §4.2 uses 255 of them, more than one GPU holds). Each process
+def info_nce_distributed(
+    f1: torch.Tensor, f2: torch.Tensor, temperature: float = 0.2, group: int | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """InfoNCE with negatives from every process (§3.2: the negatives are the batch's other videos; §4.2 uses 255 of
+    them, more than one GPU holds). Each process
     passes its own n pairs of features (n, d); they are L2-normalised and gathered with
     `torch.distributed.nn.functional.all_gather`, so gradients flow back to the process that made them. Returns, for
     this process's 2n clips, the *sum* of their InfoNCE terms against all 2N clips of all processes, and the number
@@ -55,27 +64,33 @@ def info_nce_distributed(f1: torch.Tensor, f2: torch.Tensor, temperature: float 
     processes; §5.2.2, Table 9's n), and the sum divided by N is the mean of the groups' `info_nce`; `VimpacError`
     when `group` does not divide N."""
     if f1.shape != f2.shape or f1.ndim != 2:
-        raise VimpacError(f"info_nce: expected two (n, d) feature tensors of one shape, got {tuple(f1.shape)} and {tuple(f2.shape)}")
+        raise VimpacError(
+            f"info_nce: expected two (n, d) feature tensors of one shape, got {tuple(f1.shape)} and {tuple(f2.shape)}"
+        )
     n = len(f1)
     z1, z2 = F.normalize(f1.float(), dim=-1), F.normalize(f2.float(), dim=-1)
     rank, world = (dist.get_rank(), dist.get_world_size()) if dist.is_available() and dist.is_initialized() else (0, 1)
     a1 = torch.cat(dist_nn.all_gather(z1)) if world > 1 else z1
     a2 = torch.cat(dist_nn.all_gather(z2)) if world > 1 else z2
     N, off = len(a1), rank * n
-    if N < 2: raise VimpacError(f"info_nce: needs at least 2 pairs over all processes, got {N}")
-    with fp32(z1.device.type):                                                # fp32 under autocast too
-        sim = torch.cat([z1, z2]) @ torch.cat([a1, a2]).T / temperature      # (2n, 2N)
+    if N < 2:
+        raise VimpacError(f"info_nce: needs at least 2 pairs over all processes, got {N}")
+    with fp32(z1.device.type):  # fp32 under autocast too
+        sim = torch.cat([z1, z2]) @ torch.cat([a1, a2]).T / temperature  # (2n, 2N)
     r = torch.arange(n, device=sim.device)
-    own = torch.cat([r + off, r + N + off])                                   # each clip's own column
+    own = torch.cat([r + off, r + N + off])  # each clip's own column
     sim = sim.masked_fill(F.one_hot(own, 2 * N).bool(), float("-inf"))
-    if group is not None:                                                     # other groups' clips are no negatives
+    if group is not None:  # other groups' clips are no negatives
         if N % group:
             raise VimpacError(f"negatives: groups of {group} pairs do not divide the {N} pairs of the micro-batch")
         cols = torch.arange(2 * N, device=sim.device) % N // group
         sim = sim.masked_fill(cols[None, :] != ((r + off) // group).repeat(2)[:, None], float("-inf"))
-    target = torch.cat([r + N + off, r + off])                                # its positive
+    target = torch.cat([r + N + off, r + off])  # its positive
     return F.cross_entropy(sim, target, reduction="sum"), (sim.argmax(-1) == target).sum()
 
-def pretraining_loss(l_mask: torch.Tensor, l_cl: torch.Tensor, alpha: float = 1.0, temperature: float = 0.2) -> torch.Tensor:
+
+def pretraining_loss(
+    l_mask: torch.Tensor, l_cl: torch.Tensor, alpha: float = 1.0, temperature: float = 0.2
+) -> torch.Tensor:
     "The VIMPAC objective L = L_mask + alpha * gamma * L_cl (§3.3, Eq. 6), gamma the InfoNCE temperature."
     return l_mask + alpha * temperature * l_cl

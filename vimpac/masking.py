@@ -21,6 +21,7 @@ def _check_shape(shape):
         raise VimpacError(f"mask shape: expected 4-D (B, T, H, W) with positive sizes, got {shape}")
     return shape
 
+
 def block_max_lengths(T: int, H: int, W: int) -> tuple[int, int, int]:
     "Largest block side per axis (appendix B.1): floor(2T/3) frames, H//2 rows, W//2 columns (each at least 1)."
     return max(1, (2 * T) // 3), max(1, H // 2), max(1, W // 2)
@@ -38,19 +39,22 @@ def block_mask_from_uniform(u: torch.Tensor, T: int, H: int, W: int) -> torch.Te
     length = (u[..., :3] * mx).long() + 1
     start = (u[..., 3:] * (size - length + 1)).long()
     end = start + length
+
     def axis(i, n):  # (B, K, n): is position p inside block k along axis i
         p = torch.arange(n, device=dev)
         return (p >= start[..., i, None]) & (p < end[..., i, None])
+
     # The union of K separable cuboids is a rank-K boolean product: m[b,t,h,w] = OR_k a[b,k,t] b[b,k,h] c[b,k,w].
     # One batched matmul over k counts the covering blocks without building the (B, K, T, H, W) tensor.
     th = (axis(0, T)[:, :, :, None] & axis(1, H)[:, :, None, :]).reshape(B, K, T * H)
-    count = torch.bmm(th.transpose(1, 2).float(), axis(2, W).float())   # (B, T*H, W)
+    count = torch.bmm(th.transpose(1, 2).float(), axis(2, W).float())  # (B, T*H, W)
     return count.view(B, T, H, W).bool()
 
 # %% ../nbs/03_masking.ipynb #1602a6b8
 def block_mask(shape, num_blocks: int, generator: torch.Generator | None = None, device=None) -> torch.Tensor:
     """Block mask, bool (B, T, H, W), True = masked: per sample the union of `num_blocks` cuboids whose side lengths
-    are uniform in [1, max] per axis (`block_max_lengths`) at uniform positions. Paper §3.1 eq. 3, appendix B.1, Table 10.
+    are uniform in [1, max] per axis (`block_max_lengths`) at uniform positions. Paper §3.1 eq. 3, appendix B.1, Table
+    10.
     Vectorized over the batch and the blocks; drawn from `generator` (on its device), returned on `device`.
     Raises `VimpacError` (a `ValueError`) for a shape that is not 4-D or a block count outside [1, T*H*W]."""
     B, T, H, W = _check_shape(shape)
@@ -73,12 +77,15 @@ def expected_block_ratio(T: int, H: int, W: int, num_blocks: int, samples: int =
 def blocks_for_ratio(T: int, H: int, W: int, target: float = 0.15, samples: int = 5000) -> int:
     """The block count whose induced mask ratio is closest to `target` (appendix B.1: 15%, as BERT). Table 10's bold
     choices: 5 blocks for (5, 16, 16), 6 for (5, 32, 32) and (10, 16, 16), 7 for (10, 32, 32)."""
-    if not 0 <= target <= 1: raise VimpacError(f"target ratio: expected a value in [0, 1], got {target}")
+    if not 0 <= target <= 1:
+        raise VimpacError(f"target ratio: expected a value in [0, 1], got {target}")
     best, best_err, k = 1, float("inf"), 1
     while k <= T * H * W:
         r = expected_block_ratio(T, H, W, k, samples)
-        if abs(r - target) < best_err: best, best_err = k, abs(r - target)
-        if r >= target: break
+        if abs(r - target) < best_err:
+            best, best_err = k, abs(r - target)
+        if r >= target:
+            break
         k += 1
     return best
 
@@ -87,13 +94,21 @@ def iid_mask(shape, ratio: float, generator: torch.Generator | None = None, devi
     """i.i.d. mask, bool (B, T, H, W): each token masked independently with probability `ratio` (§3.1 eq. 2, $\\xi$).
     Raises `VimpacError` for a shape that is not 4-D or a ratio outside [0, 1]."""
     shape = _check_shape(shape)
-    if not 0 <= ratio <= 1: raise VimpacError(f"ratio: expected a value in [0, 1], got {ratio}")
+    if not 0 <= ratio <= 1:
+        raise VimpacError(f"ratio: expected a value in [0, 1], got {ratio}")
     gdev = generator.device if generator is not None else torch.device(device or "cpu")
     return (torch.rand(shape, generator=generator, device=gdev) < ratio).to(device or gdev)
 
 # %% ../nbs/03_masking.ipynb #d4c2f0cb
-def apply_mask(tokens: torch.Tensor, mask: torch.Tensor, mask_id: int, pad_id: int, noisy: bool = False,
-               vocab_size: int | None = None, generator: torch.Generator | None = None):
+def apply_mask(
+    tokens: torch.Tensor,
+    mask: torch.Tensor,
+    mask_id: int,
+    pad_id: int,
+    noisy: bool = False,
+    vocab_size: int | None = None,
+    generator: torch.Generator | None = None,
+):
     """Mask-then-predict input and labels from int64 tokens (B, T, H, W) and a bool mask of the same shape.
     Returns `(inputs, labels)`: inputs with [MASK] (`mask_id`) at masked non-[PAD] positions, labels equal to the
     original token there and `IGNORE_INDEX` (-100) elsewhere. `noisy=True` needs `vocab_size` (appendix F.2).
@@ -102,8 +117,10 @@ def apply_mask(tokens: torch.Tensor, mask: torch.Tensor, mask_id: int, pad_id: i
         raise VimpacError(f"mask: shape {tuple(mask.shape)} differs from the tokens' {tuple(tokens.shape)}")
     m = mask.to(tokens.device) & (tokens != pad_id)
     labels = torch.where(m, tokens, torch.full_like(tokens, IGNORE_INDEX))
-    if not noisy: return tokens.masked_fill(m, mask_id), labels
-    if vocab_size is None: raise VimpacError("apply_mask: noisy=True needs vocab_size")
+    if not noisy:
+        return tokens.masked_fill(m, mask_id), labels
+    if vocab_size is None:
+        raise VimpacError("apply_mask: noisy=True needs vocab_size")
     gdev = generator.device if generator is not None else tokens.device
     u = torch.rand(tokens.shape, generator=generator, device=gdev).to(tokens.device)
     rnd = torch.randint(0, vocab_size, tokens.shape, generator=generator, device=gdev).to(tokens.device)
@@ -119,9 +136,10 @@ def _nn_offsets(T: int, H: int, W: int, spatiotemporal: bool) -> torch.Tensor:
     o = torch.cartesian_prod(rt, torch.arange(-(H - 1), H), torch.arange(-(W - 1), W))
     o = o[(o != 0).any(1)]
     d2 = (o * o).sum(1)
-    raster = (o[:, 0] * H + o[:, 1]) * W + o[:, 2]       # neighbour index minus query index: same order as raster
+    raster = (o[:, 0] * H + o[:, 1]) * W + o[:, 2]  # neighbour index minus query index: same order as raster
     span = 2 * T * H * W + 1
     return o[torch.argsort(d2 * span + (raster + T * H * W))]
+
 
 def _nn_search(vis: torch.Tensor, q: torch.Tensor, offsets: torch.Tensor, budget: int = 1 << 22):
     """For query coordinates q (N, 4: b, t, h, w), the flat index into `vis` (B, T, H, W) of the first visible
@@ -137,14 +155,15 @@ def _nn_search(vis: torch.Tensor, q: torch.Tensor, offsets: torch.Tensor, budget
     i = 0
     while len(todo) and i < len(offsets):
         k = max(1, min(len(offsets) - i, budget // len(todo)))
-        cand = q[todo, None, 1:] + offsets[None, i:i + k]                        # (n, k, 3)
+        cand = q[todo, None, 1:] + offsets[None, i : i + k]  # (n, k, 3)
         inside = ((cand >= 0) & (cand < size)).all(-1)
         idx = q[todo, None, 0] * (T * H * W) + (cand.clamp_min(0) * stride).sum(-1)
         hit = inside & flat_vis[idx.clamp_max(flat_vis.numel() - 1)]
         got = hit.any(1)
-        first = hit.to(torch.uint8).argmax(1)                                     # first True: the tie rule
+        first = hit.to(torch.uint8).argmax(1)  # first True: the tie rule
         found[todo[got]] = idx[got, first[got]]
-        todo = todo[~got]; i += k
+        todo = todo[~got]
+        i += k
     return found
 
 # %% ../nbs/03_masking.ipynb #d7a53fa2
@@ -167,12 +186,14 @@ def nearest_neighbour_fill(tokens: torch.Tensor, mask: torch.Tensor, mode: str =
     if len(empty):
         raise VimpacError(f"nearest_neighbour_fill: clip {empty[0].item()} has no visible token to copy from")
     B, T, H, W = tokens.shape
-    q = mask.nonzero()                                                             # (N, 4) masked positions
-    if not len(q): return tokens.clone()
+    q = mask.nonzero()  # (N, 4) masked positions
+    if not len(q):
+        return tokens.clone()
     vis = ~mask
     src = _nn_search(vis, q, _nn_offsets(T, H, W, mode == "spatiotemporal"))
-    lost = src < 0                                                                 # spatial: frames fully masked
-    if lost.any(): src[lost] = _nn_search(vis, q[lost], _nn_offsets(T, H, W, True))
+    lost = src < 0  # spatial: frames fully masked
+    if lost.any():
+        src[lost] = _nn_search(vis, q[lost], _nn_offsets(T, H, W, True))
     out = tokens.clone()
     out[mask] = tokens.reshape(-1)[src]
     return out
@@ -183,6 +204,8 @@ def copy_accuracy(tokens: torch.Tensor, mask: torch.Tensor, mode: str = "spatial
     exactly, in [0, 1] (appendix G.2). Shapes and errors as `nearest_neighbour_fill`; raises when nothing is masked."""
     filled = nearest_neighbour_fill(tokens, mask, mode)
     m = mask.to(tokens.device, torch.bool)
-    if pad_id is not None: m = m & (tokens != pad_id)
-    if not m.any(): raise VimpacError("copy_accuracy: nothing is masked")
+    if pad_id is not None:
+        m = m & (tokens != pad_id)
+    if not m.any():
+        raise VimpacError("copy_accuracy: nothing is masked")
     return (filled[m] == tokens[m]).float().mean().item()

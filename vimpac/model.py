@@ -16,8 +16,7 @@ import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 from torch._subclasses.fake_tensor import is_fake
 from einops import rearrange
-from .utils import (VimpacError, VimpacDeprecationWarning, IGNORE_INDEX, save_weights, load_weights,
-                          renamed_kwargs)
+from .utils import VimpacError, VimpacDeprecationWarning, IGNORE_INDEX, save_weights, load_weights, renamed_kwargs
 
 # %% auto #0
 __all__ = ['PRESETS', 'LAYOUTS', 'RENAMED_FIELDS', 'SDPA_MAX_BATCH', 'VimpacConfig', 'parse_layout', 'sdpa_batch_limit',
@@ -28,7 +27,9 @@ __all__ = ['PRESETS', 'LAYOUTS', 'RENAMED_FIELDS', 'SDPA_MAX_BATCH', 'VimpacConf
 
 # %% ../nbs/04_model.ipynb #900795c5
 PRESETS = {
-    "tiny": dict(num_layers=2, hidden_size=128, num_heads=4, head_dim=32, mlp_size=512, cls_head_hidden=512, cls_head_dim=128),
+    "tiny": dict(
+        num_layers=2, hidden_size=128, num_heads=4, head_dim=32, mlp_size=512, cls_head_hidden=512, cls_head_dim=128
+    ),
     "small": dict(num_layers=6, hidden_size=512, num_heads=8, head_dim=64, mlp_size=2048),
     "base": dict(num_layers=12, hidden_size=768, num_heads=12, head_dim=64, mlp_size=3072),
     "large_half": dict(num_layers=24, hidden_size=1024, num_heads=16, head_dim=32, mlp_size=2048),
@@ -36,7 +37,8 @@ PRESETS = {
 LAYOUTS = ("T,H|W", "T,H,W", "T,HxW", "TxHxW", "T", "T,H", "T|H|W", "H|W,T")
 
 # %% ../nbs/04_model.ipynb #f1e019e7
-RENAMED_FIELDS = {"clip_len": "max_clip_len", "max_frames": "max_clip_len"}   # old field name -> new, one release
+RENAMED_FIELDS = {"clip_len": "max_clip_len", "max_frames": "max_clip_len"}  # old field name -> new, one release
+
 
 def _cli(help: str, cli: bool = True) -> dict:
     "A config field's metadata: its `help` (what it is, the paper's value and where) and whether it is a CLI knob."
@@ -50,42 +52,84 @@ class VimpacConfig:
     data or a checkpoint sets rather than the command line. `max_clip_len` is the longest clip the temporal
     positional table covers (a training run's clip length is `TrainConfig.clip_len`); its old names `clip_len` and
     `max_frames` still work for one release (`RENAMED_FIELDS`), with a `VimpacDeprecationWarning`."""
-    vocab_size: int = field(default=8192, metadata=_cli(
-        "V, the codes of the frame tokenizer (paper: 8192, DALL-E's dVAE, Table 11); the token store's", cli=False))
-    num_layers: int = field(default=6, metadata=_cli(
-        "transformer layers L (Table 11: Small 6, Base 12, Large-Half 24)"))
-    hidden_size: int = field(default=512, metadata=_cli(
-        "hidden size D (Table 11: Small 512, Base 768, Large-Half 1024)"))
+
+    vocab_size: int = field(
+        default=8192,
+        metadata=_cli(
+            "V, the codes of the frame tokenizer (paper: 8192, DALL-E's dVAE, Table 11); the token store's", cli=False
+        ),
+    )
+    num_layers: int = field(
+        default=6, metadata=_cli("transformer layers L (Table 11: Small 6, Base 12, Large-Half 24)")
+    )
+    hidden_size: int = field(
+        default=512, metadata=_cli("hidden size D (Table 11: Small 512, Base 768, Large-Half 1024)")
+    )
     num_heads: int = field(default=8, metadata=_cli("attention heads (Table 11: Small 8, Base 12, Large-Half 16)"))
     head_dim: int = field(default=64, metadata=_cli("dimension of a head (Table 11: 64; Large-Half halves it to 32)"))
-    mlp_size: int = field(default=2048, metadata=_cli(
-        "MLP intermediate size (Table 11: Small 2048, Base 3072, Large-Half 2048, halved)"))
-    max_clip_len: int = field(default=5, metadata=_cli(
-        "the longest clip (frames) the temporal positional table covers (paper: T = 5 pre-training, 10 fine-tuning, "
-        "§4.1); set from the run's clip length", cli=False))
-    token_map: tuple = field(default=(16, 16), metadata=_cli(
-        "(h, w) token map = frame size / 8 (paper: S = 128, then 256, §4.1); the token store's", cli=False))
+    mlp_size: int = field(
+        default=2048, metadata=_cli("MLP intermediate size (Table 11: Small 2048, Base 3072, Large-Half 2048, halved)")
+    )
+    max_clip_len: int = field(
+        default=5,
+        metadata=_cli(
+            "the longest clip (frames) the temporal positional table covers (paper: T = 5 pre-training, 10 "
+            "fine-tuning, "
+            "§4.1); set from the run's clip length",
+            cli=False,
+        ),
+    )
+    token_map: tuple = field(
+        default=(16, 16),
+        metadata=_cli(
+            "(h, w) token map = frame size / 8 (paper: S = 128, then 256, §4.1); the token store's", cli=False
+        ),
+    )
     dropout: float = field(default=0.1, metadata=_cli("backbone dropout (Table 12: 0.1)"))
-    layout: str = field(default="T,H|W", metadata=_cli(
-        "attention layout, one of LAYOUTS (paper: T,H|W, §3.4; others in Table 14 and the authors' ablations)"))
-    norm: str = field(default="post", metadata=_cli(
-        "LayerNorm position: post (post-LN, Eq. 9-14, the paper's) or pre (pre-LN, appendix F.1, Table 14)"))
-    layer_norm_eps: float = field(default=1e-12, metadata=_cli(
-        "LayerNorm epsilon (BERT's and the authors' 1e-12)", cli=False))
-    cls_head_hidden: int = field(default=4096, metadata=_cli(
-        "hidden width of the CLS head's MLP (appendix A.2: 4096)", cli=False))
-    cls_head_layers: int = field(default=3, metadata=_cli(
-        "linear layers of the CLS head's MLP (appendix A.2: 3)", cli=False))
-    cls_head_dim: int = field(default=256, metadata=_cli(
-        "output size of the CLS head, the InfoNCE features (Eq. 18: 256)", cli=False))
-    gradient_checkpointing: bool = field(default=False, metadata=_cli(
-        "recompute each layer in the backward pass (saves memory; not in the paper); the loop's option", cli=False))
+    layout: str = field(
+        default="T,H|W",
+        metadata=_cli(
+            "attention layout, one of LAYOUTS (paper: T,H|W, §3.4; others in Table 14 and the authors' ablations)"
+        ),
+    )
+    norm: str = field(
+        default="post",
+        metadata=_cli(
+            "LayerNorm position: post (post-LN, Eq. 9-14, the paper's) or pre (pre-LN, appendix F.1, Table 14)"
+        ),
+    )
+    layer_norm_eps: float = field(
+        default=1e-12, metadata=_cli("LayerNorm epsilon (BERT's and the authors' 1e-12)", cli=False)
+    )
+    cls_head_hidden: int = field(
+        default=4096, metadata=_cli("hidden width of the CLS head's MLP (appendix A.2: 4096)", cli=False)
+    )
+    cls_head_layers: int = field(
+        default=3, metadata=_cli("linear layers of the CLS head's MLP (appendix A.2: 3)", cli=False)
+    )
+    cls_head_dim: int = field(
+        default=256, metadata=_cli("output size of the CLS head, the InfoNCE features (Eq. 18: 256)", cli=False)
+    )
+    gradient_checkpointing: bool = field(
+        default=False,
+        metadata=_cli(
+            "recompute each layer in the backward pass (saves memory; not in the paper); the loop's option", cli=False
+        ),
+    )
     pad_id: int | None = field(default=None, metadata=_cli("[PAD] id; default V", cli=False))
     mask_id: int | None = field(default=None, metadata=_cli("[MASK] id; default V + 1", cli=False))
-    num_embeddings: int | None = field(default=None, metadata=_cli(
-        "rows of the token embedding; default max(special id) + 1 (the authors' checkpoints: V + 5)", cli=False))
-    cls_pad_rows: str = field(default="exclude", metadata=_cli(
-        "rows made only of [PAD] in the [CLS] average: exclude, or include (the authors' code)", cli=False))
+    num_embeddings: int | None = field(
+        default=None,
+        metadata=_cli(
+            "rows of the token embedding; default max(special id) + 1 (the authors' checkpoints: V + 5)", cli=False
+        ),
+    )
+    cls_pad_rows: str = field(
+        default="exclude",
+        metadata=_cli(
+            "rows made only of [PAD] in the [CLS] average: exclude, or include (the authors' code)", cli=False
+        ),
+    )
 
     def __post_init__(self):
         _check_config(self)
@@ -119,8 +163,10 @@ def _check_config(c: VimpacConfig):
         raise VimpacError(f"norm: expected 'post' or 'pre', got {c.norm!r}")
     for n in {b.count("|") + 1 for b in c.layout.split(",")}:
         if c.num_heads % n:
-            raise VimpacError(f"num_heads: layout {c.layout} splits the heads of a block into {n} equal groups, "
-                              f"got {c.num_heads} heads (not divisible by {n})")
+            raise VimpacError(
+                f"num_heads: layout {c.layout} splits the heads of a block into {n} equal groups, "
+                f"got {c.num_heads} heads (not divisible by {n})"
+            )
     if c.cls_pad_rows not in ("exclude", "include"):
         raise VimpacError(f"cls_pad_rows: expected 'exclude' or 'include', got {c.cls_pad_rows!r}")
     if c.pad_id is None:
@@ -130,23 +176,35 @@ def _check_config(c: VimpacConfig):
     if c.num_embeddings is None:
         c.num_embeddings = max(c.pad_id, c.mask_id) + 1
     if min(c.pad_id, c.mask_id) < c.vocab_size or max(c.pad_id, c.mask_id) >= c.num_embeddings:
-        raise VimpacError(f"special ids: expected [PAD] and [MASK] in [V, num_embeddings) = [{c.vocab_size}, "
-                          f"{c.num_embeddings}), got {c.pad_id} and {c.mask_id}")
+        raise VimpacError(
+            f"special ids: expected [PAD] and [MASK] in [V, num_embeddings) = [{c.vocab_size}, "
+            f"{c.num_embeddings}), got {c.pad_id} and {c.mask_id}"
+        )
+
 
 VimpacConfig.__init__ = renamed_kwargs(**RENAMED_FIELDS)(VimpacConfig.__init__)
 
+
 def _old_field(old: str, new: str) -> property:
     "The attribute `old` of a config, read and written as `new` with a `VimpacDeprecationWarning`."
+
     def warn():
-        warnings.warn(f"VimpacConfig: {old!r} is renamed {new!r}; the old name goes in the next release",
-                      VimpacDeprecationWarning, stacklevel=3)
+        warnings.warn(
+            f"VimpacConfig: {old!r} is renamed {new!r}; the old name goes in the next release",
+            VimpacDeprecationWarning,
+            stacklevel=3,
+        )
+
     def get(self):
         warn()
         return getattr(self, new)
+
     def set(self, value):
         warn()
         setattr(self, new, value)
+
     return property(get, set, doc=f"Deprecated: `{new}`.")
+
 
 for _old, _new in RENAMED_FIELDS.items():
     setattr(VimpacConfig, _old, _old_field(_old, _new))
@@ -157,7 +215,8 @@ def parse_layout(layout: str) -> list[list[tuple[str, ...]]]:
     return [[tuple(a.lower() for a in g.split("x")) for g in b.split("|")] for b in layout.split(",")]
 
 # %% ../nbs/04_model.ipynb #9792b404
-SDPA_MAX_BATCH = 65_535         # CUDA's grid limit on the batch of the fused attention kernels (PyTorch #146704)
+SDPA_MAX_BATCH = 65_535  # CUDA's grid limit on the batch of the fused attention kernels (PyTorch #146704)
+
 
 def sdpa_batch_limit(heads: int, length: int, head_dim: int) -> int:
     """The most rows one `scaled_dot_product_attention` call takes for rows of `length` positions with `heads` heads
@@ -166,18 +225,23 @@ def sdpa_batch_limit(heads: int, length: int, head_dim: int) -> int:
     per_row = heads * (-(-length // 128) * 128) * max(head_dim, 32)
     return max(1, min(SDPA_MAX_BATCH, 2**31 // per_row))
 
+
 def row_attention(q, k, v, mask=None, dropout_p: float = 0.0, max_batch: int | None = None) -> torch.Tensor:
     """`scaled_dot_product_attention` over R independent rows: q, k, v float (R, n, L, d), `mask` bool (R, 1, 1, L)
     (True = attend) or None. Calls the kernel on chunks of at most `max_batch` rows (default `sdpa_batch_limit`) and
     concatenates them: the same result as one call, within the fused kernels' limits. Returns (R, n, L, d)."""
     R, n, L, d = q.shape
     limit = max_batch or sdpa_batch_limit(n, L, d)
-    if R <= limit: return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
+    if R <= limit:
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
     chunks = []
     for i in range(0, R, limit):
-        m = None if mask is None else mask[i:i + limit]
-        chunks.append(F.scaled_dot_product_attention(q[i:i + limit], k[i:i + limit], v[i:i + limit], attn_mask=m,
-                                                     dropout_p=dropout_p))
+        m = None if mask is None else mask[i : i + limit]
+        chunks.append(
+            F.scaled_dot_product_attention(
+                q[i : i + limit], k[i : i + limit], v[i : i + limit], attn_mask=m, dropout_p=dropout_p
+            )
+        )
     return torch.cat(chunks)
 
 # %% ../nbs/04_model.ipynb #4805e2f4
@@ -185,6 +249,7 @@ class AxialAttentionBlock(nn.Module):
     """Multi-head attention over the token video along the axes of each head group, with [CLS] (Eq. 15) and
     [PAD]-key masking, plus residual and LayerNorm (post-LN Eq. 9-11, or pre-LN).
     Input: hidden (B, T, h, w, D), cls (B, D), pad bool (B, T, h, w) or None. Output: the same shapes."""
+
     def __init__(self, config: VimpacConfig, groups: list[tuple[str, ...]]):
         super().__init__()
         c = config
@@ -217,8 +282,8 @@ class AxialAttentionBlock(nn.Module):
             mask = torch.cat([keep.new_ones(keep.shape[0], 1), keep], 1)[:, None, None, :]
             weight = rearrange(keep.any(1).to(q.dtype), "(b r) -> b r", b=B)
         o = row_attention(q, k, v, mask, self.attn_drop if self.training else 0.0)
-        c, tok = o.split([1, o.shape[2] - 1], 2)     # `split`: its backward is one cat, not two zero-filled copies
-        tok = rearrange(tok, f"(b {rest}) n ({seq_axes}) d -> b t h w n d", b=B, **sizes)   # a view
+        c, tok = o.split([1, o.shape[2] - 1], 2)  # `split`: its backward is one cat, not two zero-filled copies
+        tok = rearrange(tok, f"(b {rest}) n ({seq_axes}) d -> b t h w n d", b=B, **sizes)  # a view
         c = c.reshape(B, -1, n, d)
         if weight is None or self.include_pad_rows:
             c = c.mean(1)
@@ -233,7 +298,7 @@ class AxialAttentionBlock(nn.Module):
             x, cls = self.norm(x), self.norm(cls)
         n, d = self.heads, self.head_dim
         qkv, cqkv = self.qkv(x).unflatten(-1, (3, n, d)), self.qkv(cls).unflatten(-1, (3, n, d))
-        split = len(self.groups) > 1      # `split` (not slicing): its backward is one cat, not a zero-fill per group
+        split = len(self.groups) > 1  # `split` (not slicing): its backward is one cat, not a zero-fill per group
         per = n // len(self.groups)
         parts = zip(qkv.split(per, -2), cqkv.split(per, -2)) if split else [(qkv, cqkv)]
         toks, clss = [], []
@@ -241,7 +306,7 @@ class AxialAttentionBlock(nn.Module):
             t, c = self._group(g_qkv, g_cqkv, pad, axes)
             toks.append(t)
             clss.append(c)
-        tok = torch.cat(toks, -2) if len(toks) > 1 else toks[0].contiguous()    # the token outputs written once
+        tok = torch.cat(toks, -2) if len(toks) > 1 else toks[0].contiguous()  # the token outputs written once
         x = res_x + self.drop(self.out(tok.flatten(-2)))
         cls = res_c + self.drop(self.out(torch.cat(clss, -2).flatten(-2)))
         return (self.norm(x), self.norm(cls)) if self.post else (x, cls)
@@ -249,6 +314,7 @@ class AxialAttentionBlock(nn.Module):
 # %% ../nbs/04_model.ipynb #69333c48
 class Embeddings(nn.Module):
     "Token + factorized positional embeddings, LayerNorm, dropout (Eq. 7-8). int64 (B, T, h, w) → (B, T, h, w, D)."
+
     def __init__(self, c: VimpacConfig):
         super().__init__()
         self.config = c
@@ -263,43 +329,58 @@ class Embeddings(nn.Module):
         B, T, H, W = tokens.shape
         c = self.config
         if T > c.max_clip_len or (H, W) != tuple(c.token_map):
-            raise VimpacError(f"tokens: expected (B, T<={c.max_clip_len}, {c.token_map[0]}, {c.token_map[1]}), "
-                              f"got {tuple(tokens.shape)}")
+            raise VimpacError(
+                f"tokens: expected (B, T<={c.max_clip_len}, {c.token_map[0]}, {c.token_map[1]}), "
+                f"got {tuple(tokens.shape)}"
+            )
         pos = self.pos_t[:T, None, None] + self.pos_h[None, :, None] + self.pos_w[None, None, :]
         return self.drop(self.norm(self.token(tokens) + pos))
 
+
 class MLPBlock(nn.Module):
     "Two fully-connected layers with GELU (Eq. 14), residual and LayerNorm (post- or pre-LN)."
+
     def __init__(self, c: VimpacConfig):
         super().__init__()
         self.post = c.norm == "post"
         self.fc1, self.fc2 = nn.Linear(c.hidden_size, c.mlp_size), nn.Linear(c.mlp_size, c.hidden_size)
         self.norm, self.drop = nn.LayerNorm(c.hidden_size, eps=c.layer_norm_eps), nn.Dropout(c.dropout)
+
     def forward(self, x):
         y = self.drop(self.fc2(F.gelu(self.fc1(x if self.post else self.norm(x)))))
         return self.norm(x + y) if self.post else x + y
 
+
 class VimpacLayer(nn.Module):
     "One spatio-temporal layer: the layout's attention blocks, then the MLP (Eq. 12-14). Same shapes in and out."
+
     def __init__(self, c: VimpacConfig):
         super().__init__()
         self.blocks = nn.ModuleList(AxialAttentionBlock(c, groups) for groups in parse_layout(c.layout))
         self.mlp = MLPBlock(c)
+
     def forward(self, x, cls, pad=None):
-        for b in self.blocks: x, cls = b(x, cls, pad)
+        for b in self.blocks:
+            x, cls = b(x, cls, pad)
         return self.mlp(x), self.mlp(cls)
 
 # %% ../nbs/04_model.ipynb #1651419a
 def _refuse_any(bad: torch.Tensor, message) -> None:
-    """Raise `VimpacError(message())` when any of the bool tensor `bad` is True. On the CPU (or any device but CUDA) that
+    """Raise `VimpacError(message())` when any of the bool tensor `bad` is True. On the CPU (or any device but CUDA)
+    that
     is a plain check. On a GPU it is `torch._assert_async` instead: a device-side assertion that does not make the host
     wait for the GPU (issue 13: no host-device synchronisation in a training step), so a bad id stops the process
     with a CUDA assertion error a few kernels later rather than with the one-line message; the same input on the
     CPU gives the message. Skipped while `torch.compile` traces, on the `meta` device and on fake tensors (shapes only,
     no values: e.g. `vimpac.engine.memory_model`)."""
-    if torch.compiler.is_compiling() or bad.device.type == "meta" or is_fake(bad): return     # no values to check
-    if bad.is_cuda: torch._assert_async(~bad.any()); return
-    if bool(bad.any()): raise VimpacError(message())
+    if torch.compiler.is_compiling() or bad.device.type == "meta" or is_fake(bad):
+        return  # no values to check
+    if bad.is_cuda:
+        torch._assert_async(~bad.any())
+        return
+    if bool(bad.any()):
+        raise VimpacError(message())
+
 
 def _some(values: torch.Tensor) -> str:
     "Up to six distinct values of a tensor, for an error message."
@@ -311,30 +392,40 @@ def _init_weights(m):
     "BERT initialisation: normal(0, 0.02) weights, zero biases, unit LayerNorm."
     if isinstance(m, (nn.Linear, nn.Embedding)):
         nn.init.normal_(m.weight, std=0.02)
-        if getattr(m, "bias", None) is not None: nn.init.zeros_(m.bias)
+        if getattr(m, "bias", None) is not None:
+            nn.init.zeros_(m.bias)
     elif isinstance(m, (nn.LayerNorm, nn.BatchNorm1d)) and m.weight is not None:
-        nn.init.ones_(m.weight); nn.init.zeros_(m.bias)
+        nn.init.ones_(m.weight)
+        nn.init.zeros_(m.bias)
+
 
 def _vocab(c: VimpacConfig) -> str:
     return f"codes 0..{c.vocab_size - 1}, [PAD] = {c.pad_id}, [MASK] = {c.mask_id}"
 
+
 def check_tokens(tokens, config: VimpacConfig, device=None) -> torch.Tensor:
     """`tokens` as the model takes them: an int64 tensor (B, T, h, w) on `device` (default: where they are). Any
     integer tensor or numpy array is accepted, e.g. the int16 of `TokenStore.tokens()`, and converted. Raises
-    `VimpacError` for a float, bool or complex dtype, a shape other than (B, 1..max_clip_len, h, w) of the config's token
+    `VimpacError` for a float, bool or complex dtype, a shape other than (B, 1..max_clip_len, h, w) of the config's
+    token
     map, or ids other than the codes 0..V-1 and [PAD]/[MASK], naming the values and the vocabulary. The id check is
-    one reduction, device-side on a GPU (no host sync, see `_refuse_any`). It is skipped while `torch.compile` traces."""
+    one reduction, device-side on a GPU (no host sync, see `_refuse_any`). It is skipped while `torch.compile`
+    traces."""
     c = config
     if not isinstance(tokens, torch.Tensor):
-        try: tokens = torch.as_tensor(np.ascontiguousarray(tokens) if isinstance(tokens, np.ndarray) else tokens)
+        try:
+            tokens = torch.as_tensor(np.ascontiguousarray(tokens) if isinstance(tokens, np.ndarray) else tokens)
         except (TypeError, ValueError, RuntimeError) as e:
-            raise VimpacError(f"tokens: expected an integer tensor or array (B, T, h, w), got {type(tokens).__name__} ({e})") from None
+            raise VimpacError(
+                f"tokens: expected an integer tensor or array (B, T, h, w), got {type(tokens).__name__} ({e})"
+            ) from None
     if tokens.dtype == torch.bool or tokens.is_floating_point() or tokens.is_complex():
         raise VimpacError(f"tokens: expected integer token ids ({_vocab(c)}), got dtype {tokens.dtype}")
     (h, w), shape = c.token_map, tuple(tokens.shape)
     if len(shape) != 4 or not 1 <= shape[1] <= c.max_clip_len or shape[2:] != (h, w):
-        raise VimpacError(f"tokens: expected shape (B, T, h, w) = (B, 1..{c.max_clip_len}, {h}, {w}) for this model, "
-                          f"got {shape}")
+        raise VimpacError(
+            f"tokens: expected shape (B, T, h, w) = (B, 1..{c.max_clip_len}, {h}, {w}) for this model, got {shape}"
+        )
     tokens = tokens.to(device=device if device is not None else tokens.device, dtype=torch.long)
     bad = ((tokens < 0) | (tokens >= c.vocab_size)) & (tokens != c.pad_id) & (tokens != c.mask_id)
     _refuse_any(bad, lambda: f"tokens: ids {_some(tokens[bad])} are outside the vocabulary ({_vocab(c)})")
@@ -347,32 +438,40 @@ def pad_mask(tokens: torch.Tensor, pad_id: int, has_pad: bool | None = None) -> 
     host: False promises no [PAD] (then the tokens are not looked at), True that there is some. None: found out here
     on the CPU; on any other device, and while `torch.compile` traces, the mask is applied without asking (the
     answer would make the host wait for the device, and a compiled graph would split on it)."""
-    if has_pad is False: return None
+    if has_pad is False:
+        return None
     pad = tokens == pad_id
     if has_pad is None and tokens.device.type == "cpu" and not torch.compiler.is_compiling() and not bool(pad.any()):
         return None
     return pad
 
+
 def fp32(device_type: str):
     """A context in which autocast is off on `device_type` (a no-op where autocast does not exist, e.g. `meta`): the
     parts that need fp32 under a bf16/fp16 run, the CLS head and InfoNCE (§3.2)."""
-    if not torch.amp.is_autocast_available(device_type): return contextlib.nullcontext()
+    if not torch.amp.is_autocast_available(device_type):
+        return contextlib.nullcontext()
     return torch.autocast(device_type, enabled=False)
 
 # %% ../nbs/04_model.ipynb #87b9d149
 class VimpacModel(nn.Module):
     """The VIMPAC backbone: tokens (B, T, h, w), integer ids (codes in [0, V) and [PAD]/[MASK]; any integer dtype or
     a numpy array, converted to int64 by `check_tokens`) → hidden states (B, T, h, w, D) and the [CLS] state (B, D).
-    [PAD] positions are excluded as keys; `has_pad` says whether the batch holds any (see `pad_mask`). Raises `VimpacError` for tokens `check_tokens` refuses. §3.4, appendix A."""
+    [PAD] positions are excluded as keys; `has_pad` says whether the batch holds any (see `pad_mask`). Raises
+    `VimpacError` for tokens `check_tokens` refuses. §3.4, appendix A."""
+
     def __init__(self, config: VimpacConfig):
         super().__init__()
         self.config = config
         self.embeddings = Embeddings(config)
         self.cls = nn.Parameter(torch.zeros(config.hidden_size))
         self.layers = nn.ModuleList(VimpacLayer(config) for _ in range(config.num_layers))
-        self.final_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps) if config.norm == "pre" else nn.Identity()
+        self.final_norm = (
+            nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps) if config.norm == "pre" else nn.Identity()
+        )
         self.apply(_init_weights)
-        for p in (self.embeddings.pos_t, self.embeddings.pos_h, self.embeddings.pos_w, self.cls): nn.init.normal_(p, std=0.02)
+        for p in (self.embeddings.pos_t, self.embeddings.pos_h, self.embeddings.pos_w, self.cls):
+            nn.init.normal_(p, std=0.02)
 
     def forward(self, tokens: torch.Tensor, has_pad: bool | None = None):
         tokens = check_tokens(tokens, self.config, self.cls.device)
@@ -382,7 +481,8 @@ class VimpacModel(nn.Module):
         for layer in self.layers:
             if self.config.gradient_checkpointing and self.training:
                 x, cls = checkpoint(layer, x, cls, pad, use_reentrant=False)
-            else: x, cls = layer(x, cls, pad)
+            else:
+                x, cls = layer(x, cls, pad)
         return self.final_norm(x), self.final_norm(cls)
 
 # %% ../nbs/04_model.ipynb #7e4d850d
@@ -394,15 +494,18 @@ def count_parameters(module: nn.Module) -> int:
 class TokenHead(nn.Module):
     """Mask-then-predict head: (M, D) hidden states → (M, V) logits over the codes. The decoder weight is passed in:
     the input token embedding's weight (tied, Eq. 17), of which the first V rows are used."""
+
     def __init__(self, c: VimpacConfig):
         super().__init__()
         self.dense = nn.Linear(c.hidden_size, c.hidden_size)
         self.norm = nn.LayerNorm(c.hidden_size, eps=c.layer_norm_eps)
         self.bias = nn.Parameter(torch.zeros(c.vocab_size))
         self.vocab_size = c.vocab_size
+
     def forward(self, h, embedding_weight):
         u = self.norm(F.gelu(self.dense(h)))
-        return F.linear(u, embedding_weight[:self.vocab_size], self.bias)
+        return F.linear(u, embedding_weight[: self.vocab_size], self.bias)
+
 
 def cls_head(c: VimpacConfig) -> nn.Sequential:
     """The CLS head: `cls_head_layers` linear layers, BatchNorm + ReLU between them, no bias on the last one (as the
@@ -412,7 +515,8 @@ def cls_head(c: VimpacConfig) -> nn.Sequential:
     for i, (a, b) in enumerate(zip(dims, dims[1:])):
         last = i == len(dims) - 2
         mods.append(nn.Linear(a, b, bias=not last))
-        if not last: mods += [nn.BatchNorm1d(b), nn.ReLU(inplace=True)]
+        if not last:
+            mods += [nn.BatchNorm1d(b), nn.ReLU(inplace=True)]
     return nn.Sequential(*mods)
 
 # %% ../nbs/04_model.ipynb #c5fbf850
@@ -426,25 +530,35 @@ def interpolate_pos_embed(state_dict: dict, config: VimpacConfig, prefix: str = 
         k = prefix + name
         if k in out and out[k].shape[0] != n:
             t = out[k]
-            out[k] = F.interpolate(t.float().T[None], size=n, mode="linear", align_corners=False)[0].T.to(t.dtype).contiguous()
+            out[k] = (
+                F.interpolate(t.float().T[None], size=n, mode="linear", align_corners=False)[0]
+                .T.to(t.dtype)
+                .contiguous()
+            )
     return out
+
 
 def load_checked(model: nn.Module, sd: dict, source) -> nn.Module:
     "Interpolate the positional tables of `sd` to `model`'s config, check every name and shape, then load."
     sd = interpolate_pos_embed(sd, model.config)
     own = model.state_dict()
-    missing = sorted(set(own) - set(sd)); unexpected = sorted(set(sd) - set(own))
+    missing = sorted(set(own) - set(sd))
+    unexpected = sorted(set(sd) - set(own))
     shaped = sorted(k for k in set(sd) & set(own) if sd[k].shape != own[k].shape)
     if missing or unexpected or shaped:
-        raise VimpacError(f"{source}: incompatible checkpoint: missing {missing[:5]}, unexpected {unexpected[:5]}, "
-                          f"mis-shaped {[(k, tuple(sd[k].shape), tuple(own[k].shape)) for k in shaped[:5]]}")
+        raise VimpacError(
+            f"{source}: incompatible checkpoint: missing {missing[:5]}, unexpected {unexpected[:5]}, "
+            f"mis-shaped {[(k, tuple(sd[k].shape), tuple(own[k].shape)) for k in shaped[:5]]}"
+        )
     model.load_state_dict(sd)
     return model
 
 # %% ../nbs/04_model.ipynb #adef1dd2
 class _Pretrained(nn.Module):
     "Save / load with safetensors and `config.json`."
+
     kind = "vimpac"
+
     def save_pretrained(self, path) -> Path:
         "Write `model.safetensors` and `config.json` to the folder `path` (`vimpac.utils.save_weights`)."
         extra = {"num_classes": self.num_classes} if hasattr(self, "num_classes") else {}
@@ -463,10 +577,10 @@ class _Pretrained(nn.Module):
         Raises `VimpacError` naming missing, unexpected or mis-shaped weights, a folder with no checkpoint, an invalid
         `config.json` or an unreadable `model.safetensors`."""
         path = Path(path)
-        cfg, sd = load_weights(path, "a saved vimpac model")   # the files, the JSON and the safetensors, one-line errors
+        cfg, sd = load_weights(path, "a saved vimpac model")  # the files, the JSON and the safetensors, one-line errors
         kind = cfg.pop("kind", None)
         saved_classes = cfg.pop("num_classes", None)
-        cfg = {RENAMED_FIELDS.get(k, k): v for k, v in cfg.items()}    # runs saved before a rename load silently
+        cfg = {RENAMED_FIELDS.get(k, k): v for k, v in cfg.items()}  # runs saved before a rename load silently
         names = {f.name for f in fields(VimpacConfig)}
         unknown = sorted(set(cfg) - names)
         if unknown:
@@ -482,13 +596,24 @@ class ModelOutput:
     """Base of the heads' typed outputs (as Hugging Face's `ModelOutput`): a dataclass whose fields also read as dict
     items, `out.logits` or `out["logits"]`. Fields left None are absent: `"loss" in out` is False without labels,
     and `out["loss"]` then raises `KeyError`."""
-    def keys(self) -> list[str]: return [f.name for f in fields(self) if getattr(self, f.name) is not None]
+
+    def keys(self) -> list[str]:
+        return [f.name for f in fields(self) if getattr(self, f.name) is not None]
+
     def __getitem__(self, k: str):
-        if k not in self.keys(): raise KeyError(k)
+        if k not in self.keys():
+            raise KeyError(k)
         return getattr(self, k)
-    def __contains__(self, k) -> bool: return k in self.keys()
-    def __iter__(self): return iter(self.keys())
-    def get(self, k: str, default=None): return getattr(self, k) if k in self.keys() else default
+
+    def __contains__(self, k) -> bool:
+        return k in self.keys()
+
+    def __iter__(self):
+        return iter(self.keys())
+
+    def get(self, k: str, default=None):
+        return getattr(self, k) if k in self.keys() else default
+
 
 @dataclass
 class PreTrainingOutput(ModelOutput):
@@ -497,6 +622,7 @@ class PreTrainingOutput(ModelOutput):
     `logits` (M, V) and `targets` int64 (M,) at the M labelled positions, and `loss`, the mask-then-predict
     cross-entropy (Eq. 1) summed over them and divided by `num_masked` (default M, i.e. the mean; 0 when M = 0).
     The InfoNCE needs the other clips of the batch, on every process: it is `vimpac.losses.info_nce(_distributed)`."""
+
     hidden: torch.Tensor
     cls: torch.Tensor
     features: torch.Tensor
@@ -504,28 +630,41 @@ class PreTrainingOutput(ModelOutput):
     targets: torch.Tensor | None = None
     loss: torch.Tensor | None = None
 
+
 @dataclass
 class ClassificationOutput(ModelOutput):
     """What `VimpacForVideoClassification` returns. `logits` float (B, C); `cls` float (B, D), the [CLS] state the FC
     layer reads; with labels, `loss`: the mean cross-entropy over the B clips, float32 scalar."""
+
     logits: torch.Tensor
     cls: torch.Tensor
     loss: torch.Tensor | None = None
 
 # %% ../nbs/04_model.ipynb #9491024b
 def _check_labels(labels, shape, c: VimpacConfig, device) -> torch.Tensor:
-    "Labels as int64 on `device`: codes 0..V-1 or -100, in the tokens' `shape`; else `VimpacError` naming what is wrong."
+    "Labels as int64 on `device`: codes 0..V-1 or -100, in the tokens' `shape`; else `VimpacError` naming what is"
+    "wrong."
     labels = labels if isinstance(labels, torch.Tensor) else torch.as_tensor(np.ascontiguousarray(labels))
     if tuple(labels.shape) != tuple(shape):
-        raise VimpacError(f"labels: expected the tokens' shape {tuple(shape)} (a code 0..{c.vocab_size - 1} or -100 "
-                          f"per position), got {tuple(labels.shape)}")
+        raise VimpacError(
+            f"labels: expected the tokens' shape {tuple(shape)} (a code 0..{c.vocab_size - 1} or -100 "
+            f"per position), got {tuple(labels.shape)}"
+        )
     if labels.dtype == torch.bool or labels.is_floating_point() or labels.is_complex():
-        raise VimpacError(f"labels: expected integer codes 0..{c.vocab_size - 1} or -100 (ignored), got dtype {labels.dtype}")
+        raise VimpacError(
+            f"labels: expected integer codes 0..{c.vocab_size - 1} or -100 (ignored), got dtype {labels.dtype}"
+        )
     labels = labels.to(device=device, dtype=torch.long)
     bad = (labels != IGNORE_INDEX) & ((labels < 0) | (labels >= c.vocab_size))
-    _refuse_any(bad, lambda: f"labels: values {_some(labels[bad])} are neither codes 0..{c.vocab_size - 1} (the token "
-                             f"head predicts codes only) nor -100 (ignored)")
+    _refuse_any(
+        bad,
+        lambda: (
+            f"labels: values {_some(labels[bad])} are neither codes 0..{c.vocab_size - 1} (the token "
+            f"head predicts codes only) nor -100 (ignored)"
+        ),
+    )
     return labels
+
 
 def _check_classes(labels, n: int, num_classes: int, device) -> torch.Tensor:
     "Class labels as int64 (n,) on `device`, each in 0..num_classes-1; else `VimpacError` naming what is wrong."
@@ -536,8 +675,11 @@ def _check_classes(labels, n: int, num_classes: int, device) -> torch.Tensor:
         raise VimpacError(f"labels: expected integer classes 0..{num_classes - 1}, got dtype {labels.dtype}")
     labels = labels.to(device=device, dtype=torch.long)
     bad = (labels < 0) | (labels >= num_classes)
-    _refuse_any(bad, lambda: f"labels: classes {_some(labels[bad])} are outside 0..{num_classes - 1} ({num_classes} classes)")
+    _refuse_any(
+        bad, lambda: f"labels: classes {_some(labels[bad])} are outside 0..{num_classes - 1} ({num_classes} classes)"
+    )
     return labels
+
 
 def _batchnorm_needs_two(head: nn.Module) -> bool:
     """True when a batch of one cannot train `head`: it has a BatchNorm that gathers no statistics over other processes
@@ -553,13 +695,16 @@ def label_positions(labels: torch.Tensor) -> torch.Tensor:
     what `VimpacForPreTraining.forward` takes as `label_positions`."""
     return (labels.flatten() != IGNORE_INDEX).nonzero().squeeze(1)
 
-def _labelled_rows(hidden: torch.Tensor, labels: torch.Tensor, positions: torch.Tensor | None = None
-                   ) -> tuple[torch.Tensor, torch.Tensor]:
+
+def _labelled_rows(
+    hidden: torch.Tensor, labels: torch.Tensor, positions: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """The hidden states (M, D) and labels (M,) at the M labelled positions of `hidden` (B, T, h, w, D) and `labels`
     (B, T, h, w), in row-major order. `positions`, their flat indices (M,) int64 on the same device when the caller
     already has them, spares the device a `nonzero`: its count M is a device value the host must wait for."""
     flat = labels.flatten()
-    if positions is None: positions = label_positions(labels)
+    if positions is None:
+        positions = label_positions(labels)
     return hidden.flatten(0, 3).index_select(0, positions), flat.index_select(0, positions)
 
 # %% ../nbs/04_model.ipynb #b4f0f8b3
@@ -574,14 +719,17 @@ class VimpacForPreTraining(_Pretrained):
     row-major order (`label_positions`), so that no host sync finds them (`_labelled_rows`), and `has_pad` (see
     `pad_mask`). The CLS head runs in fp32 even under autocast (`fp32`). Raises `VimpacError` for tokens or labels
     it cannot take, and for a batch of one in training mode (the CLS head's BatchNorm needs two clips)."""
+
     kind = "vimpac-pretraining"
+
     def __init__(self, config: VimpacConfig):
         super().__init__()
         self.config = config
         self.backbone = VimpacModel(config)
         self.token_head = TokenHead(config)
         self.cls_head = cls_head(config)
-        self.token_head.apply(_init_weights); self.cls_head.apply(_init_weights)
+        self.token_head.apply(_init_weights)
+        self.cls_head.apply(_init_weights)
 
     def convert_sync_batchnorm(self) -> "VimpacForPreTraining":
         """The CLS head's BatchNorm as `nn.SyncBatchNorm` (appendix A.2), same state-dict keys; returns self. The kit's
@@ -590,11 +738,18 @@ class VimpacForPreTraining(_Pretrained):
         return self
 
     def forward(self, inputs, labels=None, num_masked=None, label_positions=None, has_pad=None) -> PreTrainingOutput:
-        if self.training and len(getattr(inputs, "shape", ())) == 4 and inputs.shape[0] == 1 and _batchnorm_needs_two(self.cls_head):
-            raise VimpacError("tokens: a batch of 1 clip in training mode, but the CLS head's BatchNorm needs at least 2 "
-                              "clips per batch; use a batch of 2 or more, or call .eval() to run the model on one clip")
+        if (
+            self.training
+            and len(getattr(inputs, "shape", ())) == 4
+            and inputs.shape[0] == 1
+            and _batchnorm_needs_two(self.cls_head)
+        ):
+            raise VimpacError(
+                "tokens: a batch of 1 clip in training mode, but the CLS head's BatchNorm needs at least 2 "
+                "clips per batch; use a batch of 2 or more, or call .eval() to run the model on one clip"
+            )
         hidden, cls = self.backbone(inputs, has_pad)
-        with fp32(cls.device.type):      # the CLS head in fp32 under autocast: its BatchNorm amplifies bf16 rounding
+        with fp32(cls.device.type):  # the CLS head in fp32 under autocast: its BatchNorm amplifies bf16 rounding
             z = self.cls_head(cls.to(torch.promote_types(cls.dtype, torch.float32)))
         out = PreTrainingOutput(hidden=hidden, cls=cls, features=F.normalize(z, dim=-1))
         if labels is not None:
@@ -602,8 +757,9 @@ class VimpacForPreTraining(_Pretrained):
             rows, out.targets = _labelled_rows(hidden, labels, label_positions)
             out.logits = self.token_head(rows, self.backbone.embeddings.token.weight)
             n = len(out.targets) if num_masked is None else num_masked
-            out.loss = F.cross_entropy(out.logits.float(), out.targets, reduction="sum") / (n.clamp_min(1) if
-                       isinstance(n, torch.Tensor) else max(n, 1))
+            out.loss = F.cross_entropy(out.logits.float(), out.targets, reduction="sum") / (
+                n.clamp_min(1) if isinstance(n, torch.Tensor) else max(n, 1)
+            )
         return out
 
 # %% ../nbs/04_model.ipynb #8123498f
@@ -613,29 +769,36 @@ class VimpacForVideoClassification(_Pretrained):
     `ClassificationOutput`: `logits` (B, num_classes), `cls` (B, D) and, with labels, `loss` (mean cross-entropy),
     as Hugging Face's `VideoMAEForVideoClassification(pixel_values, labels)`. Raises `VimpacError` for tokens
     `check_tokens` refuses, and labels of another shape, a non-integer dtype or outside the classes."""
+
     kind = "vimpac-classification"
+
     def __init__(self, config: VimpacConfig, num_classes: int = 2):
         super().__init__()
         self.config, self.num_classes = config, num_classes
         self.backbone = VimpacModel(config)
         self.fc = nn.Linear(config.hidden_size, num_classes)
-        nn.init.zeros_(self.fc.weight); nn.init.zeros_(self.fc.bias)
+        nn.init.zeros_(self.fc.weight)
+        nn.init.zeros_(self.fc.bias)
+
     def forward(self, tokens, labels=None, has_pad=None) -> ClassificationOutput:
         cls = self.backbone(tokens, has_pad)[1]
         out = ClassificationOutput(logits=self.fc(cls), cls=cls)
         if labels is not None:
-            out.loss = F.cross_entropy(out.logits.float(), _check_classes(labels, len(cls), self.num_classes, cls.device))
+            out.loss = F.cross_entropy(
+                out.logits.float(), _check_classes(labels, len(cls), self.num_classes, cls.device)
+            )
         return out
 
     def _adapt_state(self, sd, kind, source):
-        if kind == "vimpac-pretraining":       # fine-tuning starts from the pre-trained backbone and a zero FC
+        if kind == "vimpac-pretraining":  # fine-tuning starts from the pre-trained backbone and a zero FC
             sd = {k: v for k, v in sd.items() if k.startswith("backbone.")}
             sd.update({k: v for k, v in self.state_dict().items() if k.startswith("fc.")})
         return sd
 
 # %% ../nbs/04_model.ipynb #cbb82e14
-def model_flops(config: VimpacConfig, clip_len: int | None = None, mask_ratio: float = 0.15,
-                training: bool = True) -> int:
+def model_flops(
+    config: VimpacConfig, clip_len: int | None = None, mask_ratio: float = 0.15, training: bool = True
+) -> int:
     """FLOPs of the pre-training model on one clip of `clip_len` frames (default `config.max_clip_len`) at the config's
     token map: forward, and backward (x 3 in all) when `training`. Matmuls only (2 FLOPs per multiply-add): QKV and
     output projections, attention along each head group's rows with their [CLS] copy, the MLP, the token head at a
@@ -645,15 +808,16 @@ def model_flops(config: VimpacConfig, clip_len: int | None = None, mask_ratio: f
     N, D, inner, sizes = T * h * w, c.hidden_size, c.num_heads * c.head_dim, dict(t=T, h=h, w=w)
     f = 0
     for groups in parse_layout(c.layout):
-        f += 2 * (N + 1) * D * 4 * inner                     # q, k, v and output projections, tokens and [CLS]
+        f += 2 * (N + 1) * D * 4 * inner  # q, k, v and output projections, tokens and [CLS]
         for axes in groups:
             n = 1
-            for a in axes: n *= sizes[a]
+            for a in axes:
+                n *= sizes[a]
             f += 4 * (N // n) * (n + 1) ** 2 * c.head_dim * (c.num_heads // len(groups))
     f *= c.num_layers
-    f += c.num_layers * 2 * 2 * (N + 1) * D * c.mlp_size    # MLP
+    f += c.num_layers * 2 * 2 * (N + 1) * D * c.mlp_size  # MLP
     m = mask_ratio * N
-    f += 2 * m * D * D + 2 * m * D * c.vocab_size            # token head at masked positions
+    f += 2 * m * D * D + 2 * m * D * c.vocab_size  # token head at masked positions
     dims = [D] + [c.cls_head_hidden] * (c.cls_head_layers - 1) + [c.cls_head_dim]
-    f += sum(2 * a * b for a, b in zip(dims, dims[1:]))       # CLS head
+    f += sum(2 * a * b for a, b in zip(dims, dims[1:]))  # CLS head
     return int(3 * f if training else f)

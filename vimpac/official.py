@@ -11,8 +11,15 @@ from dataclasses import replace
 from pathlib import Path
 import torch
 from .utils import VimpacError, VimpacDeprecationWarning, load_torch_file, renamed_kwargs
-from .model import (LAYOUTS, RENAMED_FIELDS, VimpacConfig, VimpacForPreTraining, VimpacForVideoClassification, parse_layout,
-                          load_checked)
+from vimpac.model import (
+    LAYOUTS,
+    RENAMED_FIELDS,
+    VimpacConfig,
+    VimpacForPreTraining,
+    VimpacForVideoClassification,
+    parse_layout,
+    load_checked,
+)
 
 # %% auto #0
 __all__ = ['OFFICIAL_LAYOUTS', 'read_official_args', 'official_config', 'convert_official_state', 'load_official_pretraining',
@@ -21,26 +28,43 @@ __all__ = ['OFFICIAL_LAYOUTS', 'read_official_args', 'official_config', 'convert
 # %% ../nbs/04a_official.ipynb #a6df0905
 def _official_file(path) -> Path:
     path = Path(path)
-    return path/"classifier.pt" if path.is_dir() else path
+    return path / "classifier.pt" if path.is_dir() else path
+
 
 def _load_official_state(path) -> dict:
     path = _official_file(path)
     sd = load_torch_file(path, "an authors' classifier.pt checkpoint")
-    if isinstance(sd, dict) and "state_dict" in sd and isinstance(sd["state_dict"], dict): sd = sd["state_dict"]
+    if isinstance(sd, dict) and "state_dict" in sd and isinstance(sd["state_dict"], dict):
+        sd = sd["state_dict"]
     if not isinstance(sd, dict) or not all(isinstance(v, torch.Tensor) for v in sd.values()):
         raise VimpacError(f"{path}: expected a state dict of tensors (the authors' classifier.pt)")
     return {(k[7:] if k.startswith("module.") else k): v for k, v in sd.items()}
 
-class _Refused(Exception): pass
+
+class _Refused(Exception):
+    pass
+
 
 class _ArgsUnpickler(pickle.Unpickler):
     "Admits `argparse.Namespace` and plain builtin values; any other global is refused before it is imported."
-    SAFE = {("argparse", "Namespace"), ("builtins", "set"), ("builtins", "frozenset"), ("builtins", "bytearray"),
-            ("builtins", "complex"), ("builtins", "slice")}
+
+    SAFE = {
+        ("argparse", "Namespace"),
+        ("builtins", "set"),
+        ("builtins", "frozenset"),
+        ("builtins", "bytearray"),
+        ("builtins", "complex"),
+        ("builtins", "slice"),
+    }
+
     def find_class(self, module, name):
-        if (module, name) in self.SAFE: return super().find_class(module, name)
+        if (module, name) in self.SAFE:
+            return super().find_class(module, name)
         raise _Refused(f"{module}.{name}")
-    def persistent_load(self, pid): raise _Refused(f"persistent id {str(pid)[:40]!r}")
+
+    def persistent_load(self, pid):
+        raise _Refused(f"persistent id {str(pid)[:40]!r}")
+
 
 def read_official_args(path) -> argparse.Namespace:
     """The run settings the authors' code saves beside `classifier.pt` (`pickle.dump(args, open(".../args.pickle"))`),
@@ -48,63 +72,92 @@ def read_official_args(path) -> argparse.Namespace:
     Raises `VimpacError` naming the file when it is missing, empty, refers to any other global (named), or is not
     such a pickle."""
     path, what = Path(path), "the authors' args.pickle (a pickled argparse.Namespace)"
-    if not path.is_file(): raise VimpacError(f"{path}: no such file, expected {what}")
+    if not path.is_file():
+        raise VimpacError(f"{path}: no such file, expected {what}")
     data = path.read_bytes()
-    if not data: raise VimpacError(f"{path}: empty file (0 bytes), expected {what}")
-    try: args = _ArgsUnpickler(io.BytesIO(data)).load()
+    if not data:
+        raise VimpacError(f"{path}: empty file (0 bytes), expected {what}")
+    try:
+        args = _ArgsUnpickler(io.BytesIO(data)).load()
     except _Refused as e:
-        raise VimpacError(f"{path}: refused to load as {what}: it references {e}, which is not a plain value; "
-                          f"nothing in the file was run") from None
-    except Exception as e:           # truncated, not a pickle, bad opcodes: the unpickler raises many kinds
+        raise VimpacError(
+            f"{path}: refused to load as {what}: it references {e}, which is not a plain value; "
+            f"nothing in the file was run"
+        ) from None
+    except Exception as e:  # truncated, not a pickle, bad opcodes: the unpickler raises many kinds
         first = next((l for l in str(e).splitlines() if l.strip()), "")[:120]
-        raise VimpacError(f"{path}: not a readable pickle, expected {what} ({type(e).__name__}{': ' + first if first else ''})") from None
+        raise VimpacError(
+            f"{path}: not a readable pickle, expected {what} ({type(e).__name__}{': ' + first if first else ''})"
+        ) from None
     if not isinstance(args, argparse.Namespace):
         raise VimpacError(f"{path}: holds a {type(args).__name__}, expected {what}")
     return args
 
-OFFICIAL_LAYOUTS = ("T,H,W", "T", "T,H", "T,H|W", "T|H|W", "H|W,T")   # their param.py: --model efflayout<layout>
+
+OFFICIAL_LAYOUTS = ("T,H,W", "T", "T,H", "T,H|W", "T|H|W", "H|W,T")  # their param.py: --model efflayout<layout>
 
 # %% ../nbs/04a_official.ipynb #654da93d
 def _structure(layout: str) -> tuple:
     return tuple(len(groups) for groups in parse_layout(layout))
 
+
 def _official_layout(sd: dict, layout: str | None, args, source) -> str:
     "The layout of an authors' state dict: `layout` if given, else `args.model`, else the only layout its tensors fit."
     pre = "backbone.transformer.resblocks.0.attention_blocks."
-    def groups(j): return sum(1 for k in sd if k.startswith(f"{pre}{j}.attentions.") and k.endswith("query.weight"))
+
+    def groups(j):
+        return sum(1 for k in sd if k.startswith(f"{pre}{j}.attentions.") and k.endswith("query.weight"))
+
     shape, j = [], 0
-    while groups(j): shape.append(groups(j)); j += 1
+    while groups(j):
+        shape.append(groups(j))
+        j += 1
     shape = tuple(shape)
     fits = sorted((l for l in LAYOUTS if _structure(l) == shape), key=lambda l: l not in OFFICIAL_LAYOUTS)
     theirs = None
-    if args is not None and layout is not None:     # layout= wins; args.model only earns a warning when it differs
+    if args is not None and layout is not None:  # layout= wins; args.model only earns a warning when it differs
         model = getattr(args, "model", None)
-        theirs = model[len("efflayout"):] if isinstance(model, str) and model.startswith("efflayout") else model
+        theirs = model[len("efflayout") :] if isinstance(model, str) and model.startswith("efflayout") else model
     elif args is not None:
         model = getattr(args, "model", None)
         if not isinstance(model, str) or not model.startswith("efflayout"):
-            raise VimpacError(f"{source}: args.pickle has model={model!r}; expected the authors' 'efflayout<layout>', "
-                              f"one of {['efflayout' + l for l in OFFICIAL_LAYOUTS]}")
-        theirs = model[len("efflayout"):]             # as their finetune.py: layout=args.model[len("efflayout"):]
+            raise VimpacError(
+                f"{source}: args.pickle has model={model!r}; expected the authors' 'efflayout<layout>', "
+                f"one of {['efflayout' + l for l in OFFICIAL_LAYOUTS]}"
+            )
+        theirs = model[len("efflayout") :]  # as their finetune.py: layout=args.model[len("efflayout"):]
         if theirs not in OFFICIAL_LAYOUTS:
-            raise VimpacError(f"{source}: args.pickle has model={model!r}; the layouts of the authors' code are "
-                              f"{list(OFFICIAL_LAYOUTS)}")
-    chosen, why = (layout, f"layout={layout!r}") if layout is not None else (theirs, f"args.pickle (model={args.model!r})" if theirs else None)
+            raise VimpacError(
+                f"{source}: args.pickle has model={model!r}; the layouts of the authors' code are "
+                f"{list(OFFICIAL_LAYOUTS)}"
+            )
+    chosen, why = (
+        (layout, f"layout={layout!r}")
+        if layout is not None
+        else (theirs, f"args.pickle (model={args.model!r})" if theirs else None)
+    )
     if chosen is not None:
-        if chosen not in LAYOUTS: raise VimpacError(f"layout: expected one of {LAYOUTS}, got {chosen!r}")
+        if chosen not in LAYOUTS:
+            raise VimpacError(f"layout: expected one of {LAYOUTS}, got {chosen!r}")
         if _structure(chosen) != shape:
-            raise VimpacError(f"{source}: {why} means attention blocks of {list(_structure(chosen))} head groups, but the "
-                              f"checkpoint's have {list(shape)}" + (f" (they fit {fits})" if fits else ""))
+            raise VimpacError(
+                f"{source}: {why} means attention blocks of {list(_structure(chosen))} head groups, but the "
+                f"checkpoint's have {list(shape)}" + (f" (they fit {fits})" if fits else "")
+            )
         if layout is not None and theirs is not None and theirs != layout:
             warnings.warn(f"{source}: loading as layout={layout!r}, although its args.pickle says {theirs!r}")
         return chosen
     if not fits:
-        raise VimpacError(f"{source}: attention blocks of {list(shape)} head groups match none of the layouts {LAYOUTS}")
+        raise VimpacError(
+            f"{source}: attention blocks of {list(shape)} head groups match none of the layouts {LAYOUTS}"
+        )
     if len(fits) > 1:
-        raise VimpacError(f"{source}: attention blocks of {list(shape)} head groups fit the layouts {' and '.join(map(repr, fits))}, "
-                          f"which attend along different axes, and there is no args.pickle beside it to say which; pass "
-                          f"layout={fits[0]!r} (the authors' 'efflayout{fits[0]}') or layout={fits[1]!r}, or put the run's "
-                          f"args.pickle beside the checkpoint")
+        raise VimpacError(
+            f"{source}: attention blocks of {list(shape)} head groups fit the layouts {' and '.join(map(repr, fits))}, "
+            f"which attend along different axes, and there is no args.pickle beside it to say which; pass "
+            f"layout={fits[0]!r} (the authors' 'efflayout{fits[0]}') or layout={fits[1]!r}, or put the run's "
+            f"args.pickle beside the checkpoint"
+        )
     return fits[0]
 
 # %% ../nbs/04a_official.ipynb #49daa87b
@@ -118,28 +171,44 @@ def _check_official_state(sd: dict, source) -> list[str]:
     pe = "backbone.positional_embedding."
     for key, kind in (("positional_embedding", "default"), ("spatial_pos_embedding", "temporal_separation")):
         if pe + key in sd:
-            raise VimpacError(f"{source}: uses the authors' {kind!r} positional embedding ({pe}{key}, shape "
-                              f"{list(sd[pe + key].shape)}); only 'hw_separation' (separate temporal, height and width "
-                              f"tables, as the released models) converts: the kit's model sums those three tables")
+            raise VimpacError(
+                f"{source}: uses the authors' {kind!r} positional embedding ({pe}{key}, shape "
+                f"{list(sd[pe + key].shape)}); only 'hw_separation' (separate temporal, height and width "
+                f"tables, as the released models) converts: the kit's model sums those three tables"
+            )
     tables = [pe + f"{a}_pos_embedding" for a in ("temporal", "height", "width")]
     if any(t not in sd for t in tables):
-        raise VimpacError(f"{source}: no positional tables {[t for t in tables if t not in sd]}; expected the authors' "
-                          f"'hw_separation' positional embedding")
+        raise VimpacError(
+            f"{source}: no positional tables {[t for t in tables if t not in sd]}; expected the authors' "
+            f"'hw_separation' positional embedding"
+        )
     return tables
+
 
 def _official_cls_head(sd: dict) -> dict:
     "The CLS-head fields of `VimpacConfig` read from an authors' state dict's `cls_head.mlp.linear_*` tensors."
-    lin = sorted(int(k.split("linear_")[1].split(".")[0]) for k in sd if k.startswith("cls_head.mlp.linear_") and k.endswith("weight"))
-    if not lin: return {}
+    lin = sorted(
+        int(k.split("linear_")[1].split(".")[0])
+        for k in sd
+        if k.startswith("cls_head.mlp.linear_") and k.endswith("weight")
+    )
+    if not lin:
+        return {}
     kw = dict(cls_head_layers=len(lin), cls_head_dim=sd[f"cls_head.mlp.linear_{lin[-1]}.weight"].shape[0])
-    if len(lin) > 1: kw["cls_head_hidden"] = sd["cls_head.mlp.linear_0.weight"].shape[0]
+    if len(lin) > 1:
+        kw["cls_head_hidden"] = sd["cls_head.mlp.linear_0.weight"].shape[0]
     return kw
-
 
 # %% ../nbs/04a_official.ipynb #6667a4f6
 @renamed_kwargs(**RENAMED_FIELDS)
-def official_config(sd: dict, num_heads: int | None = None, source="checkpoint", layout: str | None = None,
-                    args: argparse.Namespace | None = None, **overrides) -> VimpacConfig:
+def official_config(
+    sd: dict,
+    num_heads: int | None = None,
+    source="checkpoint",
+    layout: str | None = None,
+    args: argparse.Namespace | None = None,
+    **overrides,
+) -> VimpacConfig:
     """The `VimpacConfig` of an authors' state dict (airsplay/vimpac `classifier.pt`), read from its tensors: hidden
     size, vocabulary (rows - 5; [PAD] = V + 1, [MASK] = V + 4), layers, attention width, MLP size, positional tables,
     CLS head. `num_heads` defaults to hidden / 64, the authors' rule. The layout is `layout` when given, else the
@@ -150,28 +219,45 @@ def official_config(sd: dict, num_heads: int | None = None, source="checkpoint",
     tables = _check_official_state(sd, source)
     rows, D = sd["backbone.embedding.weight"].shape
     pre = "backbone.transformer.resblocks."
-    L = 1 + max(int(k[len(pre):].split(".")[0]) for k in sd if k.startswith(pre))
+    L = 1 + max(int(k[len(pre) :].split(".")[0]) for k in sd if k.startswith(pre))
     if args is not None and layout is None:
         for name, n in (("hid_dim", D), ("layers", L)):
             if getattr(args, name, n) != n:
-                raise VimpacError(f"{source}: its args.pickle says {name}={getattr(args, name)!r}, but the checkpoint "
-                                  f"has {n}: the args.pickle belongs to another run")
+                raise VimpacError(
+                    f"{source}: its args.pickle says {name}={getattr(args, name)!r}, but the checkpoint "
+                    f"has {n}: the args.pickle belongs to another run"
+                )
     lay = _official_layout(sd, layout, args, source)
     ngroups = _structure(lay)[0]
     inner = sum(sd[f"{pre}0.attention_blocks.0.attentions.{g}.attention.query.weight"].shape[0] for g in range(ngroups))
     heads = num_heads or max(1, D // 64)
     V = rows - 5
-    kw = dict(vocab_size=V, pad_id=V + 1, mask_id=V + 4, num_embeddings=rows, num_layers=L, hidden_size=D,
-              num_heads=heads, head_dim=inner // heads, mlp_size=sd[f"{pre}0.mlp.c_fc.weight"].shape[0],
-              max_clip_len=sd[tables[0]].shape[0], token_map=(sd[tables[1]].shape[0], sd[tables[2]].shape[0]),
-              layout=lay, norm="post", layer_norm_eps=1e-12, cls_pad_rows="include", **_official_cls_head(sd))
-    if inner % heads: raise VimpacError(f"{source}: attention width {inner} is not divisible by num_heads={heads}")
+    kw = dict(
+        vocab_size=V,
+        pad_id=V + 1,
+        mask_id=V + 4,
+        num_embeddings=rows,
+        num_layers=L,
+        hidden_size=D,
+        num_heads=heads,
+        head_dim=inner // heads,
+        mlp_size=sd[f"{pre}0.mlp.c_fc.weight"].shape[0],
+        max_clip_len=sd[tables[0]].shape[0],
+        token_map=(sd[tables[1]].shape[0], sd[tables[2]].shape[0]),
+        layout=lay,
+        norm="post",
+        layer_norm_eps=1e-12,
+        cls_pad_rows="include",
+        **_official_cls_head(sd),
+    )
+    if inner % heads:
+        raise VimpacError(f"{source}: attention width {inner} is not divisible by num_heads={heads}")
     return VimpacConfig(**{**kw, **overrides})
 
 # %% ../nbs/04a_official.ipynb #6f16d07b
 def _official_args(path):
     "The run's args.pickle beside the checkpoint `path`, or None when there is none."
-    p = _official_file(path).parent/"args.pickle"
+    p = _official_file(path).parent / "args.pickle"
     return read_official_args(p) if p.exists() else None
 
 # %% ../nbs/04a_official.ipynb #3a10cf86
@@ -185,14 +271,20 @@ def convert_official_state(sd: dict, config: VimpacConfig, source="checkpoint") 
     out["backbone.embeddings.token.weight"] = take("backbone.embedding.weight")
     for ours, theirs in [("pos_t", "temporal"), ("pos_h", "height"), ("pos_w", "width")]:
         out[f"backbone.embeddings.{ours}"] = take(f"{pe}{theirs}_pos_embedding")
-    for x in ("weight", "bias"): out[f"backbone.embeddings.norm.{x}"] = take(f"backbone.ln_pre.{x}")
+    for x in ("weight", "bias"):
+        out[f"backbone.embeddings.norm.{x}"] = take(f"backbone.ln_pre.{x}")
     for i in range(config.num_layers):
         for j, groups in enumerate(parse_layout(config.layout)):
             a = f"{pre}{i}.attention_blocks.{j}."
             b = f"backbone.layers.{i}.blocks.{j}."
             for x in ("weight", "bias"):
-                out[b + f"qkv.{x}"] = torch.cat([take(f"{a}attentions.{g}.attention.{p}.{x}")
-                                                 for p in ("query", "key", "value") for g in range(len(groups))])
+                out[b + f"qkv.{x}"] = torch.cat(
+                    [
+                        take(f"{a}attentions.{g}.attention.{p}.{x}")
+                        for p in ("query", "key", "value")
+                        for g in range(len(groups))
+                    ]
+                )
                 out[b + f"out.{x}"] = take(f"{a}output.dense.{x}")
                 out[b + f"norm.{x}"] = take(f"{a}output.LayerNorm.{x}")
         for x in ("weight", "bias"):
@@ -200,24 +292,28 @@ def convert_official_state(sd: dict, config: VimpacConfig, source="checkpoint") 
             out[f"backbone.layers.{i}.mlp.fc2.{x}"] = take(f"{pre}{i}.mlp.c_proj.{x}")
             out[f"backbone.layers.{i}.mlp.norm.{x}"] = take(f"{pre}{i}.ln.{x}")
     if "mlm_head.bias" in sd:
-        out["token_head.bias"] = take("mlm_head.bias")[:config.vocab_size]
+        out["token_head.bias"] = take("mlm_head.bias")[: config.vocab_size]
         for x in ("weight", "bias"):
             out[f"token_head.dense.{x}"] = take(f"mlm_head.transform.0.{x}")
             out[f"token_head.norm.{x}"] = take(f"mlm_head.transform.2.{x}")
-        for k in ("mlm_head.decoder.weight", "mlm_head.decoder.bias"): sd.pop(k, None)
+        for k in ("mlm_head.decoder.weight", "mlm_head.decoder.bias"):
+            sd.pop(k, None)
     for k in [k for k in sd if k.startswith("cls_head.mlp.")]:
-        kind, rest = k[len("cls_head.mlp."):].split("_", 1)
+        kind, rest = k[len("cls_head.mlp.") :].split("_", 1)
         idx, x = rest.split(".", 1)
         out[f"cls_head.{3 * int(idx) + (kind == 'bn')}.{x}"] = take(k)
     for x in ("weight", "bias"):
-        if f"cls_fc.{x}" in sd: out[f"fc.{x}"] = take(f"cls_fc.{x}")
-    if sd: raise VimpacError(f"{source}: keys the conversion does not know: {sorted(sd)[:8]}")
+        if f"cls_fc.{x}" in sd:
+            out[f"fc.{x}"] = take(f"cls_fc.{x}")
+    if sd:
+        raise VimpacError(f"{source}: keys the conversion does not know: {sorted(sd)[:8]}")
     return out
 
 # %% ../nbs/04a_official.ipynb #922ebaf4
 @renamed_kwargs(**RENAMED_FIELDS)
-def load_official_pretraining(path, num_heads: int | None = None, layout: str | None = None, device="cpu",
-                              **overrides) -> VimpacForPreTraining:
+def load_official_pretraining(
+    path, num_heads: int | None = None, layout: str | None = None, device="cpu", **overrides
+) -> VimpacForPreTraining:
     """A pre-training model (`VimpacForPreTraining`) from an authors' pre-training `classifier.pt` (a file, or the
     folder holding it), loaded with `weights_only=True`. The layout is `layout` if given, else read from the run's
     `args.pickle` beside the file (`read_official_args`), else from the tensors when they fit only one
@@ -228,15 +324,23 @@ def load_official_pretraining(path, num_heads: int | None = None, layout: str | 
     sd = _load_official_state(path)
     base = official_config(sd, num_heads, path, layout=layout, args=_official_args(path))
     if "mlm_head.bias" not in sd or not any(k.startswith("cls_head.") for k in sd):
-        raise VimpacError(f"{path}: no pre-training heads (mlm_head, cls_head) in this checkpoint; "
-                          f"a fine-tuned classifier loads with load_official_classifier")
+        raise VimpacError(
+            f"{path}: no pre-training heads (mlm_head, cls_head) in this checkpoint; "
+            f"a fine-tuned classifier loads with load_official_classifier"
+        )
     model = VimpacForPreTraining(replace(base, **overrides))
     return load_checked(model, convert_official_state(sd, base, path), path).to(device)
 
 # %% ../nbs/04a_official.ipynb #a2e5defc
 @renamed_kwargs(**RENAMED_FIELDS)
-def load_official_classifier(path, num_classes: int | None = None, num_heads: int | None = None,
-                             layout: str | None = None, device="cpu", **overrides) -> VimpacForVideoClassification:
+def load_official_classifier(
+    path,
+    num_classes: int | None = None,
+    num_heads: int | None = None,
+    layout: str | None = None,
+    device="cpu",
+    **overrides,
+) -> VimpacForVideoClassification:
     """A classification model (`VimpacForVideoClassification`) from an authors' checkpoint: a fine-tuned
     `classifier.pt` (backbone and `cls_fc`), or a pre-training one (backbone, with a new zero FC of `num_classes`
     outputs). `num_classes` defaults to the file's; when it differs, the FC starts again from zero. Loaded with
@@ -251,8 +355,10 @@ def load_official_classifier(path, num_classes: int | None = None, num_heads: in
         raise VimpacError(f"{path}: a pre-training checkpoint has no classifier; pass num_classes")
     num_classes = num_classes or n_file
     if n_file is not None and n_file != num_classes:
-        warnings.warn(f"{path}: the checkpoint's classifier has {n_file} classes, not {num_classes}; the FC layer "
-                      "starts from zero")
+        warnings.warn(
+            f"{path}: the checkpoint's classifier has {n_file} classes, not {num_classes}; the FC layer "
+            "starts from zero"
+        )
         sd = {k: v for k, v in sd.items() if not k.startswith("cls_fc.")}
     model = VimpacForVideoClassification(replace(base, **overrides), num_classes)
     state = convert_official_state(sd, base, path)
@@ -262,12 +368,19 @@ def load_official_classifier(path, num_classes: int | None = None, num_heads: in
 # %% ../nbs/04a_official.ipynb #8e54386f
 def _deprecated_loader(load, new_name: str) -> classmethod:
     "A `from_official` classmethod that warns and calls `load`, the loader that replaces it."
+
     def from_official(cls, path, *args, **kwargs):
-        warnings.warn(f"{cls.__name__}.from_official is replaced by vimpac.official.{new_name}; the old name goes "
-                      "in the next release", VimpacDeprecationWarning, stacklevel=2)
+        warnings.warn(
+            f"{cls.__name__}.from_official is replaced by vimpac.official.{new_name}; the old name goes "
+            "in the next release",
+            VimpacDeprecationWarning,
+            stacklevel=2,
+        )
         return load(path, *args, **kwargs)
+
     from_official.__doc__ = f"Deprecated: `vimpac.official.{new_name}`."
     return classmethod(from_official)
+
 
 VimpacForPreTraining.from_official = _deprecated_loader(load_official_pretraining, "load_official_pretraining")
 VimpacForVideoClassification.from_official = _deprecated_loader(load_official_classifier, "load_official_classifier")

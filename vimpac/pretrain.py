@@ -17,9 +17,25 @@ from .masking import apply_mask
 from .model import PRESETS, VimpacConfig, VimpacForPreTraining, model_flops, label_positions
 from .losses import info_nce, info_nce_distributed, pretraining_loss
 from .data import ClipPairDataset, MaskSpec
-from .engine import (TrainConfig, Engine, MetricsLog, StepBatches, StepPlan, start_run, plan_run, step_loader, batch_indices,
-                           check_resume_settings, latest_checkpoint, peak_flops, config_from_spec, as_json_value,
-                           check_store_tokenizer, check_run_tokenizer, inference_precision)
+from vimpac.engine import (
+    TrainConfig,
+    Engine,
+    MetricsLog,
+    StepBatches,
+    StepPlan,
+    start_run,
+    plan_run,
+    step_loader,
+    batch_indices,
+    check_resume_settings,
+    latest_checkpoint,
+    peak_flops,
+    config_from_spec,
+    as_json_value,
+    check_store_tokenizer,
+    check_run_tokenizer,
+    inference_precision,
+)
 from .engine import PRECISIONS, list_checkpoints, param_groups  # noqa: F401 (for the CLI and the checks)
 
 # %% auto #0
@@ -35,22 +51,54 @@ class PretrainConfig(TrainConfig):
     weight α and temperature γ of L = L_mask + α·γ·L_cl (§3.3). Every field is checked when the config is made: a
     value out of range (`lr` NaN or <= 0, `temperature` <= 0, `clip_len` 0, ...) raises `VimpacError` naming the
     field, what is allowed and the value given."""
-    d_max: float | None = field(default=None, metadata={"help": "largest distance in seconds between the starts of "
-                                "the two clips of a positive pair; None: unbounded, the paper's default (§5.2.2, Table 7)"})
-    alpha: float = field(default=1.0, metadata={"help": "α, the weight of the contrastive loss in L = L_mask + α·γ·L_cl "
-                         "(§3.3, Eq. 6; paper: 1, Table 16)"})
-    temperature: float = field(default=0.2, metadata={"help": "γ, the InfoNCE temperature (Eq. 4-5); the paper does "
-                               "not give its value, 0.2 is the kit's"})
-    mask_ratio: float = field(default=0.15, metadata={"help": "share of tokens to mask: the target of the block count "
-                              "(appendix B.1), or the i.i.d. masking probability (paper: about 15%, Table 10)"})
-    num_blocks: int | None = field(default=None, metadata={"help": "K, blocks per block mask; None: the count whose "
-                                   "ratio is closest to mask_ratio (appendix B.1; paper: 5 at 14.5%, Table 10)"})
-    mask_strategy: str = field(default="block", metadata={"help": "block (the paper's block masking, §3.1) or iid "
-                               "(each token masked independently at mask_ratio; Table 8 compares them)"})
-    negatives: int | None = field(default=None, metadata={"help": "negative clip pairs per InfoNCE group (n = 1 + "
-                                  "negatives, §5.2.2, Table 9; paper: 127 in its analyses); None: all the other pairs "
-                                  "of the global micro-batch"})
-    min_batch_size = 2             # InfoNCE needs a negative: 2 clip pairs at least
+
+    d_max: float | None = field(
+        default=None,
+        metadata={
+            "help": "largest distance in seconds between the starts of "
+            "the two clips of a positive pair; None: unbounded, the paper's default (§5.2.2, Table 7)"
+        },
+    )
+    alpha: float = field(
+        default=1.0,
+        metadata={
+            "help": "α, the weight of the contrastive loss in L = L_mask + α·γ·L_cl (§3.3, Eq. 6; paper: 1, Table 16)"
+        },
+    )
+    temperature: float = field(
+        default=0.2,
+        metadata={"help": "γ, the InfoNCE temperature (Eq. 4-5); the paper does not give its value, 0.2 is the kit's"},
+    )
+    mask_ratio: float = field(
+        default=0.15,
+        metadata={
+            "help": "share of tokens to mask: the target of the block count "
+            "(appendix B.1), or the i.i.d. masking probability (paper: about 15%, Table 10)"
+        },
+    )
+    num_blocks: int | None = field(
+        default=None,
+        metadata={
+            "help": "K, blocks per block mask; None: the count whose "
+            "ratio is closest to mask_ratio (appendix B.1; paper: 5 at 14.5%, Table 10)"
+        },
+    )
+    mask_strategy: str = field(
+        default="block",
+        metadata={
+            "help": "block (the paper's block masking, §3.1) or iid "
+            "(each token masked independently at mask_ratio; Table 8 compares them)"
+        },
+    )
+    negatives: int | None = field(
+        default=None,
+        metadata={
+            "help": "negative clip pairs per InfoNCE group (n = 1 + "
+            "negatives, §5.2.2, Table 9; paper: 127 in its analyses); None: all the other pairs "
+            "of the global micro-batch"
+        },
+    )
+    min_batch_size = 2  # InfoNCE needs a negative: 2 clip pairs at least
 
     def __post_init__(self):
         super().__post_init__()
@@ -60,9 +108,11 @@ class PretrainConfig(TrainConfig):
             self._check(name, ge=0)
         self._check("mask_ratio", gt=0, lt=1)
         self._check("negatives", integer=True, ge=1)
-        self.mask_spec()                                     # the strategy is one of `MASK_STRATEGIES`
+        self.mask_spec()  # the strategy is one of `MASK_STRATEGIES`
         if self.negatives is not None and self.batch_size % (self.negatives + 1):
-            raise VimpacError(f"negatives: groups of {self.negatives} + 1 pairs do not divide the batch size {self.batch_size}")
+            raise VimpacError(
+                f"negatives: groups of {self.negatives} + 1 pairs do not divide the batch size {self.batch_size}"
+            )
 
     def mask_spec(self) -> MaskSpec:
         "How the loop masks a clip (`vimpac.data.MaskSpec`): `mask_strategy`, `num_blocks`, `mask_ratio`."
@@ -72,13 +122,20 @@ class PretrainConfig(TrainConfig):
         "The pairs of an InfoNCE group, `negatives` + 1 (`info_nce_distributed`'s `group`), or None: the micro-batch."
         return None if self.negatives is None else self.negatives + 1
 
+
 CHECKPOINT_FIELDS = ("step", "model", "optimizer", "scheduler", "rng", "model_config", "pretrain_config", "tokenizer")
-CHECKPOINT = dict(kind="vimpac-pretrain-checkpoint", what="a vimpac pre-training checkpoint", required=CHECKPOINT_FIELDS)
+CHECKPOINT = dict(
+    kind="vimpac-pretrain-checkpoint", what="a vimpac pre-training checkpoint", required=CHECKPOINT_FIELDS
+)
 
 # %% ../nbs/07_pretrain.ipynb #fd2c762c
-def mask_clip_pairs(pairs: torch.Tensor, model_config: VimpacConfig, cfg: "PretrainConfig",
-                    generator: torch.Generator | None = None, mask_u: torch.Tensor | None = None
-                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def mask_clip_pairs(
+    pairs: torch.Tensor,
+    model_config: VimpacConfig,
+    cfg: "PretrainConfig",
+    generator: torch.Generator | None = None,
+    mask_u: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Clip pairs int64 (n, 2, T, h, w) → 2n clips [c_1..c_n, c'_1..c'_n], each with its own mask of
     `cfg.mask_spec()` (block or i.i.d.): (inputs with [MASK], labels, bool mask), each (2n, T, h, w). The masks come
     from `mask_u` (n, 2, *uniforms), the keyed uniforms of `ClipPairDataset` (training), or are drawn from
@@ -96,19 +153,23 @@ def mask_clip_pairs(pairs: torch.Tensor, model_config: VimpacConfig, cfg: "Pretr
 def _collate(items):
     return torch.stack([p for p, _ in items]), torch.stack([u for _, u in items])
 
+
 @dataclass
 class LogContext:
     """What a pre-training run's records are measured against, fixed for the run: its `cfg`, the global `batch` of
     clip pairs G, the `model_config` (for `model_flops`), the device's `peak` FLOP/s (`peak_flops`; None: no MFU)
     and the `world` of processes."""
+
     cfg: PretrainConfig
     batch: int
     model_config: VimpacConfig | None = None
     peak: float | None = None
     world: int = 1
 
-def step_record(ctx: LogContext, step: int, stats: torch.Tensor, n_masked, *, lr: float, grad_norm: float,
-                rate: tuple[int, float]) -> dict:
+
+def step_record(
+    ctx: LogContext, step: int, stats: torch.Tensor, n_masked, *, lr: float, grad_norm: float, rate: tuple[int, float]
+) -> dict:
     """One logged step, as `pretrain` writes it to `metrics.jsonl`. `stats` float (4,): the step's token
     cross-entropy summed over its `n_masked` masked tokens, their correct predictions, the InfoNCE loss summed over
     its `ctx.batch` clip pairs, and the correct contrastive matches (of 2 x batch); `rate` = (clips, seconds) seen
@@ -117,56 +178,90 @@ def step_record(ctx: LogContext, step: int, stats: torch.Tensor, n_masked, *, lr
     cfg, batch = ctx.cfg, ctx.batch
     nm = max(float(n_masked), 1)
     clips, seconds = rate
-    rec = dict(step=step, loss=pretraining_loss(stats[0] / nm, stats[2] / batch, cfg.alpha, cfg.temperature).item(),
-               mask_loss=(stats[0] / nm).item(), mask_acc=(stats[1] / nm).item(), cl_loss=(stats[2] / batch).item(),
-               cl_acc=(stats[3] / (2 * batch)).item(), lr=lr, grad_norm=float(grad_norm), clips_per_s=clips / seconds,
-               videos_per_s=clips / 2 / seconds)
+    rec = dict(
+        step=step,
+        loss=pretraining_loss(stats[0] / nm, stats[2] / batch, cfg.alpha, cfg.temperature).item(),
+        mask_loss=(stats[0] / nm).item(),
+        mask_acc=(stats[1] / nm).item(),
+        cl_loss=(stats[2] / batch).item(),
+        cl_acc=(stats[3] / (2 * batch)).item(),
+        lr=lr,
+        grad_norm=float(grad_norm),
+        clips_per_s=clips / seconds,
+        videos_per_s=clips / 2 / seconds,
+    )
     if ctx.peak:
         flops = model_flops(ctx.model_config, cfg.clip_len, cfg.mask_ratio)
         rec["mfu"] = rec["videos_per_s"] * 2 * flops / (ctx.peak * ctx.world)
     return rec
 
+
 def log_record(step, stats, n_masked, batch, cfg, lr, grad_norm, clips, seconds, model_config=None, peak=None, world=1):
     "Deprecated for one release (`VimpacDeprecationWarning`): `step_record` with a `LogContext`."
-    warnings.warn("log_record is deprecated: use step_record(LogContext(cfg, batch, model_config, peak, world), step, "
-                  "stats, n_masked, lr=, grad_norm=, rate=(clips, seconds))", VimpacDeprecationWarning, stacklevel=2)
+    warnings.warn(
+        "log_record is deprecated: use step_record(LogContext(cfg, batch, model_config, peak, world), step, "
+        "stats, n_masked, lr=, grad_norm=, rate=(clips, seconds))",
+        VimpacDeprecationWarning,
+        stacklevel=2,
+    )
     ctx = LogContext(cfg, batch, model_config, peak, world)
     return step_record(ctx, step, stats, n_masked, lr=lr, grad_norm=grad_norm, rate=(clips, seconds))
 
 # %% ../nbs/07_pretrain.ipynb #d5a73be7
-_NOT_COMPARED = ("token_map", "max_clip_len", "clip_len", "gradient_checkpointing")   # adapted to the store and clip length
+_NOT_COMPARED = (
+    "token_map",
+    "max_clip_len",
+    "clip_len",
+    "gradient_checkpointing",
+)  # adapted to the store and clip length
+
 
 def _model_spec(model) -> dict:
     "{config field: (value asked for, the option that asked)} of a `pretrain` `model` argument given with resume/init."
-    if isinstance(model, VimpacForPreTraining): model = model.config
+    if isinstance(model, VimpacForPreTraining):
+        model = model.config
     if isinstance(model, VimpacConfig):
         return {k: (v, k) for k, v in asdict(model).items() if k not in _NOT_COMPARED}
-    if isinstance(model, str): model = dict(preset=model)
+    if isinstance(model, str):
+        model = dict(preset=model)
     if not isinstance(model, dict):
-        raise VimpacError("model: expected a preset name, a dict of config fields, a VimpacConfig or a model, got "
-                          f"{type(model).__name__}")
+        raise VimpacError(
+            "model: expected a preset name, a dict of config fields, a VimpacConfig or a model, got "
+            f"{type(model).__name__}"
+        )
     spec, preset = {}, model.get("preset")
     if preset is not None:
-        if preset not in PRESETS: raise VimpacError(f"preset: expected one of {list(PRESETS)}, got {preset!r}")
+        if preset not in PRESETS:
+            raise VimpacError(f"preset: expected one of {list(PRESETS)}, got {preset!r}")
         spec = {k: (v, f"preset {preset!r}") for k, v in PRESETS[preset].items()}
     return {**spec, **{k: (v, k) for k, v in model.items() if k != "preset"}}
+
 
 def _check_same_model(model, saved: dict, where: str, option: str):
     """Raise `VimpacError` when `model` (as `_model_spec` reads it) asks for another model than the saved config
     `saved` of `where`: the options are not silently dropped."""
-    diff = [f"{label + ': ' if label != k else ''}{k} {v!r}" + (f" (saved: {as_json_value(saved[k])!r})" if k in saved else " (not a saved field)")
-            for k, (v, label) in _model_spec(model).items() if k not in saved or as_json_value(saved[k]) != as_json_value(v)]
-    if diff: raise VimpacError(f"{option}: {where} holds another model than asked ({'; '.join(diff)}); leave these "
-                               "options out to use the saved model")
+    diff = [
+        f"{label + ': ' if label != k else ''}{k} {v!r}"
+        + (f" (saved: {as_json_value(saved[k])!r})" if k in saved else " (not a saved field)")
+        for k, (v, label) in _model_spec(model).items()
+        if k not in saved or as_json_value(saved[k]) != as_json_value(v)
+    ]
+    if diff:
+        raise VimpacError(
+            f"{option}: {where} holds another model than asked ({'; '.join(diff)}); leave these "
+            "options out to use the saved model"
+        )
 
 # %% ../nbs/07_pretrain.ipynb #34000a68
 def _init_model(store, model, cfg: PretrainConfig, init) -> VimpacForPreTraining:
     "The model saved in the folder `init`, checked against the `model` asked for and the store's tokenizer."
     init = Path(init)
-    saved_model = read_json(init/"config.json", "a saved vimpac model's config.json")
-    if model is not None: _check_same_model(model, saved_model, str(init), "--init")
+    saved_model = read_json(init / "config.json", "a saved vimpac model's config.json")
+    if model is not None:
+        _check_same_model(model, saved_model, str(init), "--init")
     check_run_tokenizer(store, init, files=("pretrain_config.json",))
     return VimpacForPreTraining.from_pretrained(init, token_map=store.token_map, max_clip_len=cfg.clip_len)
+
 
 def _pretrain_model(store, model, cfg: PretrainConfig, state: dict | None, init) -> VimpacForPreTraining:
     """The model `pretrain` starts from: the checkpoint's (`state`), `init`'s, or a new one (see `pretrain`); checked
@@ -174,34 +269,49 @@ def _pretrain_model(store, model, cfg: PretrainConfig, state: dict | None, init)
     if state is not None:
         model = VimpacForPreTraining(VimpacConfig.from_dict(state["model_config"]))
         model.load_state_dict(state["model"])
-    elif init is not None: model = _init_model(store, model, cfg, init)
-    elif model is None or isinstance(model, (str, dict)): model = config_from_spec(model, store, cfg.clip_len)
-    if isinstance(model, VimpacConfig): torch.manual_seed(cfg.seed); model = VimpacForPreTraining(model)
+    elif init is not None:
+        model = _init_model(store, model, cfg, init)
+    elif model is None or isinstance(model, (str, dict)):
+        model = config_from_spec(model, store, cfg.clip_len)
+    if isinstance(model, VimpacConfig):
+        torch.manual_seed(cfg.seed)
+        model = VimpacForPreTraining(model)
     if not isinstance(model, VimpacForPreTraining):
-        raise VimpacError("model: expected a preset name, a dict of config fields, a VimpacConfig or a model, got "
-                          f"{type(model).__name__}")
+        raise VimpacError(
+            "model: expected a preset name, a dict of config fields, a VimpacConfig or a model, got "
+            f"{type(model).__name__}"
+        )
     c = model.config
     check_number("dropout", c.dropout, ge=0, lt=1)
     if c.vocab_size != store.vocab_size or tuple(c.token_map) != tuple(store.token_map):
-        raise VimpacError(f"{store.path}: store has vocabulary {store.vocab_size} and token map {store.token_map}, "
-                          f"the model expects {c.vocab_size} and {c.token_map}")
+        raise VimpacError(
+            f"{store.path}: store has vocabulary {store.vocab_size} and token map {store.token_map}, "
+            f"the model expects {c.vocab_size} and {c.token_map}"
+        )
     return model
 
 # %% ../nbs/07_pretrain.ipynb #a6a7d599
 def _resume_state(out, store, model, cfg: PretrainConfig) -> dict:
     "The newest checkpoint of `out` that loads, checked against the `model` asked for, `cfg` and the store's tokenizer."
     ckpt, state = latest_checkpoint(out, **CHECKPOINT)
-    if model is not None: _check_same_model(model, state["model_config"], f"the checkpoint {ckpt}", "--resume")
+    if model is not None:
+        _check_same_model(model, state["model_config"], f"the checkpoint {ckpt}", "--resume")
     check_resume_settings(state["pretrain_config"], cfg, ckpt)
     check_store_tokenizer(store, state["tokenizer"], f"the checkpoint {ckpt}", strict=True)
     return state
 
+
 def _check_store(store, cfg: PretrainConfig, rank: int):
     "At least 2 videos (InfoNCE needs a negative); a warning when the batch asks for more clip pairs than videos."
-    if len(store) < 2: raise VimpacError(f"{store.path}: contrastive pre-training needs at least 2 videos, got {len(store)}")
+    if len(store) < 2:
+        raise VimpacError(f"{store.path}: contrastive pre-training needs at least 2 videos, got {len(store)}")
     if cfg.batch_size > len(store) and rank == 0:
-        warnings.warn(f"batch size {cfg.batch_size} is larger than the {len(store)} videos of {store.path}; using "
-                      f"{len(store)} (a batch holds at most one clip pair per video)", stacklevel=3)
+        warnings.warn(
+            f"batch size {cfg.batch_size} is larger than the {len(store)} videos of {store.path}; using "
+            f"{len(store)} (a batch holds at most one clip pair per video)",
+            stacklevel=3,
+        )
+
 
 def _pair_batches(store, cfg: PretrainConfig, c: VimpacConfig, plan: StepPlan, run, start: int):
     """An iterator over this process's micro-batches from step `start` of the `plan`, masked by the loader
@@ -214,6 +324,7 @@ def _pair_batches(store, cfg: PretrainConfig, c: VimpacConfig, plan: StepPlan, r
 class _MaskedPairs:
     """The loader's collate: a micro-batch of (clip pair, mask uniforms) → (inputs, labels, label positions, has [PAD],
     clip pairs), all found on the host."""
+
     def __init__(self, c: VimpacConfig, cfg: PretrainConfig):
         self.c, self.cfg = c, cfg
 
@@ -221,6 +332,7 @@ class _MaskedPairs:
         pairs, u = _collate(items)
         inputs, labels, _ = mask_clip_pairs(pairs, self.c, self.cfg, mask_u=u)
         return inputs, labels, label_positions(labels), bool((pairs == self.c.pad_id).any()), len(pairs)
+
 
 def _masked_step(it, accum: int, run) -> tuple[list, torch.Tensor]:
     """The `accum` micro-batches of one step, masked by the loader, moved to the device: [(inputs, labels, positions,
@@ -230,41 +342,54 @@ def _masked_step(it, accum: int, run) -> tuple[list, torch.Tensor]:
     for _ in range(accum):
         inputs, labels, positions, has_pad, m = next(it)
         mbs.append((*(t.to(run.device, non_blocking=True) for t in (inputs, labels, positions)), has_pad, m))
-    n_masked = torch.full((), float(sum(len(mb[2]) for mb in mbs)), device=run.device)   # counted by the loader, on the host
-    if run.world > 1: dist.all_reduce(n_masked)
+    n_masked = torch.full(
+        (), float(sum(len(mb[2]) for mb in mbs)), device=run.device
+    )  # counted by the loader, on the host
+    if run.world > 1:
+        dist.all_reduce(n_masked)
     return [(*mb, n_masked) for mb in mbs], n_masked
+
 
 def _loss_fn(eng: Engine, cfg: PretrainConfig, world: int, accum: int):
     """The loss of one micro-batch (inputs, labels, label positions, has [PAD], m clip pairs, n_masked) and its
     stats for `step_record`. Compiled (`cfg.compile`), the model gets no [PAD] flag (it then masks every batch) and
     the masked count M is marked dynamic: one graph serves every batch (chapter 04, "Rows for the fused kernels")."""
-    def loss_fn(mb):        # the token loss over the global batch's masked tokens, InfoNCE over all processes
-                            # (in groups of `cfg.negatives` + 1 pairs when set)
+
+    def loss_fn(mb):  # the token loss over the global batch's masked tokens, InfoNCE over all processes
+        # (in groups of `cfg.negatives` + 1 pairs when set)
         inputs, labels, positions, has_pad, m, n_masked = mb
-        if cfg.compile: torch._dynamo.maybe_mark_dynamic(positions, 0)    # M: one graph for every count
+        if cfg.compile:
+            torch._dynamo.maybe_mark_dynamic(positions, 0)  # M: one graph for every count
         o = eng.forward(inputs, labels, n_masked, positions, has_pad=None if cfg.compile else has_pad)
         nce, cl_correct = info_nce_distributed(o.features[:m], o.features[m:], cfg.temperature, group=cfg.group())
         # DDP averages over processes: scaled by `world`, these sum to the one-process loss of the global batch
         loss = pretraining_loss(world * o.loss, nce / (accum * m), cfg.alpha, cfg.temperature)
         correct = (o.logits.argmax(-1) == o.targets).sum()
         return loss, torch.stack([o.loss.detach() * n_masked.clamp_min(1), correct, nce.detach(), cl_correct])
+
     return loss_fn
 
 # %% ../nbs/07_pretrain.ipynb #bb4cc5e8
 def _memory_inputs(c: VimpacConfig, cfg: PretrainConfig):
     """`n` clip pairs as `plan_run` counts them (fake tensors): 2n clips of T x h x w tokens, their labels, and
     `cfg.mask_ratio` of the tokens as labelled positions."""
+
     def make(n):
         x = torch.zeros(2 * n, cfg.clip_len, *c.token_map, dtype=torch.long)
         positions = torch.arange(math.ceil(cfg.mask_ratio * x.numel()))
         return (x, torch.zeros_like(x)), dict(label_positions=positions, has_pad=False)
+
     return make
+
 
 def _check_groups(cfg: PretrainConfig, pairs: int):
     "`VimpacError` when the InfoNCE groups of `cfg.negatives` + 1 pairs do not divide the global micro-batch's `pairs`."
     if cfg.negatives is not None and pairs % cfg.group():
-        raise VimpacError(f"negatives: groups of {cfg.group()} pairs do not divide the {pairs} pairs of a micro-batch "
-                          "over all processes; set --micro-batch-size so that they do")
+        raise VimpacError(
+            f"negatives: groups of {cfg.group()} pairs do not divide the {pairs} pairs of a micro-batch "
+            "over all processes; set --micro-batch-size so that they do"
+        )
+
 
 def _log_settled(eng: Engine, log: MetricsLog, ctx: LogContext, pending: list):
     "Read the steps `pending` (`Engine.settle`), log those due (`step_record`), and apply the bad-step policy."
@@ -275,9 +400,17 @@ def _log_settled(eng: Engine, log: MetricsLog, ctx: LogContext, pending: list):
         eng.check_bad_steps(s, "pre-training")
 
 # %% ../nbs/07_pretrain.ipynb #a1b2c3d5
-def pretrain(store, model: VimpacForPreTraining | VimpacConfig | dict | str | None = None,
-             cfg: PretrainConfig | None = None, *, device=None, out=None, progress: bool = True, resume: bool = False,
-             init=None) -> tuple[VimpacForPreTraining, list[dict]]:
+def pretrain(
+    store,
+    model: VimpacForPreTraining | VimpacConfig | dict | str | None = None,
+    cfg: PretrainConfig | None = None,
+    *,
+    device=None,
+    out=None,
+    progress: bool = True,
+    resume: bool = False,
+    init=None,
+) -> tuple[VimpacForPreTraining, list[dict]]:
     """Pre-train on a `TokenStore` with both losses (§3.3, Table 12), in one process or under `torchrun`.
     - `model`: a model, a `VimpacConfig`, or a preset name or dict for `config_from_spec` (None: `tiny`). With
       `resume` or `init` the model is the saved one: a `model` given too must agree with it, else `VimpacError` names
@@ -310,25 +443,37 @@ def pretrain(store, model: VimpacForPreTraining | VimpacConfig | dict | str | No
     log = MetricsLog(run, start, plan.steps, resume, "pre-train", progress)
     ctx = LogContext(cfg, plan.batch, c, peak_flops(run.device, cfg.peak_tflops), world)
     loss_fn = _loss_fn(eng, cfg, world, plan.accum)
-    pending = []            # steps not yet read on the host: the loop reads the device at log and checkpoint steps only
+    pending = []  # steps not yet read on the host: the loop reads the device at log and checkpoint steps only
     for step in log:
         micro_batches, n_masked = _masked_step(it, plan.accum, run)
         pending.append((step, *eng.update_async(eng.accumulate(micro_batches, loss_fn)), n_masked))
         log.count(2 * plan.batch)
         if eng.read_due(step):
             _log_settled(eng, log, ctx, pending)
-        eng.save(step + 1, CHECKPOINT["kind"], model_config=asdict(c), pretrain_config=asdict(cfg),
-                 tokenizer=store.tokenizer_id)
+        eng.save(
+            step + 1,
+            CHECKPOINT["kind"],
+            model_config=asdict(c),
+            pretrain_config=asdict(cfg),
+            tokenizer=store.tokenizer_id,
+        )
     log.close()
     saved = dict(asdict(cfg), batch_size=plan.batch, tokenizer=store.tokenizer_id, fps=store.fps)
     return eng.finish({"pretrain_config.json": saved}), log.history
 
 # %% ../nbs/07_pretrain.ipynb #72ebd7bb
-EVAL_MICRO_BATCH = 64      # clip pairs per forward in `evaluate_masking` when the config sets no micro-batch
+EVAL_MICRO_BATCH = 64  # clip pairs per forward in `evaluate_masking` when the config sets no micro-batch
+
 
 @torch.no_grad()
-def evaluate_masking(model: VimpacForPreTraining, store, cfg: PretrainConfig | None = None, batches: int = 10,
-                     seed: int = 1234, micro_batch_size: int | None = None) -> dict:
+def evaluate_masking(
+    model: VimpacForPreTraining,
+    store,
+    cfg: PretrainConfig | None = None,
+    batches: int = 10,
+    seed: int = 1234,
+    micro_batch_size: int | None = None,
+) -> dict:
     """Mask accuracy of `model` on `batches` batches of block-masked clip pairs from `store` (eval mode, masks and
     clips drawn from `seed`), and the accuracy of always predicting the store's most frequent code on the same
     masked tokens. Each batch of `cfg.batch_size` pairs is masked at once, then goes through the model
@@ -341,25 +486,37 @@ def evaluate_masking(model: VimpacForPreTraining, store, cfg: PretrainConfig | N
     amp = inference_precision(cfg.precision, device)
     micro = micro_batch_size if micro_batch_size is not None else cfg.micro_batch_size or EVAL_MICRO_BATCH
     micro = check_number("micro_batch_size", micro, integer=True, ge=1)
-    was = model.training; model.eval()
+    was = model.training
+    model.eval()
     majority = int(store.code_counts().argmax())
     data = ClipPairDataset(store, cfg.clip_len, pad_id=model.config.pad_id, seed=seed)
     gen = make_generator(derive_seed(seed, "eval-masks"), device)
-    sums = torch.zeros(4, dtype=torch.float64, device=device)   # token hits, majority hits, masked tokens, InfoNCE accuracy
+    sums = torch.zeros(
+        4, dtype=torch.float64, device=device
+    )  # token hits, majority hits, masked tokens, InfoNCE accuracy
     try:
         for b in range(batches):
             data.set_epoch(b)
             pairs = data.batch(batch_indices(len(store), cfg.batch_size, b, seed)).to(device)
-            inputs, labels, _ = mask_clip_pairs(pairs, model.config, cfg, gen)   # [c_1..c_n, c'_1..c'_n]
+            inputs, labels, _ = mask_clip_pairs(pairs, model.config, cfg, gen)  # [c_1..c_n, c'_1..c'_n]
             feats = []
-            for lo in range(0, len(pairs), micro):                              # pairs lo.. of both halves
-                x, y = (t.unflatten(0, (2, -1))[:, lo:lo + micro].flatten(0, 1) for t in (inputs, labels))
-                with torch.autocast(device.type, amp, enabled=amp is not None): o = model(x, y)
-                sums[:3] += torch.stack([(o.logits.argmax(-1) == o.targets).sum(), (o.targets == majority).sum(),
-                                         torch.tensor(len(o.targets), device=device)])
+            for lo in range(0, len(pairs), micro):  # pairs lo.. of both halves
+                x, y = (t.unflatten(0, (2, -1))[:, lo : lo + micro].flatten(0, 1) for t in (inputs, labels))
+                with torch.autocast(device.type, amp, enabled=amp is not None):
+                    o = model(x, y)
+                sums[:3] += torch.stack(
+                    [
+                        (o.logits.argmax(-1) == o.targets).sum(),
+                        (o.targets == majority).sum(),
+                        torch.tensor(len(o.targets), device=device),
+                    ]
+                )
                 feats.append(o.features.unflatten(0, (2, -1)))
             f = torch.cat(feats, 1)
             sums[3] += info_nce(f[0], f[1], cfg.temperature)[1]
-    finally: model.train(was)
+    finally:
+        model.train(was)
     hits, maj, total, cl = sums.tolist()
-    return dict(mask_acc=hits / max(total, 1), majority_acc=maj / max(total, 1), cl_acc=cl / batches, masked_tokens=int(total))
+    return dict(
+        mask_acc=hits / max(total, 1), majority_acc=maj / max(total, 1), cl_acc=cl / batches, masked_tokens=int(total)
+    )

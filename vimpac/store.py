@@ -25,7 +25,10 @@ __all__ = ['STORE_FORMAT', 'MAP_SIZE', 'READABLE_FORMATS', 'video_key', 'expand_
 STORE_FORMAT = "vimpac-token-store/3"  # /3: keys from paths relative to the root given (/2: absolute paths)
 MAP_SIZE = 1 << 40  # LMDB's address-space reservation (sparse on disk)
 
-def _token_dtype(vocab_size: int): return np.int16 if vocab_size <= 32767 else np.uint16
+
+def _token_dtype(vocab_size: int):
+    return np.int16 if vocab_size <= 32767 else np.uint16
+
 
 def video_key(name) -> str:
     """A stable store key for a video, from its `name` relative to the root the user gave (see `expand_inputs`): the
@@ -34,27 +37,36 @@ def video_key(name) -> str:
     name = Path(name).as_posix()
     return f"{re.sub(r'[^A-Za-z0-9_.-]', '_', Path(name).stem)[:80]}-{hashlib.sha1(name.encode()).hexdigest()[:8]}"
 
+
 def _list_file(p: Path) -> list[tuple[Path, str]]:
-    try: lines = [l.strip() for l in p.read_text().splitlines()]
+    try:
+        lines = [l.strip() for l in p.read_text().splitlines()]
     except (UnicodeDecodeError, OSError) as e:
         raise VimpacError(f"{p}: not a readable list of video paths ({e.__class__.__name__})") from None
     out, base = [], p.parent.resolve()
     for l in lines:
-        if not l or l.startswith("#"): continue
+        if not l or l.startswith("#"):
+            continue
         q = Path(l)
-        if not q.is_absolute(): out.append((p.parent / q, Path(os.path.normpath(l)).as_posix()))
+        if not q.is_absolute():
+            out.append((p.parent / q, Path(os.path.normpath(l)).as_posix()))
         else:
-            try: out.append((q, q.resolve().relative_to(base).as_posix()))
-            except ValueError: out.append((q, q.as_posix()))  # outside the list's folder: its absolute path
+            try:
+                out.append((q, q.resolve().relative_to(base).as_posix()))
+            except ValueError:
+                out.append((q, q.as_posix()))  # outside the list's folder: its absolute path
     return out
+
 
 def _name_under(q: Path, root: Path | None) -> str:
     """The name of a video file given directly: its path relative to `root` when under it (as given, through symbolic
     links to folders under `root`, else with links resolved), else its file name."""
     if root is not None:
         for a, b in ((os.path.abspath(q), os.path.abspath(root)), (q.resolve(), Path(root).resolve())):
-            try: return Path(a).relative_to(b).as_posix()
-            except ValueError: pass
+            try:
+                return Path(a).relative_to(b).as_posix()
+            except ValueError:
+                pass
     return q.name
 
 # %% ../nbs/02_store.ipynb #d702d257
@@ -67,23 +79,33 @@ def expand_inputs(inputs, skipped: Counter | None = None, root=None) -> list[tup
     store keys (`video_key`), so a moved dataset keeps its keys. A file listed twice is kept once; files a folder
     scan skips are counted into `skipped` (a `Counter`) by extension. Raises `VimpacError` for a missing path, a
     folder without videos, or two different files with the same name."""
-    if isinstance(inputs, (str, os.PathLike)): inputs = [inputs]
+    if isinstance(inputs, (str, os.PathLike)):
+        inputs = [inputs]
     root = None if root is None else Path(root)
     found = []
     for p in map(Path, inputs):
-        if p.is_file() and p.suffix.lower() in (".txt", ".lst"): found += _list_file(p)
-        elif p.is_dir(): found += [(q, q.relative_to(p).as_posix()) for q in list_videos(p, skipped)]
-        else: found += [(q, _name_under(q, root)) for q in list_videos(p)]
+        if p.is_file() and p.suffix.lower() in (".txt", ".lst"):
+            found += _list_file(p)
+        elif p.is_dir():
+            found += [(q, q.relative_to(p).as_posix()) for q in list_videos(p, skipped)]
+        else:
+            found += [(q, _name_under(q, root)) for q in list_videos(p)]
     out, seen = [], {}
     for q, name in found:
         same = seen.setdefault(name, q)
-        if same is q: out.append((q, name))
+        if same is q:
+            out.append((q, name))
         elif same.resolve() != q.resolve():
-            raise VimpacError(f"{same} and {q}: two different videos named {name!r} relative to the folders given "
-                              "(store keys come from these names); give their common parent folder instead")
+            raise VimpacError(
+                f"{same} and {q}: two different videos named {name!r} relative to the folders given "
+                "(store keys come from these names); give their common parent folder instead"
+            )
     return out
 
-def shard_name(index: int, num_shards: int) -> str: return f"shard-{index:05d}-of-{num_shards:05d}.lmdb"
+
+def shard_name(index: int, num_shards: int) -> str:
+    return f"shard-{index:05d}-of-{num_shards:05d}.lmdb"
+
 
 # (process id, path) -> (environment, writable). LMDB allows one open environment per database per process, and an
 # environment must not be used across fork(): a forked DataLoader worker opens its own
@@ -99,13 +121,18 @@ def _env(path, write: bool = False) -> lmdb.Environment:
     path = Path(path).resolve()
     key = (os.getpid(), str(path))
     env, writable = _ENVS.get(key, (None, False))
-    if env is not None and (writable or not write): return env
+    if env is not None and (writable or not write):
+        return env
     for k in [k for k in _ENVS if k[1] == key[1]]:  # this process's reader, or a parent's environment copied by fork()
         _ENVS.pop(k)[0].close()  # lmdb refuses a second open of the same files in one process
-    if not write or (path/"data.mdb").exists(): _check_shard(path)
+    if not write or (path / "data.mdb").exists():
+        _check_shard(path)
     try:
-        env = (lmdb.open(str(path), map_size=MAP_SIZE, subdir=True) if write else
-               lmdb.open(str(path), readonly=True, lock=False, readahead=False, subdir=True))
+        env = (
+            lmdb.open(str(path), map_size=MAP_SIZE, subdir=True)
+            if write
+            else lmdb.open(str(path), readonly=True, lock=False, readahead=False, subdir=True)
+        )
     except lmdb.Error as e:
         raise VimpacError(f"{path}: LMDB cannot open this shard ({type(e).__name__}: {_first_line(e)})") from None
     _ENVS[key] = (env, write)
@@ -118,7 +145,10 @@ _PAGE_HEAD = struct.Struct("=QHH4x")  # MDB_page: page number, pad, flags, lower
 # the page size (at 24), last used page number (at 120), transaction id (at 128): 136 bytes
 _META = struct.Struct("=II8xQI92xQQ")
 
-def _first_line(e: BaseException) -> str: return next((l for l in str(e).splitlines() if l.strip()), "")[:160]
+
+def _first_line(e: BaseException) -> str:
+    return next((l for l in str(e).splitlines() if l.strip()), "")[:160]
+
 
 def _lmdb_meta(f: Path, buf: bytes, i: int) -> dict:
     "Meta page `i` of the LMDB data file `f`, parsed from `buf` (its first bytes)."
@@ -128,8 +158,10 @@ def _lmdb_meta(f: Path, buf: bytes, i: int) -> dict:
     magic, version, mapsize, psize, last, txnid = _META.unpack_from(buf, _PAGE_HEAD.size)
     if magic != _MDB_MAGIC or not flags & _P_META:
         raise VimpacError(f"{f}: not an LMDB data file (meta page {i} lacks LMDB's magic number 0xBEEFC0DE)")
-    if version != _MDB_VERSION: raise VimpacError(f"{f}: LMDB data version {version}, expected {_MDB_VERSION}")
+    if version != _MDB_VERSION:
+        raise VimpacError(f"{f}: LMDB data version {version}, expected {_MDB_VERSION}")
     return dict(page_size=psize, last_page=last, txnid=txnid, map_size=mapsize)
+
 
 def _lmdb_header(f) -> dict:
     """What the header of the LMDB data file `f` records, from the current (higher transaction id) of its two meta
@@ -151,108 +183,150 @@ def _check_shard(shard):
     """Raise `VimpacError` naming the LMDB shard folder `shard` unless its `data.mdb` holds a valid LMDB header and at
     least as many bytes as that header needs. Reads two meta pages; nothing is memory-mapped."""
     shard = Path(shard)
-    if not shard.is_dir(): raise VimpacError(f"{shard}: not an LMDB shard folder")
-    f = shard/"data.mdb"
-    if not f.is_file(): raise VimpacError(f"{shard}: LMDB shard without its data.mdb")
+    if not shard.is_dir():
+        raise VimpacError(f"{shard}: not an LMDB shard folder")
+    f = shard / "data.mdb"
+    if not f.is_file():
+        raise VimpacError(f"{shard}: LMDB shard without its data.mdb")
     size, h = f.stat().st_size, _lmdb_header(f)
     if size < h["needed"]:
-        raise VimpacError(f"{shard}: truncated LMDB shard: data.mdb holds {size} bytes, its header needs at least "
-                          f"{h['needed']} ({h['last_page'] + 1} pages of {h['page_size']} bytes)")
+        raise VimpacError(
+            f"{shard}: truncated LMDB shard: data.mdb holds {size} bytes, its header needs at least "
+            f"{h['needed']} ({h['last_page'] + 1} pages of {h['page_size']} bytes)"
+        )
+
 
 @contextlib.contextmanager
 def _reading(shard):
     "Turn LMDB's errors (and unreadable records) while reading `shard` into one `VimpacError` naming it."
-    try: yield
-    except VimpacError: raise
+    try:
+        yield
+    except VimpacError:
+        raise
     except (lmdb.Error, ValueError) as e:  # ValueError: undecodable record
         raise VimpacError(f"{shard}: unreadable LMDB shard ({type(e).__name__}: {_first_line(e)}); corrupt?") from None
 
 # %% ../nbs/02_store.ipynb #b4234606
-def _identity(x): return x  # the loader's collate_fn: items pass through as they are (a module-level function pickles)
+def _identity(x):
+    return x  # the loader's collate_fn: items pass through as they are (a module-level function pickles)
+
 
 class _DecodeVideos(torch.utils.data.IterableDataset):
     "Worker side of `build_store`: for each (key, path, name) item, chunks of frames of every view, then a report."
+
     def __init__(self, items, fps, size, views, chunk):
         self.items, self.fps, self.size, self.views, self.chunk = items, fps, size, views, chunk
+
     def __iter__(self):
         w = torch.utils.data.get_worker_info()
-        for key, path, name in (self.items if w is None else self.items[w.id::w.num_workers]):
+        for key, path, name in self.items if w is None else self.items[w.id :: w.num_workers]:
             head, info = dict(key=key, path=str(path), name=name), {}
             try:
                 for part in iter_views(path, self.fps, self.size, self.views, self.chunk, info):
                     yield dict(head, frames=part)
                 yield dict(head, info=info)
-            except VimpacError as e: yield dict(head, error=str(e))
-            except Exception as e: yield dict(head, error=f"{path}: {e.__class__.__name__}: {e}")
+            except VimpacError as e:
+                yield dict(head, error=str(e))
+            except Exception as e:
+                yield dict(head, error=f"{path}: {e.__class__.__name__}: {e}")
+
 
 @dataclass
 class StoreSummary:
     """What a `build_store` run did: video keys `stored`, `skipped` (already there) and `failed` (dicts with `key`,
     `path`, `reason`); `partial`: the stored videos of which only a decodable prefix could be read (dicts with `key`,
     `path`, `frames` kept, `expected`, `reason`); `scan_skipped`: the files a folder scan left out, by extension."""
+
     path: Path
     stored: list = field(default_factory=list)
     skipped: list = field(default_factory=list)
     failed: list = field(default_factory=list)
     partial: list = field(default_factory=list)
     scan_skipped: dict = field(default_factory=dict)
+
     def headline(self) -> str:
         "One line: the counts."
-        s = f"{self.path}: {len(self.stored)} stored, {len(self.skipped)} skipped (already stored), {len(self.failed)} failed"
-        if self.partial: s += f", {len(self.partial)} partial (decodable prefix stored)"
+        counts = f"{len(self.stored)} stored, {len(self.skipped)} skipped (already stored), {len(self.failed)} failed"
+        s = f"{self.path}: {counts}"
+        if self.partial:
+            s += f", {len(self.partial)} partial (decodable prefix stored)"
         if n := sum(self.scan_skipped.values()):
             kinds = sorted(self.scan_skipped.items(), key=lambda kv: (-kv[1], kv[0]))
             s += f"; {n} file{'s' * (n != 1)} skipped by the folder scan: " + ", ".join(f"{e} x {c}" for e, c in kinds)
         return s
+
     def __str__(self):
-        return "\n".join([self.headline()] + [f"  partial: {p['reason']}" for p in self.partial]
-                         + [f"  failed: {f['reason']}" for f in self.failed])
+        return "\n".join(
+            [self.headline()]
+            + [f"  partial: {p['reason']}" for p in self.partial]
+            + [f"  failed: {f['reason']}" for f in self.failed]
+        )
 
 # %% ../nbs/02_store.ipynb #3d2f9037
 class _ParentWatch:
     """The decoding workers' `worker_init_fn`: a daemon thread that ends the worker when the process that made the
     loader is gone. A forkserver's children are not the main process's, so no signal reaches them when it is killed
     (SIGKILL, the OOM killer): without this they, the forkserver and the resource tracker ran on for minutes."""
-    def __init__(self, every: float = 0.5): self.pid, self.every = os.getpid(), every
+
+    def __init__(self, every: float = 0.5):
+        self.pid, self.every = os.getpid(), every
+
     def __call__(self, worker_id: int):
         def watch():
             while True:
                 time.sleep(self.every)
-                try: os.kill(self.pid, 0)
-                except ProcessLookupError: os._exit(1)      # the parent is gone: nobody reads what this worker makes
-                except PermissionError: pass                # a process of another user: not ours to judge
+                try:
+                    os.kill(self.pid, 0)
+                except ProcessLookupError:
+                    os._exit(1)  # the parent is gone: nobody reads what this worker makes
+                except PermissionError:
+                    pass  # a process of another user: not ours to judge
+
         threading.Thread(target=watch, daemon=True, name="vimpac-parent-watch").start()
 
 # %% ../nbs/02_store.ipynb #d8f56918
 def _check_meta(out: Path, meta: dict):
-    f = out/"meta.json"
-    if not f.is_file(): return
+    f = out / "meta.json"
+    if not f.is_file():
+        return
     old = _read_meta(f)
     if old["format"] != STORE_FORMAT:
-        raise VimpacError(f"{out}: store format {old['format']!r} (keys from absolute paths) is read by this version but "
-                          f"not extended, as its videos would be stored again under new keys; tokenize into a new folder")
+        raise VimpacError(
+            f"{out}: store format {old['format']!r} (keys from absolute paths) is read by this version but "
+            f"not extended, as its videos would be stored again under new keys; tokenize into a new folder"
+        )
     keys = ("format", "fps", "frame_size", "views", "tokenizer", "vocab_size", "classes")
     diff = {k: (old.get(k), meta.get(k)) for k in keys if old.get(k) != meta.get(k)}
     if "classes" in diff:
         a, b = diff["classes"]
-        raise VimpacError(f"{out}: existing store " + ("has no labels" if a is None else f"has the {len(a)} classes {_short(a)}")
-                          + " but " + ("no labels were given" if b is None else f"the {len(b)} classes {_short(b)} were given")
-                          + "; tokenize into a new folder")
+        raise VimpacError(
+            f"{out}: existing store "
+            + ("has no labels" if a is None else f"has the {len(a)} classes {_short(a)}")
+            + " but "
+            + ("no labels were given" if b is None else f"the {len(b)} classes {_short(b)} were given")
+            + "; tokenize into a new folder"
+        )
     if diff:
-        raise VimpacError(f"{out}: existing store was built with other settings: " +
-                          ", ".join(f"{k} {a!r} here vs {b!r} requested" for k, (a, b) in diff.items()))
+        raise VimpacError(
+            f"{out}: existing store was built with other settings: "
+            + ", ".join(f"{k} {a!r} here vs {b!r} requested" for k, (a, b) in diff.items())
+        )
+
 
 def _short(names: list, n: int = 4) -> str:
     return "[" + ", ".join(map(repr, names[:n])) + (f", ... ({len(names) - n} more)" if len(names) > n else "") + "]"
+
 
 def _check_classes(classes) -> list[str]:
     "`classes` as a list of distinct non-empty strings, else `VimpacError`."
     if isinstance(classes, (str, bytes)) or not isinstance(classes, (list, tuple)) or not classes:
         raise VimpacError(f"classes: expected a non-empty list of class names, got {classes!r:.80}")
     bad = next((c for c in classes if not isinstance(c, str) or not c), None)
-    if bad is not None: raise VimpacError(f"classes: expected non-empty strings, got {bad!r}")
+    if bad is not None:
+        raise VimpacError(f"classes: expected non-empty strings, got {bad!r}")
     dup = next((c for c, n in Counter(classes).items() if n > 1), None)
-    if dup is not None: raise VimpacError(f"classes: {dup!r} is listed {Counter(classes)[dup]} times; names must be distinct")
+    if dup is not None:
+        raise VimpacError(f"classes: {dup!r} is listed {Counter(classes)[dup]} times; names must be distinct")
     return list(classes)
 
 # %% ../nbs/02_store.ipynb #f109dfd7
@@ -260,16 +334,25 @@ def _check_classes(classes) -> list[str]:
 def writer_lock(path, what: str):
     """Hold an exclusive lock on the file `path` (created if missing) while the block runs: `fcntl.flock`, which the
     operating system releases when the holder exits or is killed, so a stale lock never blocks a resume. The file
-    records the holder, "pid P on HOST". Raises `VimpacError` naming `what` and the holder when another process holds it."""
+    records the holder, "pid P on HOST". Raises `VimpacError` naming `what` and the holder when another process holds
+    it."""
     f = open(path, "a+")
-    try: fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
-        f.seek(0); holder = f.read().strip() or "another process"; f.close()
+        f.seek(0)
+        holder = f.read().strip() or "another process"
+        f.close()
         raise VimpacError(f"{what} is being written by {holder}; wait for it to finish, or use another --out") from None
     try:
-        f.seek(0); f.truncate(); f.write(f"pid {os.getpid()} on {socket.gethostname()}"); f.flush()
+        f.seek(0)
+        f.truncate()
+        f.write(f"pid {os.getpid()} on {socket.gethostname()}")
+        f.flush()
         yield
-    finally: f.close()                                       # closing the file releases the lock
+    finally:
+        f.close()  # closing the file releases the lock
+
 
 @contextlib.contextmanager
 def _writing(out: Path, meta: dict, num_shards: int, shard_index: int):
@@ -277,13 +360,15 @@ def _writing(out: Path, meta: dict, num_shards: int, shard_index: int):
     it (two writers started together with other settings: the second is refused, not mixed in); then, for the whole
     write, the lock of this shard (shards of one split are written side by side, each by one process)."""
     out.mkdir(parents=True, exist_ok=True)
-    with writer_lock(out/".store.writer", f"{out}"):
+    with writer_lock(out / ".store.writer", f"{out}"):
         _check_meta(out, meta)
         for other in out.glob("shard-*-of-*.lmdb"):
             if not other.name.endswith(f"-of-{num_shards:05d}.lmdb"):
                 raise VimpacError(f"{out}: holds shards of another split ({other.name}); use --num-shards to match")
-        write_json(out/"meta.json", meta)
-    with writer_lock(out/f".{shard_name(shard_index, num_shards)}.writer", f"{out}: shard {shard_index} of {num_shards}"):
+        write_json(out / "meta.json", meta)
+    with writer_lock(
+        out / f".{shard_name(shard_index, num_shards)}.writer", f"{out}: shard {shard_index} of {num_shards}"
+    ):
         yield
 
 # %% ../nbs/02_store.ipynb #e955ea14
@@ -291,7 +376,8 @@ def _label_items(items, labels: dict, classes: list[str]) -> dict:
     """key -> label for the (key, path, name) `items`: `labels` maps video paths (as given, or as found under a folder;
     compared resolved) to 0-based ints into `classes`. Raises `VimpacError` for a label that is not an int in range
     or a video without one (naming it, with the count of unlabelled videos)."""
-    if not isinstance(labels, dict): raise VimpacError(f"labels: expected a dict video path -> class index, got {type(labels).__name__}")
+    if not isinstance(labels, dict):
+        raise VimpacError(f"labels: expected a dict video path -> class index, got {type(labels).__name__}")
     by_path = {}
     for p, y in labels.items():
         if isinstance(y, bool) or not isinstance(y, (int, np.integer)) or not 0 <= y < len(classes):
@@ -300,12 +386,17 @@ def _label_items(items, labels: dict, classes: list[str]) -> dict:
     out, missing = {}, []
     for key, p, name in items:
         y = by_path.get(Path(p).resolve())
-        if y is None: missing.append(p)
-        else: out[key] = y
+        if y is None:
+            missing.append(p)
+        else:
+            out[key] = y
     if missing:
-        raise VimpacError(f"labels: {missing[0]}: no label for this video ({len(missing)} of {len(items)} videos have none); "
-                          "give a label for every input video, or none")
+        raise VimpacError(
+            f"labels: {missing[0]}: no label for this video ({len(missing)} of {len(items)} videos have none); "
+            "give a label for every input video, or none"
+        )
     return out
+
 
 def _check_int(value, name: str, low: int) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
@@ -313,23 +404,42 @@ def _check_int(value, name: str, low: int) -> int:
     return int(value)
 
 # %% ../nbs/02_store.ipynb #47740a96
-def _check_build_args(tokenizer, out, fps, frame_size, views, batch_size, workers, num_shards, shard_index, labels, classes):
-    "`build_store`'s arguments checked before anything is written: (out, fps, view names, batch_size, workers, num_shards, classes)."
+def _check_build_args(
+    tokenizer, out, fps, frame_size, views, batch_size, workers, num_shards, shard_index, labels, classes
+):
+    "`build_store`'s arguments checked before anything is written: (out, fps, view names, batch_size, workers,"
+    "num_shards, classes)."
     out = Path(out)
-    if out.exists() and not out.is_dir(): raise VimpacError(f"{out}: is a file, expected a store folder (or a new path)")
+    if out.exists() and not out.is_dir():
+        raise VimpacError(f"{out}: is a file, expected a store folder (or a new path)")
     fps = check_fps(fps, "fps")
     ds = tokenizer.downsample
-    if isinstance(frame_size, bool) or not isinstance(frame_size, (int, np.integer)) or frame_size <= 0 or frame_size % ds:
-        raise VimpacError(f"frame_size: must be a positive multiple of the tokenizer's downsample {ds}, got {frame_size!r}")
+    if (
+        isinstance(frame_size, bool)
+        or not isinstance(frame_size, (int, np.integer))
+        or frame_size <= 0
+        or frame_size % ds
+    ):
+        raise VimpacError(
+            f"frame_size: must be a positive multiple of the tokenizer's downsample {ds}, got {frame_size!r}"
+        )
     batch_size, workers = _check_int(batch_size, "batch_size", 1), _check_int(workers, "workers", 0)
     num_shards = _check_int(num_shards, "num_shards", 1)
-    if isinstance(shard_index, bool) or not isinstance(shard_index, (int, np.integer)) or not 0 <= shard_index < num_shards:
+    if (
+        isinstance(shard_index, bool)
+        or not isinstance(shard_index, (int, np.integer))
+        or not 0 <= shard_index < num_shards
+    ):
         raise VimpacError(f"shard_index: expected 0 <= index < num_shards = {num_shards}, got {shard_index!r}")
     view_names = list(VIEW_SETS.get(views, [views]) if isinstance(views, str) else views)
-    if not view_names: raise VimpacError(f"views: expected at least one view, e.g. {', '.join(VIEW_SETS)}")
-    for v in view_names: parse_view(v)
-    if (labels is None) != (classes is None): raise VimpacError("labels and classes: give both (a labelled store) or neither")
+    if not view_names:
+        raise VimpacError(f"views: expected at least one view, e.g. {', '.join(VIEW_SETS)}")
+    for v in view_names:
+        parse_view(v)
+    if (labels is None) != (classes is None):
+        raise VimpacError("labels and classes: give both (a labelled store) or neither")
     return out, fps, view_names, batch_size, workers, num_shards, None if classes is None else _check_classes(classes)
+
 
 def _pending(env, out, items, label_of, classes, summary) -> list:
     "The (key, path, name) of `items` not stored yet; stored ones are skipped, a clash of names is a failure."
@@ -337,16 +447,31 @@ def _pending(env, out, items, label_of, classes, summary) -> list:
     with env.begin() as txn:
         for key, p, name in items:
             old = txn.get(f"m/{key}".encode())
-            if old is None: todo.append((key, p, name)); continue
+            if old is None:
+                todo.append((key, p, name))
+                continue
             old, size = json.loads(old), (p.stat().st_size if p.is_file() else None)
-            if old.get("bytes") not in (None, size):  # the same relative name, another file: say so, keep the stored one
-                summary.failed.append(dict(key=key, path=str(p), reason=(
-                    f"{p}: not stored: key {key} already holds another file of that name ({old['path']}, "
-                    f"{old['bytes']} bytes, not {size}); give the common parent folder of both")))
+            if old.get("bytes") not in (
+                None,
+                size,
+            ):  # the same relative name, another file: say so, keep the stored one
+                summary.failed.append(
+                    dict(
+                        key=key,
+                        path=str(p),
+                        reason=(
+                            f"{p}: not stored: key {key} already holds another file of that name ({old['path']}, "
+                            f"{old['bytes']} bytes, not {size}); give the common parent folder of both"
+                        ),
+                    )
+                )
             elif label_of is not None and old.get("label") != label_of[key]:
-                raise VimpacError(f"{out}: {p} is stored with label {old.get('label')!r}, now given {label_of[key]} "
-                                  f"({classes[label_of[key]]!r}); tokenize into a new folder")
-            else: summary.skipped.append(key)
+                raise VimpacError(
+                    f"{out}: {p} is stored with label {old.get('label')!r}, now given {label_of[key]} "
+                    f"({classes[label_of[key]]!r}); tokenize into a new folder"
+                )
+            else:
+                summary.skipped.append(key)
     return todo
 
 # %% ../nbs/02_store.ipynb #facb3fa1
@@ -355,41 +480,82 @@ def _write_video(env, item, acc, view_names, h, label_of, summary):
     key, path = item["key"], item["path"]
     if "error" in item:
         rec = dict(key=key, path=path, reason=item["error"])
-        with env.begin(write=True) as txn: txn.put(f"f/{key}".encode(), json.dumps(rec).encode())
-        summary.failed.append(rec); return
+        with env.begin(write=True) as txn:
+            txn.put(f"f/{key}".encode(), json.dumps(rec).encode())
+        summary.failed.append(rec)
+        return
     info = item["info"]
     tokens = {v: np.concatenate(acc[v]) for v in view_names}
     T = len(tokens[view_names[0]])
-    rec = dict(key=key, path=path, name=item["name"], bytes=Path(path).stat().st_size, duration=info["duration"],
-               start=info["start"], rotation=info["rotation"], frames=T, shape=[T, h, h], views=view_names)
-    if label_of is not None: rec["label"] = label_of[key]
+    rec = dict(
+        key=key,
+        path=path,
+        name=item["name"],
+        bytes=Path(path).stat().st_size,
+        duration=info["duration"],
+        start=info["start"],
+        rotation=info["rotation"],
+        frames=T,
+        shape=[T, h, h],
+        views=view_names,
+    )
+    if label_of is not None:
+        rec["label"] = label_of[key]
     part = None
     if info["partial"]:
         exp = info["expected"]
-        part = dict(key=key, path=path, partial=True, frames=T, expected=exp,
-                    reason=f"{path}: partial: {T} of {exp if exp else 'an unknown number of'} frames stored, "
-                           f"the decodable prefix ({info['partial']})")
+        part = dict(
+            key=key,
+            path=path,
+            partial=True,
+            frames=T,
+            expected=exp,
+            reason=f"{path}: partial: {T} of {exp if exp else 'an unknown number of'} frames stored, "
+            f"the decodable prefix ({info['partial']})",
+        )
         rec["partial"] = dict(frames=T, expected=exp, reason=info["partial"])
     try:
         with env.begin(write=True) as txn:  # one atomic commit per video: tokens, then its record
-            for v, arr in tokens.items(): txn.put(f"v/{key}/{v}".encode(), arr.tobytes())
+            for v, arr in tokens.items():
+                txn.put(f"v/{key}/{v}".encode(), arr.tobytes())
             txn.put(f"m/{key}".encode(), json.dumps(rec).encode())
-            if part: txn.put(f"f/{key}".encode(), json.dumps(part).encode())
-            else: txn.delete(f"f/{key}".encode())
-    except lmdb.Error as e:                 # a full disk: one line (LMDB says "Input/output error"); the commit is undone
-        full = disk_full_error(env.path(), sum(a.nbytes for a in tokens.values()) + 2**16, e,
-                               f"the store keeps the videos stored before ({len(summary.stored)} this run): free some "
-                               "space and run the same command again to go on")
-        if full is None: raise
+            if part:
+                txn.put(f"f/{key}".encode(), json.dumps(part).encode())
+            else:
+                txn.delete(f"f/{key}".encode())
+    except lmdb.Error as e:  # a full disk: one line (LMDB says "Input/output error"); the commit is undone
+        full = disk_full_error(
+            env.path(),
+            sum(a.nbytes for a in tokens.values()) + 2**16,
+            e,
+            f"the store keeps the videos stored before ({len(summary.stored)} this run): free some "
+            "space and run the same command again to go on",
+        )
+        if full is None:
+            raise
         raise full from None
     summary.stored.append(key)
-    if part: summary.partial.append(part)
+    if part:
+        summary.partial.append(part)
 
 # %% ../nbs/02_store.ipynb #9d6e5e2b
-def build_store(inputs, tokenizer, out, fps: float = 2.0, frame_size: int = 128, views="center",
-                batch_size: int = 64, device=None, workers: int = 0, num_shards: int = 1, shard_index: int = 0,
-                progress: bool = True, labels: dict | None = None, classes: list[str] | None = None,
-                root=None) -> StoreSummary:
+def build_store(
+    inputs,
+    tokenizer,
+    out,
+    fps: float = 2.0,
+    frame_size: int = 128,
+    views="center",
+    batch_size: int = 64,
+    device=None,
+    workers: int = 0,
+    num_shards: int = 1,
+    shard_index: int = 0,
+    progress: bool = True,
+    labels: dict | None = None,
+    classes: list[str] | None = None,
+    root=None,
+) -> StoreSummary:
     """Tokenize the videos of `inputs` (files, folders, list files; keys relative to them, see `expand_inputs`) with
     `tokenizer` into the store folder `out`, at `fps` frames/s and frame size `frame_size` for each view of `views`
     ("center", "noflip", "all" or a list of view names), as shard `shard_index` of `num_shards`. Decoding runs in
@@ -397,31 +563,54 @@ def build_store(inputs, tokenizer, out, fps: float = 2.0, frame_size: int = 128,
     class index) and `classes` make a labelled store (see above); `root` names files given directly. Returns a
     `StoreSummary`. Raises `VimpacError`, before anything is written, for bad arguments or a store of other settings."""
     out, fps, view_names, batch_size, workers, num_shards, classes = _check_build_args(
-        tokenizer, out, fps, frame_size, views, batch_size, workers, num_shards, shard_index, labels, classes)
+        tokenizer, out, fps, frame_size, views, batch_size, workers, num_shards, shard_index, labels, classes
+    )
     scan_skipped = Counter()
-    items = sorted((video_key(name), p, name) for p, name in expand_inputs(inputs, scan_skipped, root))[shard_index::num_shards]
+    items = sorted((video_key(name), p, name) for p, name in expand_inputs(inputs, scan_skipped, root))[
+        shard_index::num_shards
+    ]
     label_of = None if labels is None else _label_items(items, labels, classes)
-    meta = dict(format=STORE_FORMAT, fps=fps, frame_size=int(frame_size), views=view_names, token_map=[(h := frame_size // tokenizer.downsample)] * 2,
-                vocab_size=tokenizer.vocab_size, tokenizer=tokenizer.identity, num_shards=num_shards,
-                **({} if classes is None else dict(classes=classes)))
-    if device is not None: tokenizer.to(device)
+    meta = dict(
+        format=STORE_FORMAT,
+        fps=fps,
+        frame_size=int(frame_size),
+        views=view_names,
+        token_map=[(h := frame_size // tokenizer.downsample)] * 2,
+        vocab_size=tokenizer.vocab_size,
+        tokenizer=tokenizer.identity,
+        num_shards=num_shards,
+        **({} if classes is None else dict(classes=classes)),
+    )
+    if device is not None:
+        tokenizer.to(device)
     with _writing(out, meta, num_shards, shard_index):
-        env = _env(out/shard_name(shard_index, num_shards), write=True)
+        env = _env(out / shard_name(shard_index, num_shards), write=True)
         summary, dtype = StoreSummary(out, scan_skipped=dict(scan_skipped)), _token_dtype(tokenizer.vocab_size)
         todo = _pending(env, out, items, label_of, classes, summary)
-        loader = torch.utils.data.DataLoader(_DecodeVideos(todo, fps, frame_size, view_names, batch_size), batch_size=None,
-                                             num_workers=workers, collate_fn=_identity, worker_init_fn=_ParentWatch(),  # forkserver: a worker forked from a
-                                             multiprocessing_context="forkserver" if workers else None)  # threaded process can deadlock
+        loader = torch.utils.data.DataLoader(
+            _DecodeVideos(todo, fps, frame_size, view_names, batch_size),
+            batch_size=None,
+            num_workers=workers,
+            collate_fn=_identity,
+            worker_init_fn=_ParentWatch(),  # forkserver: a worker forked from a
+            multiprocessing_context="forkserver" if workers else None,
+        )  # threaded process can deadlock
         pending, bar = {}, tqdm(total=len(todo), desc=f"tokenize shard {shard_index}", disable=not progress)
         try:
             for item in loader:
-                if "frames" in item:   # a chunk of frames: encode it now, so memory does not grow with the video
+                if "frames" in item:  # a chunk of frames: encode it now, so memory does not grow with the video
                     acc = pending.setdefault(item["key"], {v: [] for v in view_names})
                     for v, frames in item["frames"].items():
-                        acc[v] += [tokenizer.encode(frames[j:j + batch_size]).cpu().numpy().astype(dtype) for j in range(0, len(frames), batch_size)]
+                        acc[v] += [
+                            tokenizer.encode(frames[j : j + batch_size]).cpu().numpy().astype(dtype)
+                            for j in range(0, len(frames), batch_size)
+                        ]
                     continue
-                bar.update(1); _write_video(env, item, pending.pop(item["key"], None), view_names, h, label_of, summary)
-        finally: bar.close(); env.sync()
+                bar.update(1)
+                _write_video(env, item, pending.pop(item["key"], None), view_names, h, label_of, summary)
+        finally:
+            bar.close()
+            env.sync()
         return summary
 
 # %% ../nbs/02_store.ipynb #8950e13b
@@ -429,14 +618,18 @@ _META_FIELDS = dict(  # what a reader needs from meta.json -> (check, what it mu
     fps=(lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0, "a positive number"),
     frame_size=(lambda v: isinstance(v, int) and not isinstance(v, bool) and v > 0, "a positive integer"),
     views=(lambda v: isinstance(v, list) and len(v) > 0 and all(isinstance(x, str) for x in v), "a list of view names"),
-    token_map=(lambda v: isinstance(v, list) and len(v) == 2 and all(isinstance(x, int) and x > 0 for x in v),
-               "[h, w], two positive integers"),
+    token_map=(
+        lambda v: isinstance(v, list) and len(v) == 2 and all(isinstance(x, int) and x > 0 for x in v),
+        "[h, w], two positive integers",
+    ),
     vocab_size=(lambda v: isinstance(v, int) and not isinstance(v, bool) and v > 0, "a positive integer"),
-    tokenizer=(lambda v: isinstance(v, dict), "an object {name, hash}"))
+    tokenizer=(lambda v: isinstance(v, dict), "an object {name, hash}"),
+)
 
 # Formats this version reads. A /2 store (keys from absolute paths) reads as before but is not extended: its keys
 # would not match the relative ones, and every video would be stored a second time.
 READABLE_FORMATS = ("vimpac-token-store/2", STORE_FORMAT)
+
 
 def _read_meta(f: Path) -> dict:
     """The token store's `meta.json` at `f`. Raises `VimpacError` naming `f` when it is not valid JSON, of another
@@ -445,11 +638,15 @@ def _read_meta(f: Path) -> dict:
     if meta["format"] not in READABLE_FORMATS:
         raise VimpacError(f"{f.parent}: store format {meta['format']!r}, expected one of {', '.join(READABLE_FORMATS)}")
     missing = [k for k in _META_FIELDS if k not in meta]
-    if missing: raise VimpacError(f"{f}: lacks the field(s) {', '.join(missing)}, expected a token store's meta.json")
+    if missing:
+        raise VimpacError(f"{f}: lacks the field(s) {', '.join(missing)}, expected a token store's meta.json")
     for k, (ok, what) in _META_FIELDS.items():
-        if not ok(meta[k]): raise VimpacError(f"{f}: field {k} is {meta[k]!r}, expected {what}")
+        if not ok(meta[k]):
+            raise VimpacError(f"{f}: field {k} is {meta[k]!r}, expected {what}")
     c = meta.get("classes")  # optional: a labelled store's class names
-    if c is not None and not (isinstance(c, list) and c and all(isinstance(x, str) for x in c) and len(set(c)) == len(c)):
+    if c is not None and not (
+        isinstance(c, list) and c and all(isinstance(x, str) for x in c) and len(set(c)) == len(c)
+    ):
         raise VimpacError(f"{f}: field classes is {c!r:.80}, expected a list of distinct class names")
     return meta
 
@@ -470,12 +667,16 @@ def _read_records(shards: list[Path], classes: list[str] | None) -> tuple[dict, 
         for key in sorted(records):
             label = records[key].get("label")
             if not (isinstance(label, int) and 0 <= label < n):
-                raise VimpacError(f"{shards[where[key]]}: record of {key!r} has label {label!r}, expected a class "
-                                  f"index in [0, {n}) (store has classes)")
+                raise VimpacError(
+                    f"{shards[where[key]]}: record of {key!r} has label {label!r}, expected a class "
+                    f"index in [0, {n}) (store has classes)"
+                )
     return records, where
 
-def _read_tokens(shard: Path, key: str, view: str, record: dict, dtype, vocab_size: int,
-                 start: int = 0, length: int | None = None) -> np.ndarray:
+
+def _read_tokens(
+    shard: Path, key: str, view: str, record: dict, dtype, vocab_size: int, start: int = 0, length: int | None = None
+) -> np.ndarray:
     """Frames [start, start + length) (all when `length` is None) of video `key` in `view` from `shard`, as `dtype`
     (T', h, w): the bytes are checked against the `record`'s shape and the codes against [0, `vocab_size`). Raises
     `VimpacError` naming the shard when they are missing, of another size, or outside the vocabulary."""
@@ -485,14 +686,18 @@ def _read_tokens(shard: Path, key: str, view: str, record: dict, dtype, vocab_si
         buf = txn.get(f"v/{key}/{view}".encode())
         if buf is None or len(buf) != T * h * w * dt.itemsize:
             found = "missing" if buf is None else f"{len(buf)} bytes"
-            raise VimpacError(f"{shard}: tokens of {key!r} in view {view!r} are {found}, expected {T}x{h}x{w} {dt.name}")
+            raise VimpacError(
+                f"{shard}: tokens of {key!r} in view {view!r} are {found}, expected {T}x{h}x{w} {dt.name}"
+            )
         arr = np.frombuffer(buf, dtype=dt).reshape(T, h, w)
         end = T if length is None else min(T, start + length)
         out = arr[start:end].copy()  # copies only the pages of the requested frames out of the memory map
-    if out.size and (out.min() < 0 or out.max() >= vocab_size):   # a damaged or edited store, named where it is
-        raise VimpacError(f"{shard}: video {key!r}, view {view!r}: token ids {int(out.min())}..{int(out.max())} "
-                          f"outside the store's vocabulary 0..{vocab_size - 1}; the store is damaged: tokenize that "
-                          "video again")
+    if out.size and (out.min() < 0 or out.max() >= vocab_size):  # a damaged or edited store, named where it is
+        raise VimpacError(
+            f"{shard}: video {key!r}, view {view!r}: token ids {int(out.min())}..{int(out.max())} "
+            f"outside the store's vocabulary 0..{vocab_size - 1}; the store is damaged: tokenize that "
+            "video again"
+        )
     return out
 
 # %% ../nbs/02_store.ipynb #1f5ac7a3
@@ -505,14 +710,16 @@ class TokenStore:
     checks it. Raises `VimpacError`, naming the file, for another tokenizer, a folder that is not a store, an invalid
     `meta.json`, and a shard that is truncated, not LMDB, or unreadable (each shard is checked against its LMDB
     header when opened, in each process, so a truncated shard never ends in SIGBUS)."""
+
     def __init__(self, path, tokenizer=None):
         self.path = Path(path)
-        if not (self.path/"meta.json").is_file():
+        if not (self.path / "meta.json").is_file():
             raise VimpacError(f"{self.path}: not a token store (expected meta.json and shard-*.lmdb)")
-        self.meta = _read_meta(self.path/"meta.json")
+        self.meta = _read_meta(self.path / "meta.json")
         if tokenizer is not None and tokenizer.identity != self.meta["tokenizer"]:
-            raise VimpacError(f"{self.path}: store was built by tokenizer {self.meta['tokenizer']}, "
-                              f"not by {tokenizer.identity}")
+            raise VimpacError(
+                f"{self.path}: store was built by tokenizer {self.meta['tokenizer']}, not by {tokenizer.identity}"
+            )
         self.shards = sorted(self.path.glob("shard-*-of-*.lmdb"))
         self._records, self._where = _read_records(self.shards, self.classes)
         self._keys = sorted(self._records)
@@ -539,8 +746,10 @@ class TokenStore:
 
     def __repr__(self):
         classes = f", {len(self.classes)} classes" if self.classes is not None else ""
-        return (f"TokenStore({self.path}, {len(self)} videos in {len(self.shards)} shard(s), {self.fps:g} FPS, "
-                f"S={self.frame_size}, views={len(self.views)}, V={self.vocab_size}{classes})")
+        return (
+            f"TokenStore({self.path}, {len(self)} videos in {len(self.shards)} shard(s), {self.fps:g} FPS, "
+            f"S={self.frame_size}, views={len(self.views)}, V={self.vocab_size}{classes})"
+        )
 
     def __getitem__(self, i) -> torch.Tensor:
         return torch.from_numpy(self.tokens(self._keys[i], self.train_view).astype(np.int64))
@@ -548,8 +757,9 @@ class TokenStore:
     def label(self, key: str) -> int:
         "The class index of video `key`. Raises `VimpacError` for an unlabelled store or a key not in the store."
         if self.classes is None:
-            raise VimpacError(f"{self.path}: store has no labels (tokenize with labels, e.g. vimpac-tokenize "
-                              "--dataset)")
+            raise VimpacError(
+                f"{self.path}: store has no labels (tokenize with labels, e.g. vimpac-tokenize --dataset)"
+            )
         self._check_key(key)
         return self._records[key]["label"]
 

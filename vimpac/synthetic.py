@@ -23,8 +23,19 @@ __all__ = ['SATURATED', 'SHAPES', 'BACKGROUNDS', 'TEMPORAL_CLASSES', 'SPATIAL_CL
            'write_labelled_dataset']
 
 # %% ../nbs/06a_synthetic.ipynb #97cd6a6c
-SATURATED = ((255, 0, 0), (0, 255, 0), (0, 0, 255), (255, 255, 0), (0, 255, 255), (255, 0, 255),
-             (255, 128, 0), (128, 0, 255), (255, 255, 255), (0, 0, 0))
+SATURATED = (
+    (255, 0, 0),
+    (0, 255, 0),
+    (0, 0, 255),
+    (255, 255, 0),
+    (0, 255, 255),
+    (255, 0, 255),
+    (255, 128, 0),
+    (128, 0, 255),
+    (255, 255, 255),
+    (0, 0, 0),
+)
+
 
 def hsv_to_rgb(hsv) -> np.ndarray:
     """Colours from hue, saturation, value, each float in [0, 1], shape (..., 3), to uint8 RGB (..., 3)."""
@@ -38,12 +49,14 @@ def hsv_to_rgb(hsv) -> np.ndarray:
 def random_color(rng: np.random.Generator, saturated: bool) -> tuple[int, int, int]:
     """One RGB colour: a fully saturated primary / secondary (or white, black, orange, violet) when `saturated`, else a
     natural colour (any hue, saturation 0.1-0.6, value 0.25-0.9: skin, earth, foliage, sky, greys)."""
-    if saturated: return SATURATED[rng.integers(len(SATURATED))]
+    if saturated:
+        return SATURATED[rng.integers(len(SATURATED))]
     return tuple(int(c) for c in hsv_to_rgb([rng.random(), rng.uniform(0.1, 0.6), rng.uniform(0.25, 0.9)]))
 
 # %% ../nbs/06a_synthetic.ipynb #11080342
 SHAPES = ("circle", "square", "triangle", "ring", "diamond", "cross")
 BACKGROUNDS = ("flat", "gradient", "bars", "noise", "stripes", "checker")
+
 
 @dataclass
 class Shape:
@@ -56,6 +69,7 @@ class Shape:
     `spin` in radians and radians per frame (positive spin turns clockwise on screen, as y points down), `growth`
     the factor the size is multiplied by per frame. The object is drawn on frames `appear <= t < vanish`
     (`vanish=None`: to the end)."""
+
     kind: str = "circle"
     color: tuple = (255, 0, 0)
     center: tuple = (0.5, 0.5)
@@ -70,8 +84,12 @@ class Shape:
     def at(self, t: np.ndarray) -> tuple[np.ndarray, ...]:
         "Centre x, y (fractions), radius (fraction) and angle (radians) at frame indices `t`, float arrays (T,)."
         t = np.asarray(t, dtype=np.float64)
-        return (self.center[0] + self.velocity[0] * t, self.center[1] + self.velocity[1] * t,
-                self.size * self.growth ** t, self.angle + self.spin * t)
+        return (
+            self.center[0] + self.velocity[0] * t,
+            self.center[1] + self.velocity[1] * t,
+            self.size * self.growth**t,
+            self.angle + self.spin * t,
+        )
 
 # %% ../nbs/06a_synthetic.ipynb #f1fe2684
 @dataclass
@@ -80,6 +98,7 @@ class Background:
     gradient, stripes or checker, any number of bars); `angle` (radians) of gradients and stripes; `period`, the
     stripe, checker or noise-cell width as a fraction of the frame; `seed` of the noise texture; `velocity`, a drift
     of the whole background in frame widths / heights per frame (a camera pan)."""
+
     kind: str = "flat"
     colors: tuple = ((40, 40, 40),)
     angle: float = 0.0
@@ -87,36 +106,63 @@ class Background:
     seed: int = 0
     velocity: tuple = (0.0, 0.0)
 
+
 @dataclass
 class Scene:
     "A background and the objects drawn over it in order (later ones on top)."
+
     background: Background = field(default_factory=Background)
     shapes: list = field(default_factory=list)
 
 # %% ../nbs/06a_synthetic.ipynb #3104a4cf
-def random_scene(rng: np.random.Generator, num_shapes: tuple = (1, 4), num_frames: int = 32, saturated: float = 0.5,
-                 backgrounds=BACKGROUNDS, shapes=SHAPES, max_speed: float = 0.03) -> Scene:
+def random_scene(
+    rng: np.random.Generator,
+    num_shapes: tuple = (1, 4),
+    num_frames: int = 32,
+    saturated: float = 0.5,
+    backgrounds=BACKGROUNDS,
+    shapes=SHAPES,
+    max_speed: float = 0.03,
+) -> Scene:
     """A random `Scene` drawn from `rng` (a `numpy.random.Generator`): one background of a kind in `backgrounds`,
     between `num_shapes[0]` and `num_shapes[1]` objects of kinds in `shapes`, each saturated with probability
     `saturated`, moving at up to `max_speed` frame widths per frame, some spinning, growing or shrinking, and some
     appearing or vanishing during the `num_frames` frames. Raises `VimpacError` for an empty choice."""
-    if not backgrounds or not shapes: raise VimpacError("random_scene: backgrounds and shapes must not be empty")
+    if not backgrounds or not shapes:
+        raise VimpacError("random_scene: backgrounds and shapes must not be empty")
     bad = [k for k in backgrounds if k not in BACKGROUNDS] + [k for k in shapes if k not in SHAPES]
-    if bad: raise VimpacError(f"random_scene: unknown kind {bad[0]!r}; expected one of {BACKGROUNDS + SHAPES}")
+    if bad:
+        raise VimpacError(f"random_scene: unknown kind {bad[0]!r}; expected one of {BACKGROUNDS + SHAPES}")
     col = lambda: random_color(rng, rng.random() < saturated)
     kind = backgrounds[rng.integers(len(backgrounds))]
     n_col = dict(flat=1, bars=int(rng.integers(3, 9))).get(kind, 2)
     drift = rng.uniform(-1, 1, 2) * max_speed / 2 if rng.random() < 0.3 else np.zeros(2)
-    bg = Background(kind, tuple(col() for _ in range(n_col)), float(rng.uniform(0, np.pi)), float(rng.uniform(0.08, 0.4)),
-                    int(rng.integers(2**31)), tuple(float(v) for v in drift))
+    bg = Background(
+        kind,
+        tuple(col() for _ in range(n_col)),
+        float(rng.uniform(0, np.pi)),
+        float(rng.uniform(0.08, 0.4)),
+        int(rng.integers(2**31)),
+        tuple(float(v) for v in drift),
+    )
     objs = []
     for _ in range(int(rng.integers(num_shapes[0], num_shapes[1] + 1))):
         appear = int(rng.integers(1, num_frames // 2)) if rng.random() < 0.2 else 0
         vanish = int(rng.integers(num_frames // 2, num_frames)) if rng.random() < 0.2 else None
-        objs.append(Shape(shapes[rng.integers(len(shapes))], col(), tuple(float(v) for v in rng.uniform(0.15, 0.85, 2)),
-                          float(rng.uniform(0.05, 0.25)), tuple(float(v) for v in rng.uniform(-max_speed, max_speed, 2)),
-                          float(rng.uniform(0, 2 * np.pi)), float(rng.uniform(-0.2, 0.2)) * (rng.random() < 0.6),
-                          float(np.exp(rng.uniform(-0.03, 0.03))) if rng.random() < 0.4 else 1.0, appear, vanish))
+        objs.append(
+            Shape(
+                shapes[rng.integers(len(shapes))],
+                col(),
+                tuple(float(v) for v in rng.uniform(0.15, 0.85, 2)),
+                float(rng.uniform(0.05, 0.25)),
+                tuple(float(v) for v in rng.uniform(-max_speed, max_speed, 2)),
+                float(rng.uniform(0, 2 * np.pi)),
+                float(rng.uniform(-0.2, 0.2)) * (rng.random() < 0.6),
+                float(np.exp(rng.uniform(-0.03, 0.03))) if rng.random() < 0.4 else 1.0,
+                appear,
+                vanish,
+            )
+        )
     return Scene(bg, objs)
 
 # %% ../nbs/06a_synthetic.ipynb #77e1f7cc
@@ -124,13 +170,16 @@ def _grid(T: int, H: int, W: int):
     "Pixel-centre coordinates as fractions of the frame: x (1, 1, W) and y (1, H, 1)."
     return ((np.arange(W) + 0.5) / W)[None, None, :], ((np.arange(H) + 0.5) / H)[None, :, None]
 
+
 def _bilinear(img: np.ndarray, y: np.ndarray, x: np.ndarray, wrap: bool) -> np.ndarray:
     "Sample float `img` (h, w, C) at float pixel coordinates y, x (any equal shape) -> (..., C); wrap or clamp."
     h, w = img.shape[:2]
     y0, x0 = np.floor(y).astype(np.int64), np.floor(x).astype(np.int64)
     fy, fx = (y - y0)[..., None], (x - x0)[..., None]
-    if wrap: idx = lambda a, n: a % n
-    else: idx = lambda a, n: np.clip(a, 0, n - 1)
+    if wrap:
+        idx = lambda a, n: a % n
+    else:
+        idx = lambda a, n: np.clip(a, 0, n - 1)
     y1, x1, y0, x0 = idx(y0 + 1, h), idx(x0 + 1, w), idx(y0, h), idx(x0, w)
     top = img[y0, x0] * (1 - fx) + img[y0, x1] * fx
     bot = img[y1, x0] * (1 - fx) + img[y1, x1] * fx
@@ -144,18 +193,19 @@ def render_background(bg: Background, num_frames: int, frame_size) -> np.ndarray
     T = num_frames
     t = np.arange(T, dtype=np.float64)[:, None, None]
     x, y = _grid(T, H, W)
-    x = x * (W / min(H, W)) - bg.velocity[0] * t; y = y * (H / min(H, W)) - bg.velocity[1] * t  # (T, H, W) after broadcast
+    x = x * (W / min(H, W)) - bg.velocity[0] * t
+    y = y * (H / min(H, W)) - bg.velocity[1] * t  # (T, H, W) after broadcast
     cols = np.asarray(bg.colors, dtype=np.float64).reshape(-1, 3)
-    d = x * math.cos(bg.angle) + y * math.sin(bg.angle)       # distance along the pattern's direction
+    d = x * math.cos(bg.angle) + y * math.sin(bg.angle)  # distance along the pattern's direction
     if bg.kind == "flat":
         out = np.broadcast_to(cols[0], (T, H, W, 3))
     elif bg.kind == "gradient":
         ca, sa = math.cos(bg.angle), math.sin(bg.angle)
         dc, ext = 0.5 * (ca * W + sa * H) / min(H, W), (abs(ca) * W + abs(sa) * H) / min(H, W)
-        a = np.clip(0.5 + (d - dc) / ext, 0, 1)[..., None]   # a linear ramp across the frame, drifting with the pan
+        a = np.clip(0.5 + (d - dc) / ext, 0, 1)[..., None]  # a linear ramp across the frame, drifting with the pan
         out = cols[0] * (1 - a) + cols[-1] * a
     elif bg.kind == "bars":
-        i = np.floor((x * min(H, W) / W % 1.0) * len(cols)).astype(np.int64) % len(cols)   # bars span the width
+        i = np.floor((x * min(H, W) / W % 1.0) * len(cols)).astype(np.int64) % len(cols)  # bars span the width
         out = cols[np.broadcast_to(i, (T, H, W))]
     elif bg.kind == "stripes":
         a = (np.sin(2 * np.pi * d / bg.period) > 0)[..., None]
@@ -166,24 +216,38 @@ def render_background(bg: Background, num_frames: int, frame_size) -> np.ndarray
     elif bg.kind == "noise":
         r = np.random.default_rng(bg.seed)
         cells = max(2, round(1 / bg.period))
-        tex = r.random((cells, cells, 1))                     # a smooth value-noise field mixing the two colours
-        grain = r.normal(0, 12, (64, 64, 3))                   # and a fine colour grain, both tiling
+        tex = r.random((cells, cells, 1))  # a smooth value-noise field mixing the two colours
+        grain = r.normal(0, 12, (64, 64, 3))  # and a fine colour grain, both tiling
         a = _bilinear(tex, np.broadcast_to(y * cells, (T, H, W)), np.broadcast_to(x * cells, (T, H, W)), wrap=True)
         g = _bilinear(grain, np.broadcast_to(y * 64, (T, H, W)), np.broadcast_to(x * 64, (T, H, W)), wrap=True)
         out = cols[0] * (1 - a) + cols[-1] * a + g
-    else: raise VimpacError(f"render: unknown background kind {bg.kind!r}; expected one of {BACKGROUNDS}")
+    else:
+        raise VimpacError(f"render: unknown background kind {bg.kind!r}; expected one of {BACKGROUNDS}")
     return np.broadcast_to(out, (T, H, W, 3))
 
 # %% ../nbs/06a_synthetic.ipynb #ece3bc93
 def shape_sdf(kind: str, u: np.ndarray, v: np.ndarray, r: np.ndarray) -> np.ndarray:
     """Signed distance (negative inside) of a shape of radius `r` centred at the origin, at offsets `u`, `v` in the
     shape's own rotated frame; all in the same unit, arrays broadcasting together."""
-    if kind == "circle": return np.hypot(u, v) - r
-    if kind == "ring": return np.abs(np.hypot(u, v) - 0.75 * r) - 0.25 * r
-    if kind == "square": return np.maximum(np.abs(u), np.abs(v)) - 0.8 * r
-    if kind == "diamond": return (np.abs(u) + np.abs(v) - r) / math.sqrt(2)
-    if kind == "triangle":   # equilateral, vertex up in its own frame, circumradius r
-        return np.max([u * math.cos(a) + v * math.sin(a) for a in (np.pi / 2, np.pi / 2 + 2 * np.pi / 3, np.pi / 2 + 4 * np.pi / 3)], axis=0) - r / 2
+    if kind == "circle":
+        return np.hypot(u, v) - r
+    if kind == "ring":
+        return np.abs(np.hypot(u, v) - 0.75 * r) - 0.25 * r
+    if kind == "square":
+        return np.maximum(np.abs(u), np.abs(v)) - 0.8 * r
+    if kind == "diamond":
+        return (np.abs(u) + np.abs(v) - r) / math.sqrt(2)
+    if kind == "triangle":  # equilateral, vertex up in its own frame, circumradius r
+        return (
+            np.max(
+                [
+                    u * math.cos(a) + v * math.sin(a)
+                    for a in (np.pi / 2, np.pi / 2 + 2 * np.pi / 3, np.pi / 2 + 4 * np.pi / 3)
+                ],
+                axis=0,
+            )
+            - r / 2
+        )
     if kind == "cross":
         bar = lambda a, b: np.maximum(np.abs(a) - r, np.abs(b) - 0.3 * r)
         return np.minimum(bar(u, v), bar(v, u))
@@ -197,17 +261,21 @@ def render(scene: Scene, num_frames: int, frame_size=128) -> np.ndarray:
     frames and pixels; the only Python loop is over the few objects. Raises `VimpacError` for a bad size or count."""
     check_number("render: num_frames", num_frames, integer=True, gt=0)
     H, W = (frame_size, frame_size) if np.isscalar(frame_size) else frame_size
-    check_number("render: frame height", H, integer=True, gt=0); check_number("render: frame width", W, integer=True, gt=0)
+    check_number("render: frame height", H, integer=True, gt=0)
+    check_number("render: frame width", W, integer=True, gt=0)
     S = min(H, W)
     img = np.array(render_background(scene.background, num_frames, (H, W)), dtype=np.float64)
     t = np.arange(num_frames)
     x, y = _grid(num_frames, H, W)
-    x, y = x * W, y * H                                        # pixels
+    x, y = x * W, y * H  # pixels
     for s in scene.shapes:
         cx, cy, r, ang = (a[:, None, None] for a in s.at(t))
         dx, dy = x - cx * W, y - cy * H
         c, sn = np.cos(ang), np.sin(ang)
-        u, v = c * dx + sn * dy, -sn * dx + c * dy             # rotate into the shape's frame (positive angle: clockwise on screen)
+        u, v = (
+            c * dx + sn * dy,
+            -sn * dx + c * dy,
+        )  # rotate into the shape's frame (positive angle: clockwise on screen)
         alpha = np.clip(0.5 - shape_sdf(s.kind, u, v, r * S), 0, 1)
         alpha = alpha * ((t >= s.appear) & (t < (num_frames if s.vanish is None else s.vanish)))[:, None, None]
         img += alpha[..., None] * (np.asarray(s.color, dtype=np.float64) - img)
@@ -215,19 +283,24 @@ def render(scene: Scene, num_frames: int, frame_size=128) -> np.ndarray:
 
 # %% ../nbs/06a_synthetic.ipynb #9a0bc774
 @renamed_kwargs(size="frame_size")
-def pan_zoom(image: np.ndarray, num_frames: int, frame_size=128, start=(0.5, 0.5, 1.0), end=(0.5, 0.5, 1.5)) -> np.ndarray:
+def pan_zoom(
+    image: np.ndarray, num_frames: int, frame_size=128, start=(0.5, 0.5, 1.0), end=(0.5, 0.5, 1.5)
+) -> np.ndarray:
     """Animate a still uint8 RGB `image` (h, w, 3) into frames (T, S, S, 3) by a camera that moves from `start` to
     `end` = (centre x, centre y, zoom) linearly: the centre as fractions of the image, zoom 1 shows a square of the
     image's shorter side, zoom 2 half of it. The window is clamped at the image's borders (bilinear sampling).
     `frame_size` = S or (H, W). Raises `VimpacError` for an image that is not (h, w, 3)."""
     image = np.asarray(image)
-    if image.ndim != 3 or image.shape[2] != 3: raise VimpacError(f"pan_zoom: image must be (h, w, 3) RGB, got shape {image.shape}")
+    if image.ndim != 3 or image.shape[2] != 3:
+        raise VimpacError(f"pan_zoom: image must be (h, w, 3) RGB, got shape {image.shape}")
     check_number("pan_zoom: num_frames", num_frames, integer=True, gt=0)
     H, W = (frame_size, frame_size) if np.isscalar(frame_size) else frame_size
     h, w = image.shape[:2]
     f = np.linspace(0, 1, num_frames)[:, None, None]
-    cx, cy, z = (np.asarray(start, float)[i] + (np.asarray(end, float)[i] - np.asarray(start, float)[i]) * f for i in range(3))
-    span = min(h, w) / z                                      # image pixels covered by the shorter side of a frame
+    cx, cy, z = (
+        np.asarray(start, float)[i] + (np.asarray(end, float)[i] - np.asarray(start, float)[i]) * f for i in range(3)
+    )
+    span = min(h, w) / z  # image pixels covered by the shorter side of a frame
     x, y = _grid(num_frames, H, W)
     xs = cx * w + (x - 0.5) * span * (W / min(H, W)) - 0.5
     ys = cy * h + (y - 0.5) * span * (H / min(H, W)) - 0.5
@@ -245,12 +318,15 @@ def _same_frames(first: np.ndarray, rest: Iterator) -> Iterator[np.ndarray]:
             raise VimpacError(f"write_video: frame of {f.dtype} {f.shape}, not uint8 {first.shape} as the first")
         yield f
 
+
 def _frame_stream(frames) -> tuple[tuple[int, int], Iterator[np.ndarray] | np.ndarray]:
     "The frame size (H, W) and the frames, from a uint8 (T, H, W, 3) array or an iterator of uint8 (H, W, 3) frames."
     if not isinstance(frames, Iterator):
         frames = np.asarray(frames)
         if frames.ndim != 4 or frames.shape[-1] != 3 or frames.dtype != np.uint8 or len(frames) == 0:
-            raise VimpacError(f"write_video: frames must be uint8 (T, H, W, 3) with T > 0, got {frames.dtype} {frames.shape}")
+            raise VimpacError(
+                f"write_video: frames must be uint8 (T, H, W, 3) with T > 0, got {frames.dtype} {frames.shape}"
+            )
         return frames.shape[1:3], frames
     first = next(frames, None)
     if first is None:
@@ -260,8 +336,15 @@ def _frame_stream(frames) -> tuple[tuple[int, int], Iterator[np.ndarray] | np.nd
         raise VimpacError(f"write_video: each frame must be uint8 (H, W, 3), got {first.dtype} {first.shape}")
     return first.shape[:2], _same_frames(first, frames)
 
-def write_video(frames: np.ndarray | Iterator[np.ndarray], path, fps: float = 8.0, codec: str = "libx264", crf: int = 18,
-                options: dict | None = None) -> Path:
+
+def write_video(
+    frames: np.ndarray | Iterator[np.ndarray],
+    path,
+    fps: float = 8.0,
+    codec: str = "libx264",
+    crf: int = 18,
+    options: dict | None = None,
+) -> Path:
     """Write uint8 RGB frames (T, H, W, 3) to a video file at `path` with PyAV (`codec`, yuv420p, quality `crf` for
     libx264, one encoder thread; H and W must be even for yuv420p). `frames` may also be an iterator of (H, W, 3)
     frames, written as they come (a video too long to hold in memory). `options` are encoder options added to the
@@ -288,34 +371,58 @@ def write_video(frames: np.ndarray | Iterator[np.ndarray], path, fps: float = 8.
             elif options:
                 s.options = dict(options)
             for f in frames:
-                c.mux(s.encode(
-                    av.VideoFrame.from_ndarray(np.ascontiguousarray(f), format="rgb24").reformat(format="yuv420p")))
+                c.mux(
+                    s.encode(
+                        av.VideoFrame.from_ndarray(np.ascontiguousarray(f), format="rgb24").reformat(format="yuv420p")
+                    )
+                )
             c.mux(s.encode())
     return path
 
 # %% ../nbs/06a_synthetic.ipynb #240c89fa
-TEMPORAL_CLASSES = ("moving-right", "moving-left", "rotating-clockwise", "rotating-counterclockwise", "approaching", "receding")
+TEMPORAL_CLASSES = (
+    "moving-right",
+    "moving-left",
+    "rotating-clockwise",
+    "rotating-counterclockwise",
+    "approaching",
+    "receding",
+)
 SPATIAL_CLASSES = tuple(f"{c}-{k}" for c in ("warm", "cool") for k in ("circle", "triangle", "cross"))
 LABELLED_VARIANTS = dict(temporal=TEMPORAL_CLASSES, spatial=SPATIAL_CLASSES)
-ACTOR_SHAPES = ("triangle", "square", "cross")          # the temporal variant's actors: kinds whose rotation shows
-_HUES = dict(warm=(-0.06, 0.15), cool=(0.45, 0.68))     # hue ranges of the spatial variant's colour families
-LABELLED_FORMAT = "vimpac-synthetic-labelled/1"           # the `format` of a written dataset's dataset.json
+ACTOR_SHAPES = ("triangle", "square", "cross")  # the temporal variant's actors: kinds whose rotation shows
+_HUES = dict(warm=(-0.06, 0.15), cool=(0.45, 0.68))  # hue ranges of the spatial variant's colour families
+LABELLED_FORMAT = "vimpac-synthetic-labelled/1"  # the `format` of a written dataset's dataset.json
 
 # %% ../nbs/06a_synthetic.ipynb #72a26a9b
 def _muted(rng: np.random.Generator) -> tuple[int, int, int]:
     "A muted colour (saturation <= 0.4) for backgrounds and distractors, so that the vivid actor stands out."
     return tuple(int(c) for c in hsv_to_rgb([rng.random(), rng.uniform(0.0, 0.4), rng.uniform(0.2, 0.85)]))
 
+
 def _backdrop(rng: np.random.Generator) -> tuple[Background, list]:
     "A labelled scene's static background (any kind, muted colours) and its 0-2 static muted distractors."
     kind = BACKGROUNDS[rng.integers(len(BACKGROUNDS))]
     n_col = dict(flat=1, bars=int(rng.integers(3, 7))).get(kind, 2)
-    bg = Background(kind, tuple(_muted(rng) for _ in range(n_col)), float(rng.uniform(0, np.pi)),
-                    float(rng.uniform(0.1, 0.4)), int(rng.integers(2**31)))
-    shapes = [Shape(SHAPES[rng.integers(len(SHAPES))], _muted(rng), tuple(float(v) for v in rng.uniform(0.15, 0.85, 2)),
-                    float(rng.uniform(0.05, 0.1)), angle=float(rng.uniform(0, 2 * np.pi)))
-              for _ in range(int(rng.integers(0, 3)))]
+    bg = Background(
+        kind,
+        tuple(_muted(rng) for _ in range(n_col)),
+        float(rng.uniform(0, np.pi)),
+        float(rng.uniform(0.1, 0.4)),
+        int(rng.integers(2**31)),
+    )
+    shapes = [
+        Shape(
+            SHAPES[rng.integers(len(SHAPES))],
+            _muted(rng),
+            tuple(float(v) for v in rng.uniform(0.15, 0.85, 2)),
+            float(rng.uniform(0.05, 0.1)),
+            angle=float(rng.uniform(0, 2 * np.pi)),
+        )
+        for _ in range(int(rng.integers(0, 3)))
+    ]
     return bg, shapes
+
 
 def _phases(motion: int, frozen: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
     """The actor's (x, angle, log-size) phases at frame 0 and their change per frame over `n` frames: the factor of
@@ -345,36 +452,58 @@ def labelled_scene(variant: str, label: int, rng: np.random.Generator, num_frame
     The random draws do not depend on `label`: one `rng` state gives the same scene in every class, differing only
     in what the class sets. Speeds vary (travel 0.24-0.5 of the frame, a turn of 90-180 degrees, a size factor of
     1.5-2 over the clip). Raises `VimpacError` for an unknown variant, a label out of range, or fewer than 2 frames."""
-    if variant not in LABELLED_VARIANTS: raise VimpacError(f"variant: expected one of {', '.join(LABELLED_VARIANTS)}, got {variant!r}")
+    if variant not in LABELLED_VARIANTS:
+        raise VimpacError(f"variant: expected one of {', '.join(LABELLED_VARIANTS)}, got {variant!r}")
     classes = LABELLED_VARIANTS[variant]
     if isinstance(label, bool) or not isinstance(label, (int, np.integer)) or not 0 <= label < len(classes):
-        raise VimpacError(f"label: expected an integer in 0..{len(classes) - 1} for the {variant} variant, got {label!r}")
+        raise VimpacError(
+            f"label: expected an integer in 0..{len(classes) - 1} for the {variant} variant, got {label!r}"
+        )
     check_number("num_frames", num_frames, integer=True, ge=2)
     n = num_frames
     bg, shapes = _backdrop(rng)
     # the actor: amplitudes of x, angle, log-size, their centres, and the frozen phases (grid indices)
     amp = np.array([rng.uniform(0.12, 0.25), rng.uniform(np.pi / 4, np.pi / 2), rng.uniform(0.2, 0.35)])
-    mid = np.array([0.5 + rng.uniform(-1, 1) * (0.32 - amp[0]), rng.uniform(0, 2 * np.pi), math.log(rng.uniform(0.13, 0.19))])
+    mid = np.array(
+        [0.5 + rng.uniform(-1, 1) * (0.32 - amp[0]), rng.uniform(0, 2 * np.pi), math.log(rng.uniform(0.13, 0.19))]
+    )
     cy, frozen = float(rng.uniform(0.3, 0.7)), rng.integers(n, size=3)
     hue, sat, val = rng.random(), rng.uniform(0.75, 1.0), rng.uniform(0.75, 1.0)
     kind_i, random_motion = int(rng.integers(3)), int(rng.integers(6))
-    if variant == "temporal": motion, actor_kind = int(label), ACTOR_SHAPES[kind_i]
+    if variant == "temporal":
+        motion, actor_kind = int(label), ACTOR_SHAPES[kind_i]
     else:
         family, k = divmod(int(label), 3)
         lo, hi = _HUES[("warm", "cool")[family]]
         motion, actor_kind, hue = random_motion, ("circle", "triangle", "cross")[k], lo + hue * (hi - lo)
-    start, rate = _phases(motion, frozen, n)                # each factor's phase at frame 0, its change per frame
+    start, rate = _phases(motion, frozen, n)  # each factor's phase at frame 0, its change per frame
     (x0, a0, s0), (dx, da, ds) = mid + amp * start, amp * rate
     color = tuple(int(c) for c in hsv_to_rgb([hue, sat, val]))
-    actor = Shape(actor_kind, color, (float(x0), cy), float(math.exp(s0)), velocity=(float(dx), 0.0),
-                  angle=float(a0), spin=float(da), growth=float(math.exp(ds)))
+    actor = Shape(
+        actor_kind,
+        color,
+        (float(x0), cy),
+        float(math.exp(s0)),
+        velocity=(float(dx), 0.0),
+        angle=float(a0),
+        spin=float(da),
+        growth=float(math.exp(ds)),
+    )
     return Scene(bg, shapes + [actor])
 
 # %% ../nbs/06a_synthetic.ipynb #5687f34f
 @renamed_kwargs(size="frame_size")
-def write_labelled_dataset(out, variant: str = "temporal", train_per_class: int = 16, test_per_class: int = 8,
-                           seed: int = 0, num_frames: int = 16, frame_size: int = 64, fps: float = 8.0,
-                           progress: bool = False) -> dict:
+def write_labelled_dataset(
+    out,
+    variant: str = "temporal",
+    train_per_class: int = 16,
+    test_per_class: int = 8,
+    seed: int = 0,
+    num_frames: int = 16,
+    frame_size: int = 64,
+    fps: float = 8.0,
+    progress: bool = False,
+) -> dict:
     """Render the labelled synthetic dataset `variant` (see `labelled_scene`) and write it as H.264 videos in the
     `folder` layout of `vimpac.data.read_split`: `out/train/<class>/NNNN.mp4` and `out/test/<class>/NNNN.mp4`,
     `train_per_class` and `test_per_class` videos per class (balanced), each `num_frames` frames of S = `frame_size`
@@ -384,25 +513,49 @@ def write_labelled_dataset(out, variant: str = "temporal", train_per_class: int 
     Re-running with the same arguments writes only the videos that are missing; a folder written with other
     arguments is refused. Returns a dict with `root`, `classes` and `train` / `test`, lists of (path, label).
     Raises `VimpacError` for bad arguments, an `out` that is a file, or a folder of another dataset."""
-    if variant not in LABELLED_VARIANTS: raise VimpacError(f"variant: expected one of {', '.join(LABELLED_VARIANTS)}, got {variant!r}")
-    for name, v, lo in (("train_per_class", train_per_class, 1), ("test_per_class", test_per_class, 0),
-                        ("num_frames", num_frames, 2), ("frame_size", frame_size, 2)):
+    if variant not in LABELLED_VARIANTS:
+        raise VimpacError(f"variant: expected one of {', '.join(LABELLED_VARIANTS)}, got {variant!r}")
+    for name, v, lo in (
+        ("train_per_class", train_per_class, 1),
+        ("test_per_class", test_per_class, 0),
+        ("num_frames", num_frames, 2),
+        ("frame_size", frame_size, 2),
+    ):
         check_number(name, v, integer=True, ge=lo)
-    check_number("seed", seed, integer=True); check_number("fps", fps, gt=0)
-    if frame_size % 2: raise VimpacError(f"frame_size: must be even (yuv420p video), got {frame_size}")
+    check_number("seed", seed, integer=True)
+    check_number("fps", fps, gt=0)
+    if frame_size % 2:
+        raise VimpacError(f"frame_size: must be even (yuv420p video), got {frame_size}")
     out = Path(out)
-    if out.exists() and not out.is_dir(): raise VimpacError(f"{out}: is a file, expected a dataset folder (or a new path)")
-    spec = dict(format=LABELLED_FORMAT, variant=variant, train_per_class=train_per_class, test_per_class=test_per_class,
-                seed=seed, num_frames=num_frames, size=frame_size, fps=float(fps))   # key `size` kept: format /1
+    if out.exists() and not out.is_dir():
+        raise VimpacError(f"{out}: is a file, expected a dataset folder (or a new path)")
+    spec = dict(
+        format=LABELLED_FORMAT,
+        variant=variant,
+        train_per_class=train_per_class,
+        test_per_class=test_per_class,
+        seed=seed,
+        num_frames=num_frames,
+        size=frame_size,
+        fps=float(fps),
+    )  # key `size` kept: format /1
     if (meta := out / "dataset.json").is_file():
         old = read_json(meta, "synthetic dataset description")
         if old != spec:
             diff = next(k for k in spec if old.get(k) != spec[k])
-            raise VimpacError(f"{out}: holds a synthetic dataset with {diff}={old.get(diff)!r}, not {spec[diff]!r}; use another folder")
+            raise VimpacError(
+                f"{out}: holds a synthetic dataset with {diff}={old.get(diff)!r}, not {spec[diff]!r}; use another "
+                "folder"
+            )
     out.mkdir(parents=True, exist_ok=True)
-    write_json(meta, spec)                                  # first, so that an interrupted run is resumed, not mixed
+    write_json(meta, spec)  # first, so that an interrupted run is resumed, not mixed
     classes = LABELLED_VARIANTS[variant]
-    jobs = [(p, c, i) for p, count in enumerate((train_per_class, test_per_class)) for c in range(len(classes)) for i in range(count)]
+    jobs = [
+        (p, c, i)
+        for p, count in enumerate((train_per_class, test_per_class))
+        for c in range(len(classes))
+        for i in range(count)
+    ]
     parts = dict(train=[], test=[])
     for p, c, i in tqdm(jobs, desc=f"{variant} videos", disable=not progress):
         path = out / ("train", "test")[p] / classes[c] / f"{i:04d}.mp4"

@@ -15,8 +15,16 @@ from torch import nn
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 from vector_quantize_pytorch import VectorQuantize
-from .utils import (VimpacError, VimpacDeprecationWarning, make_generator, warmup_linear, load_torch_file,
-                          read_json, save_weights, load_weights)
+from vimpac.utils import (
+    VimpacError,
+    VimpacDeprecationWarning,
+    make_generator,
+    warmup_linear,
+    load_torch_file,
+    read_json,
+    save_weights,
+    load_weights,
+)
 
 # %% auto #0
 __all__ = ['LOGIT_LAPLACE_EPS', 'DEFAULT_TOKENIZER', 'to_float_frames', 'check_frame_size', 'check_codes', 'weights_hash',
@@ -31,35 +39,47 @@ def to_float_frames(frames, device=None) -> torch.Tensor:
     outside [0, 1] or NaN (e.g. floats in 0..255: pass uint8 frames or divide by 255). The range check is one
     `aminmax` pass over the frames, on `device`."""
     x = torch.as_tensor(frames)
-    if x.ndim != 4: raise VimpacError(f"frames: expected 4-D (N, H, W, 3) uint8 or (N, 3, H, W) float, got shape {tuple(x.shape)}")
+    if x.ndim != 4:
+        raise VimpacError(f"frames: expected 4-D (N, H, W, 3) uint8 or (N, 3, H, W) float, got shape {tuple(x.shape)}")
     if x.dtype == torch.uint8:
-        if x.shape[-1] != 3: raise VimpacError(f"frames: uint8 frames must be (N, H, W, 3), got {tuple(x.shape)}")
+        if x.shape[-1] != 3:
+            raise VimpacError(f"frames: uint8 frames must be (N, H, W, 3), got {tuple(x.shape)}")
         x = x.to(device) if device is not None else x
         return x.permute(0, 3, 1, 2).float().div_(255)
-    if not x.is_floating_point(): raise VimpacError(f"frames: expected uint8 or float, got {x.dtype}")
-    if x.shape[1] != 3: raise VimpacError(f"frames: float frames must be (N, 3, H, W), got {tuple(x.shape)}")
+    if not x.is_floating_point():
+        raise VimpacError(f"frames: expected uint8 or float, got {x.dtype}")
+    if x.shape[1] != 3:
+        raise VimpacError(f"frames: float frames must be (N, 3, H, W), got {tuple(x.shape)}")
     x = (x.to(device) if device is not None else x).float()
     if x.numel():
         lo, hi = (float(v) for v in torch.aminmax(x))
         if not (lo >= 0 and hi <= 1):  # also catches NaN
-            raise VimpacError(f"frames: float frames must lie in [0, 1], found values in [{lo:g}, {hi:g}]; "
-                              "pass uint8 (N, H, W, 3) frames, or divide 0..255 floats by 255")
+            raise VimpacError(
+                f"frames: float frames must lie in [0, 1], found values in [{lo:g}, {hi:g}]; "
+                "pass uint8 (N, H, W, 3) frames, or divide 0..255 floats by 255"
+            )
     return x
+
 
 def check_frame_size(x: torch.Tensor, downsample: int = 8):
     "Raise `VimpacError` unless the height and width of frames (N, 3, H, W) are multiples of `downsample`."
     if x.shape[-1] % downsample or x.shape[-2] % downsample:
         raise VimpacError(f"frames: height and width must be multiples of {downsample}, got {tuple(x.shape[-2:])}")
 
+
 def check_codes(tokens, vocab_size: int) -> torch.Tensor:
-    """A tokenizer's codes: token maps (N, h, w) of any integer dtype (numpy or torch; e.g. the int16 of `TokenStore.tokens`) as int64.
+    """A tokenizer's codes: token maps (N, h, w) of any integer dtype (numpy or torch; e.g. the int16 of
+    `TokenStore.tokens`) as int64.
     Raises `VimpacError` for float, bool or complex tokens (they would be truncated silently), another shape, or
     codes outside [0, vocab_size)."""
     t = torch.as_tensor(tokens)
     if t.is_floating_point() or t.is_complex() or t.dtype == torch.bool:
-        raise VimpacError(f"tokens: got dtype {t.dtype}, expected integer codes (int64, or any integer dtype such as "
-                          f"the int16 of a token store) in [0, {vocab_size})")
-    if t.ndim != 3: raise VimpacError(f"tokens: expected (N, h, w), got shape {tuple(t.shape)}")
+        raise VimpacError(
+            f"tokens: got dtype {t.dtype}, expected integer codes (int64, or any integer dtype such as "
+            f"the int16 of a token store) in [0, {vocab_size})"
+        )
+    if t.ndim != 3:
+        raise VimpacError(f"tokens: expected (N, h, w), got shape {tuple(t.shape)}")
     t = t.long()
     if t.numel():
         lo, hi = (int(v) for v in torch.aminmax(t))
@@ -71,8 +91,12 @@ def check_codes(tokens, vocab_size: int) -> torch.Tensor:
 def __getattr__(name: str):
     "Old names of this module, kept for one release with a `VimpacDeprecationWarning`."
     if name == "check_tokens":
-        warnings.warn("vimpac.tokenizer.check_tokens is renamed check_codes (vimpac.model.check_tokens checks a "
-                      "model's input); the old name goes in the next release", VimpacDeprecationWarning, stacklevel=2)
+        warnings.warn(
+            "vimpac.tokenizer.check_tokens is renamed check_codes (vimpac.model.check_tokens checks a "
+            "model's input); the old name goes in the next release",
+            VimpacDeprecationWarning,
+            stacklevel=2,
+        )
         return check_codes
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
@@ -81,13 +105,17 @@ def weights_hash(module: nn.Module) -> str:
     "First 16 hex digits of a SHA-256 over `module`'s state dict (names and bytes): a tokenizer's identity."
     h = hashlib.sha256()
     for k, v in sorted(module.state_dict().items()):
-        h.update(k.encode()); h.update(v.detach().cpu().contiguous().numpy().tobytes())
+        h.update(k.encode())
+        h.update(v.detach().cpu().contiguous().numpy().tobytes())
     return h.hexdigest()[:16]
 
 # %% ../nbs/01_tokenizer.ipynb #315a5093
 @dataclass
 class VQVAEConfig:
-    "Hyper-parameters of the kit's VQ-VAE. `channels` are the widths after the stem and each of the 3 downsampling stages."
+    "Hyper-parameters of the kit's VQ-VAE. `channels` are the widths after the stem and each of the 3 downsampling"
+
+    "stages."
+
     vocab_size: int = 512
     code_dim: int = 64
     channels: tuple = (32, 64, 128)
@@ -97,43 +125,67 @@ class VQVAEConfig:
     dead_code_threshold: float = 1.0
     name: str = "vimpac-vqvae"
 
+
 class ResBlock(nn.Module):
     "x + Conv1x1(ReLU(Conv3x3(ReLU(x)))), as in the VQ-VAE paper."
+
     def __init__(self, c):
         super().__init__()
         self.net = nn.Sequential(nn.ReLU(), nn.Conv2d(c, c, 3, padding=1), nn.ReLU(), nn.Conv2d(c, c, 1))
-    def forward(self, x): return x + self.net(x)
+
+    def forward(self, x):
+        return x + self.net(x)
 
 # %% ../nbs/01_tokenizer.ipynb #01ca7615
-def _is_int(v) -> bool: return isinstance(v, int) and not isinstance(v, bool)
-def _is_num(v) -> bool: return isinstance(v, (int, float)) and not isinstance(v, bool)
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_num(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
 _VQVAE_FIELDS = dict(  # field -> (check, what it must be)
     vocab_size=(lambda v: _is_int(v) and v > 0, "a positive integer"),
     code_dim=(lambda v: _is_int(v) and v > 0, "a positive integer"),
-    channels=(lambda v: isinstance(v, (list, tuple)) and len(v) == 3 and all(_is_int(c) and c > 0 for c in v),
-              "a list of 3 positive integers"),
+    channels=(
+        lambda v: isinstance(v, (list, tuple)) and len(v) == 3 and all(_is_int(c) and c > 0 for c in v),
+        "a list of 3 positive integers",
+    ),
     num_res_blocks=(lambda v: _is_int(v) and v >= 0, "a non-negative integer"),
-    commitment_weight=(_is_num, "a number"), ema_decay=(_is_num, "a number"), dead_code_threshold=(_is_num, "a number"),
-    name=(lambda v: isinstance(v, str) and v != "", "a non-empty string"))
+    commitment_weight=(_is_num, "a number"),
+    ema_decay=(_is_num, "a number"),
+    dead_code_threshold=(_is_num, "a number"),
+    name=(lambda v: isinstance(v, str) and v != "", "a non-empty string"),
+)
+
 
 def _read_vqvae_config(f: Path) -> VQVAEConfig:
-    "The `VQVAEConfig` in the `config.json` file `f`; every field is required and checked. Raises `VimpacError` naming `f`."
+    "The `VQVAEConfig` in the `config.json` file `f`; every field is required and checked. Raises `VimpacError`"
+    "naming `f`."
     cfg = read_json(f, "a vimpac VQ-VAE config", required=("kind",))
     kind = cfg.pop("kind")
-    if kind != "vimpac-vqvae": raise VimpacError(f"{f}: kind {kind!r}, expected 'vimpac-vqvae' (not a vimpac VQ-VAE config)")
+    if kind != "vimpac-vqvae":
+        raise VimpacError(f"{f}: kind {kind!r}, expected 'vimpac-vqvae' (not a vimpac VQ-VAE config)")
     known = [fl.name for fl in fields(VQVAEConfig)]
     unknown = sorted(set(cfg) - set(known))
-    if unknown: raise VimpacError(f"{f}: unknown key(s) {', '.join(unknown)}; a vimpac VQ-VAE config has kind, {', '.join(known)}")
+    if unknown:
+        raise VimpacError(
+            f"{f}: unknown key(s) {', '.join(unknown)}; a vimpac VQ-VAE config has kind, {', '.join(known)}"
+        )
     missing = [k for k in known if k not in cfg]
-    if missing: raise VimpacError(f"{f}: lacks the field(s) {', '.join(missing)}, expected a vimpac VQ-VAE config")
+    if missing:
+        raise VimpacError(f"{f}: lacks the field(s) {', '.join(missing)}, expected a vimpac VQ-VAE config")
     for k, (ok, what) in _VQVAE_FIELDS.items():
-        if not ok(cfg[k]): raise VimpacError(f"{f}: field {k} is {cfg[k]!r}, expected {what}")
+        if not ok(cfg[k]):
+            raise VimpacError(f"{f}: field {k} is {cfg[k]!r}, expected {what}")
     return VQVAEConfig(**{**cfg, "channels": tuple(cfg["channels"])})
 
 # %% ../nbs/01_tokenizer.ipynb #585d22c9
 class VQVAE(nn.Module):
     """The kit's frame tokenizer: frames (N, 3, H, W) → token maps (N, H/8, W/8) over `vocab_size` codes, and back.
     H and W must be multiples of 8. Paper §3.1 (the role of DALL-E's dVAE)."""
+
     downsample = 8
 
     def __init__(self, config: VQVAEConfig | None = None):
@@ -150,9 +202,15 @@ class VQVAE(nn.Module):
             dec += [nn.ReLU(), nn.ConvTranspose2d(a, b, 4, stride=2, padding=1)]
         dec += [nn.ReLU(), nn.Conv2d(ch[0], 3, 3, padding=1)]
         self.decoder = nn.Sequential(*dec)
-        self.quantizer = VectorQuantize(dim=c.code_dim, codebook_size=c.vocab_size, accept_image_fmap=True,
-                                        kmeans_init=True, decay=c.ema_decay, commitment_weight=c.commitment_weight,
-                                        threshold_ema_dead_code=c.dead_code_threshold)
+        self.quantizer = VectorQuantize(
+            dim=c.code_dim,
+            codebook_size=c.vocab_size,
+            accept_image_fmap=True,
+            kmeans_init=True,
+            decay=c.ema_decay,
+            commitment_weight=c.commitment_weight,
+            threshold_ema_dead_code=c.dead_code_threshold,
+        )
         self._identity = None
 
     @property
@@ -204,14 +262,16 @@ class VQVAE(nn.Module):
         an unknown key, a missing or wrong-typed field, or `model.safetensors` is corrupt, truncated or does not
         match the config."""
         path = Path(path)
-        _, sd = load_weights(path, "a saved VQ-VAE")          # the files, the JSON and the safetensors, one-line errors
-        model = cls(_read_vqvae_config(path/"config.json"))   # every field of the config checked
+        _, sd = load_weights(path, "a saved VQ-VAE")  # the files, the JSON and the safetensors, one-line errors
+        model = cls(_read_vqvae_config(path / "config.json"))  # every field of the config checked
         try:
             model.load_state_dict(sd)
         except RuntimeError as e:  # torch's first line is a header; the second names the keys or the shapes
             lines = [l.strip() for l in str(e).splitlines() if l.strip()]
-            raise VimpacError(f"{path/'model.safetensors'}: weights do not match {path/'config.json'} "
-                              f"({(lines[1:] or lines)[0][:200]})") from None
+            raise VimpacError(
+                f"{path / 'model.safetensors'}: weights do not match {path / 'config.json'} "
+                f"({(lines[1:] or lines)[0][:200]})"
+            ) from None
         return model.to(device).eval().requires_grad_(False)
 
 # %% ../nbs/01_tokenizer.ipynb #b6030651
@@ -219,6 +279,7 @@ def psnr(x: torch.Tensor, y: torch.Tensor) -> float:
     "Peak signal-to-noise ratio in dB between float images in [0, 1] (mean squared error over all pixels)."
     mse = F.mse_loss(x.float(), y.float()).item()
     return float("inf") if mse == 0 else 10 * math.log10(1.0 / mse)
+
 
 def codebook_usage(tokens: torch.Tensor, vocab_size: int) -> dict:
     "Perplexity exp(H(p)) of the code histogram and the fraction of the `vocab_size` codes used at least once."
@@ -235,22 +296,28 @@ def _random_crops(x: torch.Tensor, crop: int, g: torch.Generator) -> torch.Tenso
     left = (torch.rand(B, generator=g) * (W - crop + 1)).long()
     r = torch.arange(crop)
     rows = (top[:, None] + r)[:, None, :, None]
-    cols = (left[:, None] + r)
+    cols = left[:, None] + r
     flip = torch.rand(B, generator=g) < 0.5
     cols = torch.where(flip[:, None], cols.flip(1), cols)[:, None, None, :]
     return x[torch.arange(B)[:, None, None, None], torch.arange(3)[None, :, None, None], rows, cols]
 
 # %% ../nbs/01_tokenizer.ipynb #e722c3c7
 def _split_heldout(x: torch.Tensor, holdout_every: int, heldout=None) -> tuple[torch.Tensor, torch.Tensor]:
-    "(train, held-out) float frames: every `holdout_every`-th of `x` held out, or all of `x` trains and `heldout` tests."
-    if heldout is not None: return x, to_float_frames(heldout)
+    "(train, held-out) float frames: every `holdout_every`-th of `x` held out, or all of `x` trains and `heldout`"
+    "tests."
+    if heldout is not None:
+        return x, to_float_frames(heldout)
     held = torch.zeros(len(x), dtype=torch.bool)
-    held[holdout_every // 2::holdout_every] = True
-    if held.all() or not held.any(): held[:] = False; held[-1] = len(x) > 1
+    held[holdout_every // 2 :: holdout_every] = True
+    if held.all() or not held.any():
+        held[:] = False
+        held[-1] = len(x) > 1
     return x[~held], x[held]
 
+
 def _augment(batch: torch.Tensor, crop: int, scale_range: tuple, g: torch.Generator) -> torch.Tensor:
-    "A batch (B, 3, H, W) rescaled by a random factor in `scale_range` (never below `crop`), then random crops and flips."
+    "A batch (B, 3, H, W) rescaled by a random factor in `scale_range` (never below `crop`), then random crops and"
+    "flips."
     H, W = batch.shape[-2:]
     lo = max(scale_range[0], crop / min(H, W))
     scale = lo + (max(scale_range[1], lo) - lo) * torch.rand(1, generator=g).item()
@@ -258,12 +325,22 @@ def _augment(batch: torch.Tensor, crop: int, scale_range: tuple, g: torch.Genera
         batch = F.interpolate(batch, scale_factor=scale, mode="bilinear", antialias=True, align_corners=False)
     return _random_crops(batch, crop, g)
 
-
 # %% ../nbs/01_tokenizer.ipynb #a26ded22
-def train_vqvae(frames, config: VQVAEConfig | None = None, steps: int = 1000, batch_size: int = 32,
-                crop: int = 64, lr: float = 2e-3, holdout_every: int = 10, seed: int = 0,
-                scale_range: tuple = (1.0, 1.0), device=None, progress: bool = True, heldout=None,
-                init: VQVAE | None = None) -> tuple[VQVAE, dict]:
+def train_vqvae(
+    frames,
+    config: VQVAEConfig | None = None,
+    steps: int = 1000,
+    batch_size: int = 32,
+    crop: int = 64,
+    lr: float = 2e-3,
+    holdout_every: int = 10,
+    seed: int = 0,
+    scale_range: tuple = (1.0, 1.0),
+    device=None,
+    progress: bool = True,
+    heldout=None,
+    init: VQVAE | None = None,
+) -> tuple[VQVAE, dict]:
     """Train the kit's VQ-VAE on uint8 frames (N, H, W, 3). Every `holdout_every`-th frame is held out, unless
     `heldout` frames (uint8 (M, H', W', 3), e.g. whole video segments never seen in training) are given: then all of
     `frames` train and the report is measured on `heldout`. `init`, a trained VQ-VAE, is the starting point (a copy
@@ -273,13 +350,15 @@ def train_vqvae(frames, config: VQVAEConfig | None = None, steps: int = 1000, ba
     `used_fraction`, `steps`, `train_frames`, `heldout_frames`. Raises `VimpacError` for frames smaller than `crop`."""
     x = to_float_frames(frames)
     N, _, H, W = x.shape
-    if min(H, W) < crop: raise VimpacError(f"train_vqvae: frames of {H}x{W} are smaller than the crop {crop}")
+    if min(H, W) < crop:
+        raise VimpacError(f"train_vqvae: frames of {H}x{W} are smaller than the crop {crop}")
     train, test = _split_heldout(x, holdout_every, heldout)
     g = make_generator(seed)
     torch.manual_seed(seed)  # k-means initialisation inside the quantizer draws from the global generator
     device = torch.device(device or "cpu")
     model = VQVAE(init.config if init is not None else config)
-    if init is not None: model.load_state_dict(init.state_dict())   # a copy: `init` itself is left as it was
+    if init is not None:
+        model.load_state_dict(init.state_dict())  # a copy: `init` itself is left as it was
     model = model.to(device).train()
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: warmup_linear(s, steps, 0.05))
@@ -290,9 +369,14 @@ def train_vqvae(frames, config: VQVAEConfig | None = None, steps: int = 1000, ba
         rec, _, vq_loss = model(batch)
         rec_loss = F.mse_loss(rec, batch)
         loss = rec_loss + vq_loss.sum()
-        opt.zero_grad(set_to_none=True); loss.backward(); opt.step(); sched.step()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        sched.step()
         if step % 20 == 0 or step == steps - 1:
-            bar.set_postfix(mse=f"{rec_loss.item():.4f}", psnr=f"{10 * math.log10(1 / max(rec_loss.item(), 1e-10)):.1f}")
+            bar.set_postfix(
+                mse=f"{rec_loss.item():.4f}", psnr=f"{10 * math.log10(1 / max(rec_loss.item(), 1e-10)):.1f}"
+            )
     model.eval().requires_grad_(False)
     report = tokenizer_report(model, test if len(test) else train)
     report.update(steps=steps, train_frames=int(len(train)), heldout_frames=int(len(test)))
@@ -304,93 +388,150 @@ def tokenizer_report(model, frames, batch_size: int = 64) -> dict:
     x = to_float_frames(frames)
     toks, recs = [], []
     for i in range(0, len(x), batch_size):
-        t = model.encode(x[i:i + batch_size]); toks.append(t.cpu()); recs.append(model.decode(t).cpu())
+        t = model.encode(x[i : i + batch_size])
+        toks.append(t.cpu())
+        recs.append(model.decode(t).cpu())
     toks = torch.cat(toks)
     return dict(psnr=psnr(torch.cat(recs), x), **codebook_usage(toks, model.vocab_size))
 
 # %% ../nbs/01_tokenizer.ipynb #3602efa1
 LOGIT_LAPLACE_EPS = 0.1
 
+
 def map_pixels(x: torch.Tensor) -> torch.Tensor:
     "DALL-E's pixel mapping of float (N, 3, H, W) in [0, 1] into [ε, 1 - ε], ε = 0.1."
     return (1 - 2 * LOGIT_LAPLACE_EPS) * x + LOGIT_LAPLACE_EPS
+
 
 def unmap_pixels(x: torch.Tensor) -> torch.Tensor:
     "Inverse of `map_pixels`, clamped to [0, 1]."
     return torch.clamp((x - LOGIT_LAPLACE_EPS) / (1 - 2 * LOGIT_LAPLACE_EPS), 0, 1)
 
+
 class DalleConv2d(nn.Module):
     """Same-padded conv with DALL-E's parameter layout: `w` (n_out, n_in, kw, kw) and `b` (n_out,). As in the
     official code, it computes in float16 on CUDA when `use_float16`, else in float32."""
+
     def __init__(self, n_in: int, n_out: int, kw: int, use_float16: bool = True):
         super().__init__()
         self.n_in, self.n_out, self.kw, self.use_float16 = n_in, n_out, kw, use_float16
-        self.w = nn.Parameter(torch.randn(n_out, n_in, kw, kw) / math.sqrt(n_in * kw ** 2), requires_grad=False)
+        self.w = nn.Parameter(torch.randn(n_out, n_in, kw, kw) / math.sqrt(n_in * kw**2), requires_grad=False)
         self.b = nn.Parameter(torch.zeros(n_out), requires_grad=False)
+
     def forward(self, x):
-        if self.use_float16 and self.w.device.type == "cuda": x, w, b = x.half(), self.w.half(), self.b.half()
-        else: x, w, b = x.float(), self.w, self.b
+        if self.use_float16 and self.w.device.type == "cuda":
+            x, w, b = x.half(), self.w.half(), self.b.half()
+        else:
+            x, w, b = x.float(), self.w, self.b
         return F.conv2d(x, w, b, padding=(self.kw - 1) // 2)
 
+
 class _DalleBlock(nn.Module):
-    "Residual block `id_path(x) + post_gain * res_path(x)`; encoder blocks use kernels (3, 3, 3, 1), decoder (1, 3, 3, 3)."
+    "Residual block `id_path(x) + post_gain * res_path(x)`; encoder blocks use kernels (3, 3, 3, 1), decoder (1, 3,"
+
+    "3, 3)."
+
     kernels = (3, 3, 3, 1)
+
     def __init__(self, n_in: int, n_out: int, n_layers: int):
         super().__init__()
-        self.n_in, self.n_out, self.n_hid, self.post_gain = n_in, n_out, n_out // 4, 1 / n_layers ** 2
+        self.n_in, self.n_out, self.n_hid, self.post_gain = n_in, n_out, n_out // 4, 1 / n_layers**2
         self.id_path = DalleConv2d(n_in, n_out, 1) if n_in != n_out else nn.Identity()
         widths = [n_in, self.n_hid, self.n_hid, self.n_hid, n_out]
         layers = []
         for i, k in enumerate(self.kernels):
             layers += [(f"relu_{i + 1}", nn.ReLU()), (f"conv_{i + 1}", DalleConv2d(widths[i], widths[i + 1], k))]
         self.res_path = nn.Sequential(OrderedDict(layers))
-    def forward(self, x): return self.id_path(x) + self.post_gain * self.res_path(x)
 
-class DalleEncoderBlock(_DalleBlock): kernels = (3, 3, 3, 1)
-class DalleDecoderBlock(_DalleBlock): kernels = (1, 3, 3, 3)
+    def forward(self, x):
+        return self.id_path(x) + self.post_gain * self.res_path(x)
+
+
+class DalleEncoderBlock(_DalleBlock):
+    kernels = (3, 3, 3, 1)
+
+
+class DalleDecoderBlock(_DalleBlock):
+    kernels = (1, 3, 3, 3)
 
 # %% ../nbs/01_tokenizer.ipynb #308a96dc
 class DalleEncoder(nn.Module):
     "DALL-E dVAE encoder: float (N, C, H, W) mapped pixels → float logits (N, V, H/8, W/8) (with 4 groups)."
-    def __init__(self, group_count: int = 4, n_hid: int = 256, n_blk_per_group: int = 2, input_channels: int = 3,
-                 vocab_size: int = 8192):
+
+    def __init__(
+        self,
+        group_count: int = 4,
+        n_hid: int = 256,
+        n_blk_per_group: int = 2,
+        input_channels: int = 3,
+        vocab_size: int = 8192,
+    ):
         super().__init__()
         self.group_count, self.n_hid, self.n_blk_per_group = group_count, n_hid, n_blk_per_group
         self.input_channels, self.vocab_size = input_channels, vocab_size
         L = group_count * n_blk_per_group
-        widths = [n_hid * 2 ** g for g in range(group_count)]
+        widths = [n_hid * 2**g for g in range(group_count)]
         mods = [("input", DalleConv2d(input_channels, n_hid, 7))]
         prev = n_hid
         for g, w in enumerate(widths):
-            blocks = [(f"block_{i + 1}", DalleEncoderBlock(prev if i == 0 else w, w, L)) for i in range(n_blk_per_group)]
-            if g < group_count - 1: blocks.append(("pool", nn.MaxPool2d(kernel_size=2)))
-            mods.append((f"group_{g + 1}", nn.Sequential(OrderedDict(blocks)))); prev = w
-        mods.append(("output", nn.Sequential(OrderedDict([("relu", nn.ReLU()),
-                                                          ("conv", DalleConv2d(prev, vocab_size, 1, use_float16=False))]))))
+            blocks = [
+                (f"block_{i + 1}", DalleEncoderBlock(prev if i == 0 else w, w, L)) for i in range(n_blk_per_group)
+            ]
+            if g < group_count - 1:
+                blocks.append(("pool", nn.MaxPool2d(kernel_size=2)))
+            mods.append((f"group_{g + 1}", nn.Sequential(OrderedDict(blocks))))
+            prev = w
+        mods.append(
+            (
+                "output",
+                nn.Sequential(
+                    OrderedDict([("relu", nn.ReLU()), ("conv", DalleConv2d(prev, vocab_size, 1, use_float16=False))])
+                ),
+            )
+        )
         self.blocks = nn.Sequential(OrderedDict(mods))
-    def forward(self, x): return self.blocks(x)
+
+    def forward(self, x):
+        return self.blocks(x)
 
 # %% ../nbs/01_tokenizer.ipynb #5398e0f5
 class DalleDecoder(nn.Module):
     "DALL-E dVAE decoder: one-hot float (N, V, h, w) → float statistics (N, 2C, 8h, 8w) (with 4 groups)."
-    def __init__(self, group_count: int = 4, n_init: int = 128, n_hid: int = 256, n_blk_per_group: int = 2,
-                 output_channels: int = 3, vocab_size: int = 8192):
+
+    def __init__(
+        self,
+        group_count: int = 4,
+        n_init: int = 128,
+        n_hid: int = 256,
+        n_blk_per_group: int = 2,
+        output_channels: int = 3,
+        vocab_size: int = 8192,
+    ):
         super().__init__()
         self.group_count, self.n_init, self.n_hid, self.n_blk_per_group = group_count, n_init, n_hid, n_blk_per_group
         self.output_channels, self.vocab_size = output_channels, vocab_size
         L = group_count * n_blk_per_group
-        widths = [n_hid * 2 ** g for g in reversed(range(group_count))]
+        widths = [n_hid * 2**g for g in reversed(range(group_count))]
         mods = [("input", DalleConv2d(vocab_size, n_init, 1, use_float16=False))]
         prev = n_init
         for g, w in enumerate(widths):
-            blocks = [(f"block_{i + 1}", DalleDecoderBlock(prev if i == 0 else w, w, L)) for i in range(n_blk_per_group)]
-            if g < group_count - 1: blocks.append(("upsample", nn.Upsample(scale_factor=2, mode="nearest")))
-            mods.append((f"group_{g + 1}", nn.Sequential(OrderedDict(blocks)))); prev = w
-        mods.append(("output", nn.Sequential(OrderedDict([("relu", nn.ReLU()),
-                                                          ("conv", DalleConv2d(prev, 2 * output_channels, 1))]))))
+            blocks = [
+                (f"block_{i + 1}", DalleDecoderBlock(prev if i == 0 else w, w, L)) for i in range(n_blk_per_group)
+            ]
+            if g < group_count - 1:
+                blocks.append(("upsample", nn.Upsample(scale_factor=2, mode="nearest")))
+            mods.append((f"group_{g + 1}", nn.Sequential(OrderedDict(blocks))))
+            prev = w
+        mods.append(
+            (
+                "output",
+                nn.Sequential(OrderedDict([("relu", nn.ReLU()), ("conv", DalleConv2d(prev, 2 * output_channels, 1))])),
+            )
+        )
         self.blocks = nn.Sequential(OrderedDict(mods))
 
-    def forward(self, x): return self.blocks(x)
+    def forward(self, x):
+        return self.blocks(x)
 
     def forward_tokens(self, tokens: torch.Tensor) -> torch.Tensor:
         "Same as `forward(one_hot(tokens))` for int64 (N, h, w), with the first 1x1 conv done as a column lookup."
@@ -399,24 +540,37 @@ class DalleDecoder(nn.Module):
         return self.blocks[1:](x.permute(0, 3, 1, 2).contiguous())
 
 # %% ../nbs/01_tokenizer.ipynb #642869af
-_DALLE_SAFE = [(DalleEncoder, "dall_e.encoder.Encoder"), (DalleEncoderBlock, "dall_e.encoder.EncoderBlock"),
-               (DalleDecoder, "dall_e.decoder.Decoder"), (DalleDecoderBlock, "dall_e.decoder.DecoderBlock"),
-               (DalleConv2d, "dall_e.utils.Conv2d"),
-               nn.Sequential, nn.ReLU, nn.Identity, nn.MaxPool2d, nn.Upsample]
+_DALLE_SAFE = [
+    (DalleEncoder, "dall_e.encoder.Encoder"),
+    (DalleEncoderBlock, "dall_e.encoder.EncoderBlock"),
+    (DalleDecoder, "dall_e.decoder.Decoder"),
+    (DalleDecoderBlock, "dall_e.decoder.DecoderBlock"),
+    (DalleConv2d, "dall_e.utils.Conv2d"),
+    nn.Sequential,
+    nn.ReLU,
+    nn.Identity,
+    nn.MaxPool2d,
+    nn.Upsample,
+]
+
 
 def _load_official(path) -> dict:
     """State dict of an official dVAE pickle, through torch's weights-only unpickler with the `dall_e` classes mapped
     (`vimpac.utils.load_torch_file`). Raises `VimpacError` naming `path` when it is missing, empty, refused (naming
     the global or pickle opcode; nothing in it runs), unreadable, or holds something other than an Encoder / Decoder."""
-    obj = load_torch_file(path, "a DALL-E dVAE file (the official encoder.pkl or decoder.pkl)", safe_globals=_DALLE_SAFE)
+    obj = load_torch_file(
+        path, "a DALL-E dVAE file (the official encoder.pkl or decoder.pkl)", safe_globals=_DALLE_SAFE
+    )
     if not isinstance(obj, (DalleEncoder, DalleDecoder)):
         raise VimpacError(f"{path}: expected a pickled dall_e Encoder or Decoder, found {type(obj).__name__}")
     return dict(kind="encoder" if isinstance(obj, DalleEncoder) else "decoder", state=obj.state_dict())
+
 
 def _groups(sd) -> tuple[int, int]:
     groups = sorted({int(k.split(".")[1].split("_")[1]) for k in sd if k.startswith("blocks.group_")})
     per = {k.split(".")[2] for k in sd if k.startswith("blocks.group_1.block_")}
     return len(groups), len(per)
+
 
 def _build_from_state(kind: str, sd: dict, path) -> nn.Module:
     "A fresh kit encoder / decoder with hyper-parameters read from the tensors in `sd`, loaded strictly."
@@ -430,13 +584,16 @@ def _build_from_state(kind: str, sd: dict, path) -> nn.Module:
             m = DalleDecoder(G, w_in.shape[0], w_out.shape[1], nb, w_out.shape[0] // 2, w_in.shape[1])
         m.load_state_dict(sd, strict=True)
     except (KeyError, RuntimeError, IndexError, ValueError) as e:
-        raise VimpacError(f"{path}: not a DALL-E dVAE {kind} of the known layout ({str(e).splitlines()[0][:200]})") from None
+        raise VimpacError(
+            f"{path}: not a DALL-E dVAE {kind} of the known layout ({str(e).splitlines()[0][:200]})"
+        ) from None
     return m.eval().requires_grad_(False)
 
 # %% ../nbs/01_tokenizer.ipynb #556a13c7
 class DalleTokenizer(nn.Module):
     """DALL-E's dVAE as a frame tokenizer (paper §3.1): `encode` uint8 (N, H, W, 3) or float (N, 3, H, W) in [0, 1]
     → int64 (N, H/8, W/8) codes in [0, V); `decode` → float (N, 3, H, W) in [0, 1] (needs the decoder)."""
+
     downsample = 8
 
     def __init__(self, encoder: DalleEncoder, decoder: DalleDecoder | None = None, name: str = "dalle-dvae"):
@@ -468,8 +625,9 @@ class DalleTokenizer(nn.Module):
                 raise VimpacError(f"{decoder_path}: holds a dall_e Encoder, expected the Decoder")
             dec = _build_from_state("decoder", d["state"], decoder_path)
             if dec.vocab_size != enc.vocab_size:
-                raise VimpacError(f"{decoder_path}: decoder vocabulary {dec.vocab_size} differs from the encoder's "
-                                  f"{enc.vocab_size}")
+                raise VimpacError(
+                    f"{decoder_path}: decoder vocabulary {dec.vocab_size} differs from the encoder's {enc.vocab_size}"
+                )
         return cls(enc, dec).to(device)
 
     @torch.no_grad()
@@ -492,6 +650,7 @@ class DalleTokenizer(nn.Module):
 # %% ../nbs/01_tokenizer.ipynb #0b3ca242
 DEFAULT_TOKENIZER = Path(str(importlib.resources.files("vimpac"))) / "weights" / "default"
 
+
 def load_tokenizer(name_or_path, device="cpu"):
     """Load a frozen frame tokenizer by name:
     - `"default"`: the kit's VQ-VAE shipped with the package (`vimpac/weights/default`, see its model card);
@@ -499,11 +658,14 @@ def load_tokenizer(name_or_path, device="cpu"):
     - a folder written by `VQVAE.save_pretrained`.
     Raises `VimpacError` naming the path when it does not hold a tokenizer."""
     name = str(name_or_path)
-    if name == "default": return VQVAE.from_pretrained(DEFAULT_TOKENIZER, device=device)
+    if name == "default":
+        return VQVAE.from_pretrained(DEFAULT_TOKENIZER, device=device)
     if name.startswith("dalle:"):
-        files = [f for f in name[len("dalle:"):].split(",") if f]
-        if not 1 <= len(files) <= 2: raise VimpacError(f"tokenizer {name!r}: expected dalle:ENCODER.pkl[,DECODER.pkl]")
+        files = [f for f in name[len("dalle:") :].split(",") if f]
+        if not 1 <= len(files) <= 2:
+            raise VimpacError(f"tokenizer {name!r}: expected dalle:ENCODER.pkl[,DECODER.pkl]")
         return DalleTokenizer.from_official(*files, device=device)
     p = Path(name)
-    if not p.exists(): raise VimpacError(f"{p}: no such tokenizer folder")
+    if not p.exists():
+        raise VimpacError(f"{p}: no such tokenizer folder")
     return VQVAE.from_pretrained(p, device=device)

