@@ -1,4 +1,4 @@
-"The chapters' form (issues 14, 22): short functions and cells, whole classes, every exported name shown (tools/)."
+"The chapters' form (issues 14, 22): short functions and cells, whole classes, every exported name shown, every output\nsaved (tools/check_notebooks.py)."
 
 import json, sys
 from pathlib import Path
@@ -7,9 +7,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
 import check_notebooks as cn  # noqa: E402
 
 
+SAVED = [{"output_type": "stream", "name": "stdout", "text": ["saved\n"]}]
+
+
 def _nb(tmp_path, cells):
+    "A notebook of `(kind, source)` or `(kind, source, outputs)` cells; a code cell's outputs default to `SAVED`."
     p = tmp_path / "x.ipynb"
-    p.write_text(json.dumps({"cells": [{"cell_type": k, "source": s, "metadata": {}} for k, s in cells]}))
+    cells = [
+        {"cell_type": c[0], "source": c[1], "metadata": {}}
+        | ({"outputs": c[2] if len(c) > 2 else SAVED} if c[0] == "code" else {})
+        for c in cells
+    ]
+    p.write_text(json.dumps({"cells": cells}))
     return p
 
 
@@ -105,3 +114,28 @@ def test_checker_counts_neither_a_functions_docstring_nor_its_comments(tmp_path)
         ],
     )
     assert cn.check(nb) == [f"x.ipynb: function documented of 42 lines (at most {cn.MAX_FUNCTION_LINES})"]
+
+
+def test_checker_flags_a_showing_cell_saved_without_output(tmp_path):
+    showing = [
+        "show_doc(f)",
+        "print(1)",
+        "x = 1\nx",
+        "fig, ax = 1, 2\nfig  # the figure",
+        "for i in range(2):\n    pass\nprint(i)",
+    ]
+    silent = [
+        "x = 1",
+        "test_eq(1, 1)",
+        "m.eval();",
+        "x.eval();  # quiet",
+        "#| gpu\nprint(1)",
+        "#| eval: false\nx",
+        "#| export\nx = 1\nx",
+        "torch.set_num_threads(2)",
+    ]
+    nb = _nb(tmp_path, [("code", s, []) for s in showing + silent] + [("code", "print(2)")])
+    problems = cn.check(nb)
+    flagged = [int(line.split("cell ")[1].split()[0]) for line in problems if "no saved output" in line]
+    assert flagged == list(range(len(showing))), problems
+    assert all(cn.shows_something(s) for s in showing) and not any(cn.shows_something(s) for s in silent)

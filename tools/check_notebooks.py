@@ -1,9 +1,15 @@
-"""The chapters' form (issues 14 and 22): every function or method in an export cell holds one idea (at most
-`MAX_FUNCTION_LINES` lines of code), an export cell at most `MAX_CELL_LINES` (a class may be whole in one cell), a class
-grown with `@patch` inside its own notebook has prose (a markdown cell) before each added part, and every public name a
-chapter exports is shown: a function or class by `show_doc(name)` in the same notebook, a constant by a mention in
-backticks in the notebook's prose. Lines of code are `statement_lines`: the lines on which a statement begins, so
-that a call `ruff format` wraps counts once and docstrings and comments not at all.
+"""The chapters' form (issues 14 and 22):
+- every function or method in an export cell holds one idea (at most `MAX_FUNCTION_LINES` lines of code), and an
+  export cell at most `MAX_CELL_LINES` (a class may be whole in one cell);
+- a class grown with `@patch` inside its own notebook has prose (a markdown cell) before each added part;
+- every public name a chapter exports is shown: a function or class by `show_doc(name)` in the same notebook, a
+  constant by a mention in backticks in the notebook's prose;
+- every cell that shows something (a `print` or `display` call, or a last statement that is `show_doc(name)` or a
+  bare expression other than a call, such as a figure or a table) has its output saved, so that a reader of the
+  notebook or of the docs site sees it (`tools/execute_notebook.py` saves them; `#| gpu` and `#| eval: false` cells
+  are exempt).
+Lines of code are `statement_lines`: the lines on which a statement begins, so that a call `ruff format` wraps counts
+once and docstrings and comments not at all.
 
     python tools/check_notebooks.py [NOTEBOOK ...]     # default: every chapter in nbs/; exit 1 with one line a problem
 """
@@ -122,8 +128,48 @@ def _split_classes(nb: Path, cells: list[dict]) -> list[str]:
     return problems
 
 
+SHOWING_CALLS = ("print", "display")
+
+
+def _call_name(node: ast.AST) -> str:
+    "The name a call statement calls: `f(...)` gives `f`, `a.b(...)` gives `b`, anything else ''."
+    if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
+        f = node.value.func
+        return f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
+    return ""
+
+
+def shows_something(src: str) -> bool:
+    """Whether a code cell prints or displays: a top-level `print`/`display` call, or a last statement that is
+    `show_doc(...)` or a bare expression other than a call (a figure, a table, a value), not silenced by `;`."""
+    if re.search(r"#\|\s*(export|gpu|eval:\s*false)\b", src):
+        return False
+    code = _python(src)
+    try:
+        body = ast.parse(code).body
+    except SyntaxError:
+        return False
+    if any(_call_name(node) in SHOWING_CALLS for node in body):
+        return True
+    last = body[-1] if body else None
+    if not isinstance(last, ast.Expr) or code.splitlines()[last.end_lineno - 1].split("#")[0].rstrip().endswith(";"):
+        return False
+    return _call_name(last) == "show_doc" or not isinstance(last.value, ast.Call)
+
+
+def _unsaved_outputs(nb: Path, cells: list[dict]) -> list[str]:
+    "The cells that show something but were saved without their output."
+    problems = []
+    for i, c in enumerate(cells):
+        if c["cell_type"] == "code" and not c.get("outputs") and shows_something(_src(c)):
+            first = next((line for line in _src(c).splitlines() if not line.startswith("#|")), "")
+            problems.append(f"{nb.name}: cell {i} shows something but has no saved output: {first[:60]!r}")
+    return problems
+
+
 def check(nb: Path) -> list[str]:
-    "One line per problem in `nb`: a long function or export cell, a class split without prose, a name not shown."
+    """One line per problem in `nb`: a long function or export cell, a class split without prose, a name not shown,
+    a cell that shows something saved without its output."""
     cells, problems = _cells(nb), []
     code = [_src(c) for c in cells if c["cell_type"] == "code"]
     prose = "\n".join(_src(c) for c in cells if c["cell_type"] == "markdown")
@@ -135,6 +181,7 @@ def check(nb: Path) -> list[str]:
             problems.append(f"{nb.name}: export cell of {n} lines (at most {MAX_CELL_LINES}): {first[:70]!r}")
         problems += _long_functions(nb, s)
     problems += _split_classes(nb, cells)
+    problems += _unsaved_outputs(nb, cells)
     shown = set(re.findall(r"show_doc\(\s*([A-Za-z_]\w*)", "\n".join(s for s in code if not _is_export(s))))
     calls, consts = _exported_names(exports)
     for name in sorted(calls - shown):
@@ -155,6 +202,6 @@ if __name__ == "__main__":
     print(
         "\n".join(found)
         or f"{len(paths)} notebooks: functions <= {MAX_FUNCTION_LINES} lines, export cells <= "
-        f"{MAX_CELL_LINES}, no class split without prose, every public name shown"
+        f"{MAX_CELL_LINES}, no class split without prose, every public name shown, every output saved"
     )
     sys.exit(1 if found else 0)
