@@ -1,4 +1,5 @@
-"The chapters' form (issues 14, 22): short functions and cells, whole classes, every exported name shown, every output\nsaved (tools/check_notebooks.py)."
+"""The chapters' form (issues 14, 22): short functions and cells, whole classes, every exported name shown, every
+output saved (tools/check_notebooks.py)."""
 
 import json, sys
 from pathlib import Path

@@ -6,10 +6,9 @@ Docs: https://vimpac.github.io/vimpac/demo.html.md"""
 
 # %% ../nbs/10_demo.ipynb #cfd9f210
 from __future__ import annotations
-import errno, importlib, os, socket, sys
+import errno, os, socket, sys
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")  # before gradio is imported: no analytics, no version check
-import warnings
 from pathlib import Path
 import numpy as np
 import matplotlib.pyplot as plt
@@ -18,7 +17,7 @@ try:
     import gradio as gr
 except ImportError as e:
     raise ImportError("vimpac.demo needs gradio, which is not installed: pip install 'vimpac[demo]'") from e
-from .utils import VimpacError, VimpacDeprecationWarning, OptionParser, number_option, run_main
+from .utils import VimpacError, OptionParser, moved_names, number_option, run_main
 from .video import sample_videos, video_info
 from .inference import FPS, load_reconstruction_model, reconstruct_video
 from .viz import plot_reconstruction, plot_nn_fill
@@ -235,25 +234,15 @@ def check_address(host: str, port: int) -> None:
             ) from None
 
 # %% ../nbs/10_demo.ipynb #35b05d6b
-_MOVED = dict(
-    DEMO_CHECKPOINT="vimpac.inference.DEMO_CHECKPOINT",
-    load_demo_model="vimpac.inference.load_reconstruction_model",
-    make_mask="vimpac.inference.make_mask",
-    reconstruct="vimpac.demo.reconstruction_figures",
+__getattr__ = moved_names(
+    __name__,
+    dict(
+        DEMO_CHECKPOINT="vimpac.inference.DEMO_CHECKPOINT",
+        load_demo_model="vimpac.inference.load_reconstruction_model",
+        make_mask="vimpac.inference.make_mask",
+        reconstruct="vimpac.demo.reconstruction_figures",
+    ),
 )
-
-
-def __getattr__(name: str):
-    "An old name of this module (`_MOVED`): the object it is now, with a `VimpacDeprecationWarning`."
-    if name not in _MOVED:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    module, _, new = _MOVED[name].rpartition(".")
-    warnings.warn(
-        f"vimpac.demo.{name} is now {_MOVED[name]}; the old name goes in the next release",
-        VimpacDeprecationWarning,
-        stacklevel=2,
-    )
-    return getattr(importlib.import_module(module), new)
 
 # %% ../nbs/10_demo.ipynb #3c71fcc4
 def main(argv=None):

@@ -6,7 +6,7 @@ Docs: https://vimpac.github.io/vimpac/tokenizer.html.md"""
 
 # %% ../nbs/01_tokenizer.ipynb #a137b6e2
 from __future__ import annotations
-import hashlib, importlib.resources, math, warnings
+import hashlib, importlib.resources, math
 from collections import OrderedDict
 from dataclasses import dataclass, asdict, fields
 from pathlib import Path
@@ -17,7 +17,7 @@ from tqdm.auto import tqdm
 from vector_quantize_pytorch import VectorQuantize
 from vimpac.utils import (
     VimpacError,
-    VimpacDeprecationWarning,
+    moved_names,
     make_generator,
     warmup_linear,
     load_torch_file,
@@ -88,17 +88,7 @@ def check_codes(tokens, vocab_size: int) -> torch.Tensor:
     return t
 
 # %% ../nbs/01_tokenizer.ipynb #bed441a1
-def __getattr__(name: str):
-    "Old names of this module, kept for one release with a `VimpacDeprecationWarning`."
-    if name == "check_tokens":
-        warnings.warn(
-            "vimpac.tokenizer.check_tokens is renamed check_codes (vimpac.model.check_tokens checks a "
-            "model's input); the old name goes in the next release",
-            VimpacDeprecationWarning,
-            stacklevel=2,
-        )
-        return check_codes
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = moved_names(__name__, dict(check_tokens="vimpac.tokenizer.check_codes"))
 
 # %% ../nbs/01_tokenizer.ipynb #769073e5
 def weights_hash(module: nn.Module) -> str:

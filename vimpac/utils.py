@@ -7,7 +7,7 @@ Docs: https://vimpac.github.io/vimpac/utils.html.md"""
 # %% ../nbs/00_utils.ipynb #b36c610f
 from __future__ import annotations
 import argparse, contextlib, dataclasses, errno, functools, hashlib, json, math, numbers, os, pickletools, re, shutil
-import signal, sys, tempfile, threading, types, typing, warnings
+import importlib, signal, sys, tempfile, threading, types, typing, warnings
 from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
@@ -16,9 +16,9 @@ from safetensors.torch import load_file, save_file
 __all__ = ['IGNORE_INDEX', 'VimpacError', 'load_torch_file', 'read_json', 'check_device', 'get_device', 'make_generator',
            'derive_seed', 'check_number', 'coerce_parameter', 'check_parameters', 'warmup_linear', 'atomic_path',
            'write_json', 'disk_full_error', 'save_weights', 'load_weights', 'VimpacDeprecationWarning',
-           'renamed_kwargs', 'one_line', 'Terminated', 'run_main', 'OptionParser', 'checked_option', 'number_option',
-           'device_option', 'folder_option', 'config_fields', 'field_help', 'field_default', 'field_kind',
-           'option_name', 'add_config_options', 'config_values', 'config_from_options', 'config_argv',
+           'renamed_kwargs', 'moved_names', 'one_line', 'Terminated', 'run_main', 'OptionParser', 'checked_option',
+           'number_option', 'device_option', 'folder_option', 'config_fields', 'field_help', 'field_default',
+           'field_kind', 'option_name', 'add_config_options', 'config_values', 'config_from_options', 'config_argv',
            'parameter_lines']
 
 # %% ../nbs/00_utils.ipynb #6eaf13c8
@@ -358,6 +358,26 @@ def renamed_kwargs(**old_to_new: str):
         return inner
 
     return wrap
+
+# %% ../nbs/00_utils.ipynb #5ccc3102
+def moved_names(module: str, moved: dict[str, str]):
+    """A module `__getattr__` (PEP 562) for names that moved: `moved` maps an old name of `module` (its `__name__`)
+    to the dotted path of the object now, e.g. `{"reconstruct": "vimpac.inference.reconstruct_tokens"}`. Getting an
+    old name imports the new module, returns the object and warns `VimpacDeprecationWarning` naming both; any other
+    name raises `AttributeError`, as a module without the name does."""
+
+    def __getattr__(name: str):
+        if name not in moved:
+            raise AttributeError(f"module {module!r} has no attribute {name!r}")
+        where, _, new = moved[name].rpartition(".")
+        warnings.warn(
+            f"{module}.{name} is now {moved[name]}; the old name goes in the next release",
+            VimpacDeprecationWarning,
+            stacklevel=2,
+        )
+        return getattr(importlib.import_module(where), new)
+
+    return __getattr__
 
 # %% ../nbs/00_utils.ipynb #410477c3
 def one_line(e: BaseException) -> str:

@@ -7,12 +7,11 @@ Docs: https://vimpac.github.io/vimpac/viz.html.md"""
 # %% ../nbs/09_viz.ipynb #0c4de8bd
 from __future__ import annotations
 import html
-import warnings
 from pathlib import Path
 import numpy as np
 import torch
 import matplotlib.pyplot as plt
-from .utils import VimpacError, VimpacDeprecationWarning, atomic_path
+from .utils import VimpacError, atomic_path, moved_names
 from .video import read_video, sample_videos
 from .tokenizer import load_tokenizer
 from .masking import block_mask, iid_mask, copy_accuracy, nearest_neighbour_fill
@@ -586,17 +585,5 @@ _MOVED = dict(
     reconstruct="reconstruct_tokens",
     predict_masked="predict_masked",
     DEMO_CHECKPOINT="DEMO_CHECKPOINT",
-)
-
-
-def __getattr__(name: str):
-    "An old name of this module (`_MOVED`): the object in `vimpac.inference`, with a `VimpacDeprecationWarning`."
-    if name not in _MOVED:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    new = _MOVED[name]
-    warnings.warn(
-        f"vimpac.viz.{name} is now vimpac.inference.{new}; the old name goes in the next release",
-        VimpacDeprecationWarning,
-        stacklevel=2,
-    )
-    return getattr(inference, new)
+)  # old name here: name in vimpac.inference
+__getattr__ = moved_names(__name__, {old: f"vimpac.inference.{new}" for old, new in _MOVED.items()})
