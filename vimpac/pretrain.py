@@ -17,25 +17,9 @@ from .masking import apply_mask
 from .model import PRESETS, VimpacConfig, VimpacForPreTraining, model_flops, label_positions
 from .losses import info_nce, info_nce_distributed, pretraining_loss
 from .data import ClipPairDataset, MaskSpec
-from vimpac.engine import (
-    TrainConfig,
-    Engine,
-    MetricsLog,
-    StepBatches,
-    StepPlan,
-    start_run,
-    plan_run,
-    step_loader,
-    batch_indices,
-    check_resume_settings,
-    latest_checkpoint,
-    peak_flops,
-    config_from_spec,
-    as_json_value,
-    check_store_tokenizer,
-    check_run_tokenizer,
-    inference_precision,
-)
+from .engine import TrainConfig, Engine, MetricsLog, StepBatches, StepPlan, start_run, plan_run, step_loader
+from .engine import batch_indices, check_resume_settings, latest_checkpoint, peak_flops, config_from_spec
+from .engine import as_json_value, check_store_tokenizer, check_run_tokenizer, inference_precision
 from .engine import PRECISIONS, list_checkpoints, param_groups  # noqa: F401 (for the CLI and the checks)
 
 # %% auto #0

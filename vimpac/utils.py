@@ -359,7 +359,7 @@ def renamed_kwargs(**old_to_new: str):
 
     return wrap
 
-# %% ../nbs/00_utils.ipynb #5ccc3102
+# %% ../nbs/00_utils.ipynb #0b6d15a4
 def moved_names(module: str, moved: dict[str, str]):
     """A module `__getattr__` (PEP 562) for names that moved: `moved` maps an old name of `module` (its `__name__`)
     to the dotted path of the object now, e.g. `{"reconstruct": "vimpac.inference.reconstruct_tokens"}`. Getting an
