@@ -813,26 +813,8 @@ def features_main(argv=None):
     print(f"wrote {a.out}: {n} videos x {d} features ({f.views} views)")
 
 # %% ../nbs/11_cli.ipynb #5820a29e
-def _evaluation_figures(
-    ev,
-    out: Path,
-    checkpoint,
-    test_store,
-    train,
-    model,
-    info,
-    views,
-    tokenizer,
-    retrieval,
-    batch_size,
-    dev,
-    progress,
-    ftr=None,
-    fte=None,
-    precision: str = "auto",
-):
-    "`confusion.png` and, with a `train` store and `retrieval` > 0, `retrieval.png` in `out` (a failure of the"
-    "latter warns)."
+def _confusion_figure(ev, out: Path, checkpoint, test_store) -> None:
+    "`confusion.png` in `out`: the confusion matrix of `ev`, titled with the checkpoint, the store and the headline."
     m = ev.metrics
     plot_confusion(
         m["confusion"],
@@ -843,31 +825,21 @@ def _evaluation_figures(
         f"{m['mean_class_acc']:.3f} ({m['n']} videos)",
     )
     plt.close("all")
-    if train is None or not retrieval:
-        return
-    train_store = TokenStore(train)
-    if ftr is None:
-        ftr, fte = (
-            extract_features(
-                s,
-                model,
-                views=views or "1x10",
-                batch_size=batch_size,
-                device=dev,
-                progress=progress,
-                precision=precision,
-            )
-            for s in (train_store, test_store)
-        )
+
+
+def _retrieval_figure(out: Path, checkpoint, features, stores, tokenizer, queries: int) -> None:
+    """`retrieval.png` in `out`: `queries` test videos (`features` and `stores`: the (test, train) pair) beside their
+    nearest training videos, drawn with the tokenizer `tokenizer()` loads; a failure to load or draw warns and writes
+    nothing."""
+    (fte, ftr), (test_store, train_store) = features, stores
     try:
-        tok = run_tokenizer(info, tokenizer, dev)
         plot_store_retrieval(
             fte,
             ftr,
             test_store,
             train_store,
-            tok,
-            retrieval,
+            tokenizer(),
+            queries,
             5,
             3,
             out / "retrieval.png",
@@ -908,46 +880,24 @@ def evaluate_run(
     model, info = load_run(checkpoint, dev)
     if tokenizer is not None:
         tokenizer = run_tokenizer(info, tokenizer, dev)  # one given is checked up front, not when drawing
-    test_store = TokenStore(test)
-    ftr = fte = None
+    stores = [TokenStore(test)] + ([] if train is None else [TokenStore(train)])
+    run = dict(batch_size=batch_size, device=dev, progress=progress, precision=precision)
     if probe is None:
-        ev = evaluate(model, test_store, views or "3x10", batch_size, dev, info, progress, precision)
+        ev = evaluate(model, stores[0], views or "3x10", info=info, **run)
+        features = None
     else:
-        ev, ftr, fte = evaluate_probe(
-            model,
-            train,
-            test_store,
-            probe,
-            views or "1x10",
-            k,
-            temperature,
-            weight_decay,
-            batch_size,
-            dev,
-            info,
-            progress,
-            precision,
-        )
-    if out is not None:
-        ev.write(Path(out))
-        _evaluation_figures(
-            ev,
-            Path(out),
-            checkpoint,
-            test_store,
-            train,
-            model,
-            info,
-            views,
-            tokenizer,
-            retrieval,
-            batch_size,
-            dev,
-            progress,
-            ftr,
-            fte,
-            precision,
-        )
+        probing = dict(k=k, temperature=temperature, weight_decay=weight_decay)
+        ev, ftr, fte = evaluate_probe(model, stores[1], stores[0], probe, views or "1x10", info=info, **probing, **run)
+        features = fte, ftr
+    if out is None:
+        return ev
+    ev.write(Path(out))
+    _confusion_figure(ev, Path(out), checkpoint, stores[0])
+    if train is not None and retrieval:
+        if features is None:
+            features = [extract_features(s, model, views=views or "1x10", **run) for s in stores]
+        tok = lambda: run_tokenizer(info, tokenizer, dev)  # noqa: E731 (loaded inside the figure's guard)
+        _retrieval_figure(Path(out), checkpoint, features, stores, tok, retrieval)
     return ev
 
 # %% ../nbs/11_cli.ipynb #274dc8bb

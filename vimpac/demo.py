@@ -62,32 +62,20 @@ def _to_image(fig) -> np.ndarray:
     return img
 
 
-def reconstruction_figures(
-    path,
-    model,
-    tok,
-    *,
-    strategy: str = "block",
-    blocks: int = 0,
-    ratio: float = 0.15,
-    seed: int = 0,
-    neighbour: str = "spatial",
-    limits: dict | None = None,
-    progress=None,
-) -> dict:
+def reconstruction_figures(path, model, tok, *, limits: dict | None = None, progress=None, **options) -> dict:
     """What the page shows for the video at `path`: the video is checked (`check_video` with `limits`), then a clip
-    of it masked and reconstructed by `vimpac.inference.reconstruct_video` (its first T frames at `FPS`, the options
-    `strategy`, `blocks`, `ratio`, `seed`, `neighbour` as there). Returns a dict: `reconstruction` and `nn_fill`
-    (matplotlib figures: `plot_reconstruction`, `plot_nn_fill`), `model_acc` and `copy_acc` (share of masked tokens
-    recovered exactly, in [0, 1]), `masked` (share of tokens masked), `frames` (the number of frames).
+    of it masked and reconstructed by `vimpac.inference.reconstruct_video` (its first T frames at `FPS`; `options`
+    are its keyword options `strategy`, `blocks`, `ratio`, `seed`, `neighbour`, with its defaults). Returns a dict:
+    `reconstruction` and `nn_fill` (matplotlib figures: `plot_reconstruction`, `plot_nn_fill`), `model_acc` and
+    `copy_acc` (share of masked tokens recovered exactly, in [0, 1]), `masked` (share of tokens masked), `frames` (the
+    number of frames).
     `progress(fraction, desc)` is called along the way when given. Raises `VimpacError` (one line) for a video the
     demo refuses or cannot read, and for bad options."""
     step = progress or (lambda *a, **k: None)
     step(0.05, desc="checking the video")
     check_video(path, limits)
-    r = reconstruct_video(
-        path, model, tok, strategy=strategy, blocks=blocks, ratio=ratio, seed=seed, neighbour=neighbour, progress=step
-    )
+    r = reconstruct_video(path, model, tok, progress=step, **options)
+    strategy, neighbour = options.get("strategy", "block"), options.get("neighbour", "spatial")
     mask, name = r["mask"], Path(path).name
     kind = "blocks" if strategy == "block" else "i.i.d."
     how = f"{int(mask.sum())} of {mask.numel()} tokens masked ({100 * r['mask_ratio']:.0f}%, {kind})"
