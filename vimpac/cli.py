@@ -19,6 +19,7 @@ from vimpac.utils import (
     check_number,
     OptionParser,
     run_main,
+    options_for,
     number_option,
     device_option,
     folder_option,
@@ -701,19 +702,7 @@ def predict_main(argv=None):
     p.add_argument("--top", type=number_option(integer=True, ge=1), default=5, help="classes to print per video")
     p.add_argument("--csv", default=None, help="also write the predictions to this CSV file")
     a = p.parse_args(argv)
-    preds, info = run_main(
-        p.prog,
-        predict_videos,
-        a.videos,
-        a.checkpoint,
-        views=a.views,
-        fps=a.fps,
-        tokenizer=a.tokenizer,
-        top=a.top,
-        batch_size=a.batch_size,
-        device=a.device,
-        precision=a.precision,
-    )
+    preds, info = run_main(p.prog, predict_videos, **options_for(predict_videos, a))
     for r in preds:
         print(r["path"])
         for i, (name, s) in enumerate(r["top"]):
@@ -796,19 +785,7 @@ def features_main(argv=None):
     a = p.parse_args(argv)
     if Path(a.out).is_dir():
         p.error(f"argument --out: {a.out} is a folder; expected a file to write")
-    f = run_main(
-        p.prog,
-        features_of,
-        a.inputs,
-        a.checkpoint,
-        a.out,
-        views=a.views,
-        fps=a.fps,
-        tokenizer=a.tokenizer,
-        batch_size=a.batch_size,
-        device=a.device,
-        precision=a.precision,
-    )
+    f = run_main(p.prog, features_of, **options_for(features_of, a))
     n, d = tuple(f.features.shape)
     print(f"wrote {a.out}: {n} videos x {d} features ({f.views} views)")
 
@@ -939,24 +916,7 @@ def evaluate_main(argv=None):
     a = p.parse_args(argv)
     if a.probe and not a.train:
         p.error(f"argument --probe: {a.probe} needs --train STORE (the store it is fitted on)")
-    ev = run_main(
-        p.prog,
-        evaluate_run,
-        a.checkpoint,
-        a.test,
-        train=a.train,
-        probe=a.probe,
-        views=a.views,
-        k=a.k,
-        temperature=a.temperature,
-        weight_decay=a.weight_decay,
-        out=a.out,
-        retrieval=a.retrieval,
-        tokenizer=a.tokenizer,
-        batch_size=a.batch_size,
-        device=a.device,
-        precision=a.precision,
-    )
+    ev = run_main(p.prog, evaluate_run, **options_for(evaluate_run, a))
     print(ev.headline())
     if a.out:
         wrote = "metrics.json, predictions.csv, confusion.png"

@@ -7,7 +7,7 @@ Docs: https://vimpac.github.io/vimpac/utils.html.md"""
 # %% ../nbs/00_utils.ipynb #b36c610f
 from __future__ import annotations
 import argparse, contextlib, dataclasses, errno, functools, hashlib, json, math, numbers, os, pickletools, re, shutil
-import importlib, signal, sys, tempfile, threading, types, typing, warnings
+import importlib, inspect, signal, sys, tempfile, threading, types, typing, warnings
 from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
@@ -16,10 +16,10 @@ from safetensors.torch import load_file, save_file
 __all__ = ['IGNORE_INDEX', 'VimpacError', 'load_torch_file', 'read_json', 'check_device', 'get_device', 'make_generator',
            'derive_seed', 'check_number', 'coerce_parameter', 'check_parameters', 'warmup_linear', 'atomic_path',
            'write_json', 'disk_full_error', 'save_weights', 'load_weights', 'VimpacDeprecationWarning',
-           'renamed_kwargs', 'moved_names', 'one_line', 'Terminated', 'run_main', 'OptionParser', 'checked_option',
-           'number_option', 'device_option', 'folder_option', 'config_fields', 'field_help', 'field_default',
-           'field_kind', 'option_name', 'add_config_options', 'config_values', 'config_from_options', 'config_argv',
-           'parameter_lines']
+           'renamed_kwargs', 'moved_names', 'one_line', 'Terminated', 'run_main', 'options_for', 'OptionParser',
+           'checked_option', 'number_option', 'device_option', 'folder_option', 'config_fields', 'field_help',
+           'field_default', 'field_kind', 'option_name', 'add_config_options', 'config_values', 'config_from_options',
+           'config_argv', 'parameter_lines']
 
 # %% ../nbs/00_utils.ipynb #6eaf13c8
 class VimpacError(ValueError):
@@ -426,6 +426,14 @@ def run_main(prog: str, fn, *args, **kwargs):
         finally:
             if main:
                 signal.signal(signal.SIGTERM, old)
+
+# %% ../nbs/00_utils.ipynb #7712953f
+def options_for(fn, options: argparse.Namespace) -> dict:
+    """The parsed `options` (an `argparse.Namespace`) whose names are parameters of `fn`, as keyword arguments:
+    how a console script hands its options to the function behind it (`run_main(prog, fn, **options_for(fn, a))`).
+    Options `fn` does not take (an output format, a flag the script reads itself) are left out."""
+    names = inspect.signature(fn).parameters
+    return {k: v for k, v in vars(options).items() if k in names}
 
 # %% ../nbs/00_utils.ipynb #1d7ed145
 class OptionParser(argparse.ArgumentParser):
