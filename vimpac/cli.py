@@ -254,18 +254,12 @@ def tokenize_parser(raise_errors: bool = False) -> argparse.ArgumentParser:
         "(e.g. ucfTrainTestlist; for folder: default the video root)",
     )
     p.add_argument(
-        "--split",
-        type=number_option(integer=True, ge=1),
-        default=None,
-        help="with --dataset: the split number (default 1)",
+        "--split", type=number_option(integer=True, ge=1), help="with --dataset: the split number (default 1)"
     )
-    p.add_argument(
-        "--fps",
-        type=number_option(gt=0),
-        default=None,
-        help="frames per second to sample (default 2, the "
-        "paper's; with --dataset §4.2's: 2 for ucf101 and kinetics400, 4 for hmdb51, ssv2 and diving48)",
+    fps_help = (
+        "frames per second to sample (default 2, the paper's; with --dataset §4.2's: 2 for ucf101 and kinetics400"
     )
+    p.add_argument("--fps", type=number_option(gt=0), help=f"{fps_help}, 4 for hmdb51, ssv2 and diving48)")
     _frame_size_option(p)
     p.add_argument(
         "--views",
@@ -282,18 +276,10 @@ def tokenize_parser(raise_errors: bool = False) -> argparse.ArgumentParser:
         "--device", type=device_option, default=None, help="cpu, cuda or cuda:N (default: cuda when available)"
     )
     p.add_argument("--workers", type=number_option(integer=True, ge=0), default=0, help="decoding worker processes")
-    p.add_argument(
-        "--num-shards",
-        type=number_option(integer=True, ge=1),
-        default=None,
-        help="number of writers (default: torchrun's WORLD_SIZE or 1)",
-    )
-    p.add_argument(
-        "--shard-index",
-        type=number_option(integer=True, ge=0),
-        default=None,
-        help="this writer's shard (default: torchrun's RANK or 0)",
-    )
+    shards = number_option(integer=True, ge=1)
+    p.add_argument("--num-shards", type=shards, help="number of writers (default: torchrun's WORLD_SIZE or 1)")
+    shard = number_option(integer=True, ge=0)
+    p.add_argument("--shard-index", type=shard, help="this writer's shard (default: torchrun's RANK or 0)")
     return p
 
 # %% ../nbs/11_cli.ipynb #4422683e

@@ -427,7 +427,7 @@ def run_main(prog: str, fn, *args, **kwargs):
             if main:
                 signal.signal(signal.SIGTERM, old)
 
-# %% ../nbs/00_utils.ipynb #7712953f
+# %% ../nbs/00_utils.ipynb #2be761eb
 def options_for(fn, options: argparse.Namespace) -> dict:
     """The parsed `options` (an `argparse.Namespace`) whose names are parameters of `fn`, as keyword arguments:
     how a console script hands its options to the function behind it (`run_main(prog, fn, **options_for(fn, a))`).
