@@ -92,9 +92,9 @@ def parts(device: str, quick: bool, tmp: Path, peak_tflops=None) -> list[dict]:
         )
     size = "tiny T=5 S=32" if quick else "Small T=5 S=128"
     model = (
-        ["--preset", "tiny", "--size", "32", "--videos", "2", "--warmup", "1", "--repeats", "1", "--threads", "1"]
+        "--preset tiny --size 32 --videos 2 --warmup 1 --repeats 1 --threads 1".split()
         if quick
-        else ["--videos", "64", "--warmup", "3", "--repeats", "10"]
+        else "--videos 64 --warmup 3 --repeats 10".split()
     )
     ps.append(part(f"model, {size}, eager", 45, "model_throughput.py", "--device", device, *prec, *model))
     if not quick:
@@ -114,7 +114,7 @@ def parts(device: str, quick: bool, tmp: Path, peak_tflops=None) -> list[dict]:
                 "T,H|W",
             )
         )
-        one = ["--layouts", "T,H|W", "--videos", "16", "--warmup", "2", "--repeats", "5"]
+        one = "--layouts T,H|W --videos 16 --warmup 2 --repeats 5".split()
         ps += [
             part(
                 "model, Base T=5 S=128", 20, "model_throughput.py", "--device", device, *prec, *one, "--preset", "base"
@@ -151,7 +151,7 @@ def parts(device: str, quick: bool, tmp: Path, peak_tflops=None) -> list[dict]:
             "masking_speed.py",
             "--device",
             device,
-            *(["--repeats", "3", "--loop-repeats", "1", "--nn-fill-repeats", "0", "--threads", "1"] if quick else []),
+            *("--repeats 3 --loop-repeats 1 --nn-fill-repeats 0 --threads 1".split() if quick else []),
         )
     )
     ps.append(
@@ -163,7 +163,7 @@ def parts(device: str, quick: bool, tmp: Path, peak_tflops=None) -> list[dict]:
             device,
             "--parts",
             "encode",
-            *(["--repeats", "1", "--copies", "1", "--size", "32"] if quick else []),
+            *("--repeats 1 --copies 1 --size 32".split() if quick else []),
         )
     )
     ps.append(
@@ -188,9 +188,9 @@ def parts(device: str, quick: bool, tmp: Path, peak_tflops=None) -> list[dict]:
             "--accum",
             "1",
             *(
-                ["--cases", "tiny:5:32:2", "--warmup", "1", "--repeats", "1", "--threads", "1"]
+                "--cases tiny:5:32:2 --warmup 1 --repeats 1 --threads 1".split()
                 if quick
-                else ["--cases", "small:10:256:16", "--warmup", "3", "--repeats", "10"]
+                else "--cases small:10:256:16 --warmup 3 --repeats 10".split()
             ),
         )
     )
@@ -205,9 +205,9 @@ def parts(device: str, quick: bool, tmp: Path, peak_tflops=None) -> list[dict]:
             "--batch-sizes",
             "30",
             *(
-                ["--settings", "toy", "--videos", "2", "--repeats", "1", "--threads", "1"]
+                "--settings toy --videos 2 --repeats 1 --threads 1".split()
                 if quick
-                else ["--settings", "paper", "--videos", "32", "--repeats", "2"]
+                else "--settings paper --videos 32 --repeats 2".split()
             ),
         )
     )

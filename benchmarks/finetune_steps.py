@@ -77,8 +77,8 @@ def worker(a):
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--device", default="cpu")
-    p.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16", "fp16"])
-    p.add_argument("--cases", nargs="+", default=["tiny:10:128:4", "tiny:10:256:2", "small:10:128:2", "small:10:256:1"])
+    p.add_argument("--precision", default="auto", choices="auto fp32 bf16 fp16".split())
+    p.add_argument("--cases", nargs="+", default="tiny:10:128:4 tiny:10:256:2 small:10:128:2 small:10:256:1".split())
     p.add_argument("--accum", type=int, default=2)
     p.add_argument("--warmup", type=int, default=1)
     p.add_argument("--repeats", type=int, default=3)

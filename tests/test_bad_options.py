@@ -38,7 +38,7 @@ def run(store, tmp_path_factory):
     "A finished tiny run with a checkpoint, for --init and --resume."
     out = tmp_path_factory.mktemp("run") / "run"
     pretrain_main(
-        ["--store", str(store), "--out", str(out), "--steps", "2", "--batch-size", "3", "--device", "cpu", "--no-eval"]
+        ["--store", str(store), "--out", str(out), *"--steps 2 --batch-size 3 --device cpu --no-eval".split()]
     )
     return out
 
@@ -75,8 +75,8 @@ TOKENIZE = [  # (options, what the one line says)
     (["--frame-size", "100"], "frame size: 100 is not a multiple of the tokenizer's downsample 8 (e.g. 96 or 104)"),
     (["--batch-size", "0"], "argument --batch-size: expected an integer >= 1, got '0'"),
     (["--workers", "-1"], "argument --workers: expected an integer >= 0, got '-1'"),
-    (["--num-shards", "0", "--shard-index", "0"], "argument --num-shards: expected an integer >= 1, got '0'"),
-    (["--num-shards", "2", "--shard-index", "2"], "shard_index: expected 0 <= index < num_shards = 2, got 2"),
+    ("--num-shards 0 --shard-index 0".split(), "argument --num-shards: expected an integer >= 1, got '0'"),
+    ("--num-shards 2 --shard-index 2".split(), "shard_index: expected 0 <= index < num_shards = 2, got 2"),
     (["--device", "foo"], "argument --device: device 'foo': not a device name; expected cpu, cuda or cuda:N"),
     pytest.param(
         ["--device", "cuda"],
@@ -136,11 +136,11 @@ PRETRAIN = [
         marks=pytest.mark.skipif(not NO_GPU_7, reason="8 GPUs are here"),
     ),
     (
-        ["--device", "cpu", "--precision", "fp16"],
+        "--device cpu --precision fp16".split(),
         "precision fp16: mixed precision needs a CUDA GPU, the device is cpu; use fp32 or auto",
     ),
     (
-        ["--device", "cpu", "--precision", "bf16"],
+        "--device cpu --precision bf16".split(),
         "precision bf16: mixed precision needs a CUDA GPU, the device is cpu; use fp32 or auto",
     ),
 ]
@@ -165,7 +165,7 @@ def test_out_is_a_file(main, prog, videos, store, tmp_path, capsys):
     # below a file: Python's own OSError, caught at the edge as one line
     got = refused(
         main,
-        [*first, "--out", str(f / "sub"), "--device", "cpu", "--steps", "2", "--batch-size", "3", "--no-eval"]
+        [*first, "--out", str(f / "sub"), *"--device cpu --steps 2 --batch-size 3 --no-eval".split()]
         if main is pretrain_main
         else [*first, "--out", str(f / "sub")],
         capsys,
@@ -180,8 +180,8 @@ def test_out_is_a_file(main, prog, videos, store, tmp_path, capsys):
         (["--resume", "--preset", "small"], "preset 'small': num_layers 6 (saved: 2)"),
         (["--resume", "--layout", "T,H,W"], "layout 'T,H,W' (saved: 'T,H|W')"),
         (["--resume", "--dropout", "0"], "dropout 0.0 (saved: 0.1)"),
-        (["--init", "RUN", "--layout", "TxHxW"], "layout 'TxHxW' (saved: 'T,H|W')"),
-        (["--init", "RUN", "--dropout", "0.2"], "dropout 0.2 (saved: 0.1)"),
+        ("--init RUN --layout TxHxW".split(), "layout 'TxHxW' (saved: 'T,H|W')"),
+        ("--init RUN --dropout 0.2".split(), "dropout 0.2 (saved: 0.1)"),
     ],
 )
 def test_model_options_must_agree_with_the_saved_model(options, needle, run, store, tmp_path, capsys):
@@ -199,12 +199,7 @@ def test_model_options_must_agree_with_the_saved_model(options, needle, run, sto
             str(store),
             "--out",
             str(out),
-            "--steps",
-            "4",
-            "--batch-size",
-            "3",
-            "--device",
-            "cpu",
+            *"--steps 4 --batch-size 3 --device cpu".split(),
             *[str(run) if o == "RUN" else o for o in options],
         ],
         capsys,
@@ -237,13 +232,7 @@ def test_batch_larger_than_the_store_warns(store, tmp_path, capsys):
             str(store),
             "--out",
             str(tmp_path / "run"),
-            "--steps",
-            "1",
-            "--batch-size",
-            "8",
-            "--device",
-            "cpu",
-            "--no-eval",
+            *"--steps 1 --batch-size 8 --device cpu --no-eval".split(),
         ]
     )
     warns = [l for l in capsys.readouterr().err.splitlines() if "warning" in l]
@@ -274,15 +263,7 @@ def test_resume_passes_over_a_corrupt_newest_checkpoint(store, tmp_path, capsys)
         str(store),
         "--out",
         str(out),
-        "--batch-size",
-        "3",
-        "--device",
-        "cpu",
-        "--no-eval",
-        "--save-every",
-        "2",
-        "--log-every",
-        "1",
+        *"--batch-size 3 --device cpu --no-eval --save-every 2 --log-every 1".split(),
     ]
     pretrain_main([*args, "--steps", "4"])
     ckpts = sorted((out / "checkpoints").glob("step-*.pt"))

@@ -31,7 +31,7 @@ def _dry_run(*args):
     if shutil.which("make") is None:
         pytest.skip("no `make` on this machine")
     r = subprocess.run(
-        ["make", "-n", "-B", "--no-print-directory", "-C", str(ROOT), *args],
+        [*"make -n -B --no-print-directory -C".split(), str(ROOT), *args],
         capture_output=True,
         text=True,
         timeout=120,

@@ -47,7 +47,7 @@ def test_failures_do_not_stop_the_run_and_rerun_skips(bin_dir, tmp_path):
     text.write_text("hello")
     listing = tmp_path / "videos.txt"
     listing.write_text("\n".join(map(str, sample_videos())) + "\n# a comment\n")
-    args = [listing, truncated, text, "--out", tmp_path / "store", "--frame-size", "64", "--workers", "2"]
+    args = [listing, truncated, text, "--out", tmp_path / "store", *"--frame-size 64 --workers 2".split()]
     r = run(bin_dir, "vimpac-tokenize", *args)
     assert r.returncode == 1 and "Traceback" not in r.stderr
     assert "3 stored, 0 skipped (already stored), 2 failed" in r.stdout
@@ -86,7 +86,7 @@ def test_tokenize_then_pretrain(bin_dir, tmp_path):
     r = run(bin_dir, "vimpac-pretrain", store, "--out", run_dir, "--steps", "12", "--batch-size", "3")
     assert r.returncode == 0, r.stderr
     assert "mask accuracy" in r.stdout
-    for f in ["model.safetensors", "config.json", "metrics.jsonl", "eval.json", "training_curves.png"]:
+    for f in "model.safetensors config.json metrics.jsonl eval.json training_curves.png".split():
         assert (run_dir / f).is_file(), f
     assert len((run_dir / "metrics.jsonl").read_text().splitlines()) == 3  # steps 0, 10 and the last
 

@@ -261,10 +261,7 @@ def test_evaluate_cli_probes(data, capsys):
                 d / "train",
                 "--test",
                 d / "test",
-                "--views",
-                "1x2",
-                "--k",
-                "3",
+                *"--views 1x2 --k 3".split(),
             ],
             capsys,
         )
@@ -373,10 +370,7 @@ def test_features_cli_store_and_videos(data, capsys, tmp_path):
             d / "pre",
             "--out",
             tmp_path / "v.safetensors",
-            "--views",
-            "1x2",
-            "--fps",
-            "4",
+            *"--views 1x2 --fps 4".split(),
         ],
         capsys,
     )
@@ -394,7 +388,7 @@ def test_predict_console_script(data, bin_dir):
     d = data["dir"]
     v = list(data["videos"]["test"])[2]
     r = subprocess.run(
-        [str(bin_dir / "vimpac-predict"), str(v), "--checkpoint", str(d / "ft"), "--views", "1x2", "--top", "2"],
+        [str(bin_dir / "vimpac-predict"), str(v), "--checkpoint", str(d / "ft"), *"--views 1x2 --top 2".split()],
         capture_output=True,
         text=True,
         env=ENV,
@@ -458,13 +452,13 @@ def test_end_to_end_tokenize_finetune_evaluate_predict(tmp_path, capsys):
     st, ft = tmp_path / "stores", tmp_path / "ft"
     code, out, err = run(
         tokenize_main,
-        [root, "--dataset", "folder", "--out", st, "--frame-size", "32", "--fps", "4", "--views", "noflip"],
+        [root, "--dataset", "folder", "--out", st, *"--frame-size 32 --fps 4 --views noflip".split()],
         capsys,
     )
     assert code == 0, err
     code, out, err = run(
         finetune_main,
-        ["--store", st / "train", "--out", ft, "--steps", "3", "--batch-size", "6", "--clip-len", "4", "--lr", "1e-3"],
+        ["--store", st / "train", "--out", ft, *"--steps 3 --batch-size 6 --clip-len 4 --lr 1e-3".split()],
         capsys,
     )
     assert code == 0, err
@@ -477,7 +471,7 @@ def test_end_to_end_tokenize_finetune_evaluate_predict(tmp_path, capsys):
     rows = list(csv.DictReader(open(tmp_path / "ev" / "predictions.csv")))
     assert {r["label_name"] for r in rows} == set(CLASSES) and all(r["pred_name"] in CLASSES for r in rows)
     video = root / "test" / "red" / "red0.mp4"
-    code, out, err = run(predict_main, [video, "--checkpoint", ft, "--views", "3x2", "--fps", "4"], capsys)
+    code, out, err = run(predict_main, [video, "--checkpoint", ft, *"--views 3x2 --fps 4".split()], capsys)
     assert code == 0 and "warning" not in err, err
     lines = out.splitlines()
     assert lines[0] == str(video) and {l.split()[-1] for l in lines[1:]} == set(CLASSES)

@@ -68,12 +68,7 @@ def ft(store, out, *extra):
         str(store),
         "--out",
         str(out),
-        "--device",
-        "cpu",
-        "--precision",
-        "fp32",
-        "--clip-len",
-        "4",
+        *"--device cpu --precision fp32 --clip-len 4".split(),
         *map(str, extra),
     ]
 

@@ -26,12 +26,7 @@ def test_finetune_run_notebook(tmp_path):
     ev = json.loads((out / "eval" / "metrics.json").read_text())
     assert ev["views"] == "3x2" and ev["method"] == "classifier" and ev["n"] == 6
     assert ev["classes"] == [
-        "approaching",
-        "moving-left",
-        "moving-right",
-        "receding",
-        "rotating-clockwise",
-        "rotating-counterclockwise",
+        *"approaching moving-left moving-right receding rotating-clockwise rotating-counterclockwise".split(),
     ]  # folder classes, sorted
     assert 0 <= ev["top1"] <= ev["top5"] <= 1 and sum(map(sum, ev["confusion"])) == 6
     rows = list(csv.DictReader((out / "eval" / "predictions.csv").open()))

@@ -23,19 +23,7 @@ def test_mfu_on_cpu_with_peak_tflops(store, tmp_path):  # noqa: F811
             str(store),
             "--out",
             str(out),
-            "--device",
-            "cpu",
-            "--precision",
-            "fp32",
-            "--no-eval",
-            "--steps",
-            "3",
-            "--batch-size",
-            "2",
-            "--log-every",
-            "1",
-            "--peak-tflops",
-            "0.5",
+            *"--device cpu --precision fp32 --no-eval --steps 3 --batch-size 2 --log-every 1 --peak-tflops 0.5".split(),
         ]
     )
     recs = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
@@ -156,7 +144,7 @@ def test_fused_adamw_skips_on_device():
         ["--precision", "bf16", "--compile"],
         ["--precision", "bf16", "--gradient-checkpointing"],
     ],
-    ids=["bf16-autocast", "fp16-gradscaler", "compile", "checkpointing"],
+    ids="bf16-autocast fp16-gradscaler compile checkpointing".split(),
 )
 def test_pretrain_on_gpu(store, tmp_path, extra):  # noqa: F811
     "`vimpac-pretrain` on CUDA in each precision and mode, with a data-loading worker (pinned memory): finite"
@@ -168,19 +156,7 @@ def test_pretrain_on_gpu(store, tmp_path, extra):  # noqa: F811
             str(store),
             "--out",
             str(out),
-            "--device",
-            "cuda",
-            "--no-eval",
-            "--steps",
-            "3",
-            "--batch-size",
-            "2",
-            "--log-every",
-            "1",
-            "--num-workers",
-            "1",
-            "--peak-tflops",
-            "100",
+            *"--device cuda --no-eval --steps 3 --batch-size 2 --log-every 1 --num-workers 1 --peak-tflops 100".split(),
             *extra,
         ]
     )

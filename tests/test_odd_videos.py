@@ -21,7 +21,7 @@ needs_ffmpeg = pytest.mark.skipif(
 
 
 def ffmpeg(*args):
-    subprocess.run([FFMPEG, "-hide_banner", "-loglevel", "error", "-y", *map(str, args)], check=True, timeout=60)
+    subprocess.run([FFMPEG, *"-hide_banner -loglevel error -y".split(), *map(str, args)], check=True, timeout=60)
 
 
 def source(n, rate=10, size="160x120", extra=""):
@@ -30,7 +30,7 @@ def source(n, rate=10, size="160x120", extra=""):
     return ["-f", "lavfi", "-i", f"color=c=black:s={size}:r={rate}:d={n / rate},format=gray,{geq}{extra}"]
 
 
-H264 = ["-c:v", "libx264", "-pix_fmt", "yuv420p", "-g", "10", "-qp", "0"]  # lossless: the bars read exactly
+H264 = "-c:v libx264 -pix_fmt yuv420p -g 10 -qp 0".split()  # lossless: the bars read exactly
 
 
 def make(path, n=30, rate=10, codec=H264, post=(), size="160x120", extra=""):
@@ -93,7 +93,7 @@ def test_bad_arguments_write_nothing(tok, tmp_path):
         dict(num_shards=2, shard_index=2),
         dict(shard_index=-1),
     ]
-    names = ["fps", "frame_size", "batch_size", "workers", "view", "num_shards", "shard_index"]
+    names = "fps frame_size batch_size workers view num_shards shard_index".split()
     for kw in bad:
         args = dict(fps=2, frame_size=64) | kw
         with pytest.raises(VimpacError) as e:
@@ -120,7 +120,7 @@ def test_cli_fps_inf_exits_2_without_writing(tmp_path, capsys):
 
     out = tmp_path / "store"
     with pytest.raises(SystemExit) as e:
-        tokenize_main([str(sample_videos()[2]), "--out", str(out), "--fps", "inf", "--frame-size", "64"])
+        tokenize_main([str(sample_videos()[2]), "--out", str(out), *"--fps inf --frame-size 64".split()])
     err = [l for l in capsys.readouterr().err.splitlines() if l.strip()]
     assert e.value.code == 2 and len(err) == 1 and "fps" in err[0] and "Traceback" not in err[0], err
     assert not out.exists()
@@ -201,7 +201,7 @@ def test_header_duration_that_lies(tmp_path, tok):
 def ffmpeg_first_frame_gray(path):
     "The first frame as FFmpeg's own pipeline shows it (autorotation on): gray (H, W), read from a PGM image."
     pgm = subprocess.run(
-        [FFMPEG, "-loglevel", "error", "-i", str(path), "-frames:v", "1", "-f", "image2pipe", "-c:v", "pgm", "-"],
+        [FFMPEG, "-loglevel", "error", "-i", str(path), *"-frames:v 1 -f image2pipe -c:v pgm -".split()],
         capture_output=True,
         check=True,
         timeout=60,
@@ -255,7 +255,7 @@ def _faststart_clip(tmp_path):
         tmp_path / "whole.mp4",
         n=60,
         extra=",noise=alls=20:allf=t",
-        codec=["-c:v", "libx264", "-pix_fmt", "yuv420p", "-g", "5", "-crf", "18"],
+        codec="-c:v libx264 -pix_fmt yuv420p -g 5 -crf 18".split(),
         post=["-movflags", "+faststart"],
     )
 
@@ -322,11 +322,11 @@ CONTAINERS = {  # file name: encoder arguments (25 FPS, 2 s: every container get
     "d.3gp": H264,
     "e.flv": H264,
     "f.mkv": H264,
-    "g.webm": ["-c:v", "libvpx", "-b:v", "200k"],
+    "g.webm": "-c:v libvpx -b:v 200k".split(),
     "h.wmv": ["-c:v", "wmv2"],
     "i.ogv": ["-c:v", "libtheora"],
-    "j.mxf": ["-c:v", "mpeg2video", "-pix_fmt", "yuv420p"],
-    "k.vob": ["-c:v", "mpeg2video", "-f", "vob"],
+    "j.mxf": "-c:v mpeg2video -pix_fmt yuv420p".split(),
+    "k.vob": "-c:v mpeg2video -f vob".split(),
     "l.y4m": ["-pix_fmt", "yuv420p"],
     "m.avi": ["-c:v", "mpeg4"],
     "n.mov": H264,
@@ -344,7 +344,7 @@ def test_every_container_is_picked_up_and_skips_are_counted(tmp_path, tok):
     (root / "sub").mkdir(parents=True)
     for i, (name, codec) in enumerate(CONTAINERS.items()):
         make((root / "sub" if i % 2 else root) / name, n=50, rate=25, codec=codec, size="64x48")
-    for name in ["a.txt", "b.txt", "sub/c.txt", "x.json", "sub/y.json", "cover.jpg"]:
+    for name in "a.txt b.txt sub/c.txt x.json sub/y.json cover.jpg".split():
         (root / name).write_text("{}")
     s = build_store(root, tok, tmp_path / "store", fps=2, frame_size=32, progress=False)
     assert (len(s.stored), len(s.failed), len(s.partial)) == (len(CONTAINERS), 0, 0), str(s)

@@ -34,13 +34,7 @@ def pretrain_cmd(bin_dir, store, out, *extra):
         str(store),
         "--out",
         str(out),
-        "--device",
-        "cpu",
-        "--precision",
-        "fp32",
-        "--no-eval",
-        "--log-every",
-        "1",
+        *"--device cpu --precision fp32 --no-eval --log-every 1".split(),
         *map(str, extra),
     ]
 

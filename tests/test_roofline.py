@@ -168,7 +168,7 @@ def test_kit_plan_fits_the_fine_tuning_batch_on_80_gib():
 
 def test_cli_writes_json(tmp_path, capsys):
     out = tmp_path / "r" / "roofline.json"
-    assert rl.main(["--presets", "tiny", "--workloads", "pretrain", "--out", str(out)]) == 0
+    assert rl.main([*"--presets tiny --workloads pretrain --out".split(), str(out)]) == 0
     res = json.loads(out.read_text())
     row = res["rows"][0]
     assert row["preset"] == "tiny" and row["workload"] == "pretrain" and row["flops"] > 0

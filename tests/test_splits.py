@@ -216,9 +216,9 @@ def test_diving48(tmp_path):
         d / "Diving48_vocab.json",
         json.dumps(
             [
-                ["Back", "15som", "05Twis", "FREE"],
-                ["Back", "15som", "15Twis", "FREE"],
-                ["Back", "15som", "25Twis", "FREE"],
+                "Back 15som 05Twis FREE".split(),
+                "Back 15som 15Twis FREE".split(),
+                "Back 15som 25Twis FREE".split(),
             ]
         ),
         crlf=False,

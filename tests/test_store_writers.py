@@ -18,12 +18,7 @@ def test_second_writer_is_refused_and_the_lock_is_not_stale(bin_dir, tmp_path):
         str(videos),
         "--out",
         str(out),
-        "--fps",
-        "1",
-        "--frame-size",
-        "32",
-        "--device",
-        "cpu",
+        *"--fps 1 --frame-size 32 --device cpu".split(),
     ]
     out.mkdir()
     with writer_lock(out / f".{shard_name(0, 1)}.writer", "test"):  # a first writer at work on shard 0
@@ -50,7 +45,7 @@ def small_disk(tmp_path):
     d.mkdir()
     if (
         os.geteuid() != 0
-        or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=48k", "tmpfs", str(d)], capture_output=True).returncode
+        or subprocess.run([*"mount -t tmpfs -o size=48k tmpfs".split(), str(d)], capture_output=True).returncode
     ):
         pytest.skip("needs root to mount a small tmpfs (a full disk)")
     try:
@@ -71,12 +66,7 @@ def test_full_disk_is_one_line_and_the_store_resumes(bin_dir, tmp_path, small_di
         str(videos),
         "--out",
         str(small_disk / "store"),
-        "--fps",
-        "8",
-        "--frame-size",
-        "128",
-        "--device",
-        "cpu",
+        *"--fps 8 --frame-size 128 --device cpu".split(),
     ]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert r.returncode == 2, r.stderr
@@ -105,12 +95,7 @@ def small_store(bin_dir, tmp_path):
             str(videos),
             "--out",
             str(out),
-            "--fps",
-            "2",
-            "--frame-size",
-            "32",
-            "--device",
-            "cpu",
+            *"--fps 2 --frame-size 32 --device cpu".split(),
         ],
         capture_output=True,
         text=True,
@@ -139,13 +124,7 @@ def test_out_of_range_tokens_name_the_shard_and_video(bin_dir, tmp_path):
             str(out),
             "--out",
             str(tmp_path / "run"),
-            "--steps",
-            "1",
-            "--batch-size",
-            "2",
-            "--device",
-            "cpu",
-            "--no-eval",
+            *"--steps 1 --batch-size 2 --device cpu --no-eval".split(),
         ],
         capture_output=True,
         text=True,
@@ -171,15 +150,7 @@ def test_full_disk_during_a_checkpoint_is_one_line(bin_dir, tmp_path, small_disk
             str(store),
             "--out",
             str(run),
-            "--steps",
-            "2",
-            "--save-every",
-            "1",
-            "--batch-size",
-            "2",
-            "--device",
-            "cpu",
-            "--no-eval",
+            *"--steps 2 --save-every 1 --batch-size 2 --device cpu --no-eval".split(),
         ],
         capture_output=True,
         text=True,

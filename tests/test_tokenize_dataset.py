@@ -49,12 +49,7 @@ def test_folder_dataset(tmp_path, tokenizer, texture_video):
     root = tmp_path / "ds"
     for i, n in enumerate(
         [
-            "train/run/a.mp4",
-            "train/run/b.mp4",
-            "train/jump/a.mp4",
-            "train/jump/c.mp4",
-            "test/jump/d.mp4",
-            "test/run/e.mp4",
+            *"train/run/a.mp4 train/run/b.mp4 train/jump/a.mp4 train/jump/c.mp4 test/jump/d.mp4 test/run/e.mp4".split(),
         ]
     ):
         texture_video(root / n, i)
@@ -110,13 +105,11 @@ def test_ucf101_dataset_subprocess(tmp_path, tokenizer, bin_dir, texture_video):
         b"ApplyEyeMakeup/v_ApplyEyeMakeup_g01_c01.avi\r\nYoYo/v_YoYo_g01_c01.avi\r\n"
     )
     for i, n in enumerate(
-        [
-            "ApplyEyeMakeup/v_ApplyEyeMakeup_g08_c01.avi",
-            "YoYo/v_YoYo_g08_c01.avi",
-            "YoYo/v_YoYo_g09_c01.avi",
-            "ApplyEyeMakeup/v_ApplyEyeMakeup_g01_c01.avi",
-            "YoYo/v_YoYo_g01_c01.avi",
-        ]
+        (
+            "ApplyEyeMakeup/v_ApplyEyeMakeup_g08_c01.avi YoYo/v_YoYo_g08_c01.avi "
+            "YoYo/v_YoYo_g09_c01.avi ApplyEyeMakeup/v_ApplyEyeMakeup_g01_c01.avi "
+            "YoYo/v_YoYo_g01_c01.avi"
+        ).split()
     ):
         texture_video(root / n, 10 + i)  # v_YoYo_g10_c01.avi is listed but missing
     r = subprocess.run(
@@ -135,10 +128,7 @@ def test_ucf101_dataset_subprocess(tmp_path, tokenizer, bin_dir, texture_video):
             "32",
             "--tokenizer",
             tokenizer,
-            "--device",
-            "cpu",
-            "--views",
-            "center",
+            *"--device cpu --views center".split(),
         ],
         capture_output=True,
         text=True,
@@ -277,10 +267,7 @@ def test_symlinked_folders_followed_and_loops_warned(tmp_path, tokenizer, bin_di
                 "32",
                 "--tokenizer",
                 tokenizer,
-                "--device",
-                "cpu",
-                "--views",
-                "center",
+                *"--device cpu --views center".split(),
             ],
             capture_output=True,
             text=True,
