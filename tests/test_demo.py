@@ -1,6 +1,7 @@
 """The Gradio app `vimpac.demo`: launched on a loopback port, called through its `/reconstruct` API with
 `gradio_client`, and driven in a real headless Chromium (Debian's `chromium`, via Playwright for Python)."""
 
+from cli_run import run_tool
 import os
 
 os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
@@ -232,12 +233,7 @@ def test_bad_address_is_one_line(bin_dir, case):
             "foreign host": ("192.0.2.1", "--host '192.0.2.1': cannot listen there"),
             "unknown host": ("no.such.host.invalid", "--host 'no.such.host.invalid': not an address"),
         }[case]
-        r = subprocess.run(
-            [str(bin_dir / "vimpac-demo"), "--host", host, "--port", str(port)],
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        r = run_tool("vimpac-demo", "--host", [host], "--port", port, timeout=120)
     assert r.returncode == 2, r.stderr
     err = r.stderr.strip()
     assert err.startswith("vimpac-demo: error: ") and "\n" not in err and want in err, err

@@ -3,7 +3,8 @@ batch-size invariance, prediction on video files against the store they were tok
 safetensors, probes, and the console scripts `vimpac-predict`, `vimpac-features`, `vimpac-evaluate` (in this process
 through `main(argv)`, and one real subprocess), with their one-line refusals (exit 2)."""
 
-import csv, json, os, subprocess
+from cli_run import run_tool
+import csv, json, os
 from pathlib import Path
 from vimpac.synthetic import write_video
 import numpy as np
@@ -387,23 +388,11 @@ def test_predict_console_script(data, bin_dir):
     "The installed console script, as users run it."
     d = data["dir"]
     v = list(data["videos"]["test"])[2]
-    r = subprocess.run(
-        [str(bin_dir / "vimpac-predict"), str(v), "--checkpoint", str(d / "ft"), *"--views 1x2 --top 2".split()],
-        capture_output=True,
-        text=True,
-        env=ENV,
-        timeout=300,
-    )
+    r = run_tool("vimpac-predict", v, "--checkpoint", d / "ft", "--views 1x2 --top 2", env=ENV)
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
     assert lines[0] == str(v) and len(lines) == 3 and lines[1].startswith("  1. ")
-    r = subprocess.run(
-        [str(bin_dir / "vimpac-evaluate"), "--checkpoint", str(d / "pre"), "--test", str(d / "test")],
-        capture_output=True,
-        text=True,
-        env=ENV,
-        timeout=300,
-    )
+    r = run_tool("vimpac-evaluate", "--checkpoint", d / "pre", "--test", d / "test", env=ENV)
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
 
 
@@ -411,26 +400,19 @@ def test_evaluate_console_script_refuses_an_unreadable_tokenizer(data, bin_dir, 
     "issue 21: `--tokenizer` naming a file that is no tokenizer was silently ignored; now one line, before evaluating."
     d, bad = data["dir"], tmp_path / "tok.pkl"
     bad.write_bytes(b"not a tokenizer")
-    r = subprocess.run(
-        [
-            str(bin_dir / "vimpac-evaluate"),
-            "--checkpoint",
-            str(d / "ft"),
-            "--test",
-            str(d / "test"),
-            "--train",
-            str(d / "train"),
-            "--views",
-            "1x2",
-            "--tokenizer",
-            str(bad),
-            "--out",
-            str(tmp_path / "ev"),
-        ],
-        capture_output=True,
-        text=True,
+    r = run_tool(
+        "vimpac-evaluate",
+        "--checkpoint",
+        d / "ft",
+        "--test",
+        d / "test",
+        "--train",
+        d / "train",
+        "--views 1x2 --tokenizer",
+        bad,
+        "--out",
+        tmp_path / "ev",
         env=ENV,
-        timeout=300,
     )
     assert r.returncode == 2 and "Traceback" not in r.stderr and r.stdout == "", r.stderr
     assert (
@@ -520,9 +502,7 @@ def test_evaluate_empty_store_refused_in_one_line(data, bin_dir, tmp_path):
         ["--checkpoint", d / "pre", "--test", tmp_path / "empty", "--train", d / "train", "--probe", "knn"],
         ["--checkpoint", d / "pre", "--test", d / "test", "--train", tmp_path / "empty", "--probe", "linear"],
     ):
-        r = subprocess.run(
-            [str(bin_dir / "vimpac-evaluate"), *map(str, argv)], capture_output=True, text=True, env=env, timeout=300
-        )
+        r = run_tool("vimpac-evaluate", map(str, argv), env=env)
         assert r.returncode == 2 and r.stdout == "", (r.returncode, r.stderr)
         assert (
             r.stderr == f"vimpac-evaluate: error: {tmp_path / 'empty'}: holds no video; expected a labelled store\n"

@@ -2,6 +2,7 @@
 classes one frame tells apart, it learns (loss falls, held-out accuracy far above chance); a run killed with
 SIGKILL and resumed ends with the same weights, bit for bit; bad input is one line and exit status 2."""
 
+from cli_run import run_tool
 import json, os, shutil, signal, subprocess, time
 from vimpac.synthetic import write_video
 import numpy as np
@@ -208,31 +209,26 @@ def test_two_processes_follow_one(bin_dir, stores, tmp_path):
     losses = []
     for n in (1, 2):
         out = tmp_path / f"run{n}"
-        r = subprocess.run(
-            [
-                str(bin_dir / "torchrun"),
-                "--nproc-per-node",
-                str(n),
-                str(bin_dir / "vimpac-finetune"),
-                *ft(
-                    stores["train"],
-                    out,
-                    "--steps",
-                    6,
-                    "--batch-size",
-                    6,
-                    "--lr",
-                    1e-3,
-                    "--log-every",
-                    1,
-                    "--dropout",
-                    0,
-                ),
-            ],
+        r = run_tool(
+            "torchrun",
+            "--nproc-per-node",
+            n,
+            bin_dir / "vimpac-finetune",
+            ft(
+                stores["train"],
+                out,
+                "--steps",
+                6,
+                "--batch-size",
+                6,
+                "--lr",
+                1e-3,
+                "--log-every",
+                1,
+                "--dropout",
+                0,
+            ),
             env=ENV,
-            capture_output=True,
-            text=True,
-            timeout=300,
         )
         assert r.returncode == 0, r.stderr[-2000:]
         losses.append([json.loads(l)["loss"] for l in (out / "metrics.jsonl").read_text().splitlines()])

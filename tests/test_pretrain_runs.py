@@ -3,6 +3,7 @@
 - two CPU processes under torchrun (gloo) compute the one-process step (1e-5 relative at step 0) and follow its
 curve."""
 
+from cli_run import run_tool
 import json, os, shutil, signal, subprocess, time
 from pathlib import Path
 import pytest
@@ -110,17 +111,11 @@ def test_two_processes_follow_one(bin_dir, store, tmp_path):
         pretrain_cmd(bin_dir, store, tmp_path / "one", *args), env=ENV, capture_output=True, text=True, timeout=600
     )
     assert one.returncode == 0, one.stderr
-    two = subprocess.run(
-        [
-            str(bin_dir / "torchrun"),
-            "--standalone",
-            "--nproc-per-node",
-            "2",
-            *pretrain_cmd(bin_dir, store, tmp_path / "two", *args),
-        ],
+    two = run_tool(
+        "torchrun",
+        "--standalone --nproc-per-node 2",
+        pretrain_cmd(bin_dir, store, tmp_path / "two", *args),
         env=ENV,
-        capture_output=True,
-        text=True,
         timeout=600,
     )
     assert two.returncode == 0, two.stderr[-3000:]

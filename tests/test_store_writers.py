@@ -2,6 +2,7 @@
 and its shard for the whole write. A second writer gets one line naming the first (pid and host) and exit 2; on
 today's main both ran, and meta.json could end up describing tokens written with other settings."""
 
+from cli_run import run_tool
 import json, os, shutil, socket, subprocess
 import pytest
 from vimpac.store import writer_lock, shard_name
@@ -89,18 +90,7 @@ def small_store(bin_dir, tmp_path):
     for v in sample_videos():
         shutil.copy(v, videos)
     out = tmp_path / "store"
-    r = subprocess.run(
-        [
-            str(bin_dir / "vimpac-tokenize"),
-            str(videos),
-            "--out",
-            str(out),
-            *"--fps 2 --frame-size 32 --device cpu".split(),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    r = run_tool("vimpac-tokenize", videos, "--out", out, "--fps 2 --frame-size 32 --device cpu")
     assert r.returncode == 0, r.stderr
     return out
 
@@ -117,18 +107,8 @@ def test_out_of_range_tokens_name_the_shard_and_video(bin_dir, tmp_path):
         for k, v in list(txn.cursor()):
             if k.startswith(b"v/"):
                 txn.put(k, np.full(len(v) // 2, 30000, np.int16).tobytes())
-    r = subprocess.run(
-        [
-            str(bin_dir / "vimpac-pretrain"),
-            "--store",
-            str(out),
-            "--out",
-            str(tmp_path / "run"),
-            *"--steps 1 --batch-size 2 --device cpu --no-eval".split(),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
+    r = run_tool(
+        "vimpac-pretrain", "--store", out, "--out", tmp_path / "run", "--steps 1 --batch-size 2 --device cpu --no-eval"
     )
     assert r.returncode == 2, r.stderr
     err = r.stderr.strip().splitlines()[-1]
@@ -143,18 +123,13 @@ def test_full_disk_during_a_checkpoint_is_one_line(bin_dir, tmp_path, small_disk
     "RuntimeError ... inline_container.cc" traceback), and no partial file left behind."""
     store = small_store(bin_dir, tmp_path)
     run = small_disk / "run"
-    r = subprocess.run(
-        [
-            str(bin_dir / "vimpac-pretrain"),
-            "--store",
-            str(store),
-            "--out",
-            str(run),
-            *"--steps 2 --save-every 1 --batch-size 2 --device cpu --no-eval".split(),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
+    r = run_tool(
+        "vimpac-pretrain",
+        "--store",
+        store,
+        "--out",
+        run,
+        "--steps 2 --save-every 1 --batch-size 2 --device cpu --no-eval",
     )
     assert r.returncode == 2, r.stderr
     err = r.stderr.strip().splitlines()[-1]

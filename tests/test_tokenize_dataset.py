@@ -2,7 +2,8 @@
 `folder` one, a `ucf101` one with CRLF split files and a missing video, an `ssv2` one) through the command line, and
 the labelled stores they give (classes, labels, views, frame rate), read back by `LabelledClipDataset`."""
 
-import contextlib, io, json, os, subprocess
+from cli_run import run_tool
+import contextlib, io, json, os
 from pathlib import Path
 import numpy as np
 import pytest
@@ -112,27 +113,16 @@ def test_ucf101_dataset_subprocess(tmp_path, tokenizer, bin_dir, texture_video):
         ).split()
     ):
         texture_video(root / n, 10 + i)  # v_YoYo_g10_c01.avi is listed but missing
-    r = subprocess.run(
-        [
-            str(bin_dir / "vimpac-tokenize"),
-            str(root),
-            "--dataset",
-            "ucf101",
-            "--split-dir",
-            str(lists),
-            "--split",
-            "1",
-            "--out",
-            str(tmp_path / "ucf"),
-            "--frame-size",
-            "32",
-            "--tokenizer",
-            tokenizer,
-            *"--device cpu --views center".split(),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
+    r = run_tool(
+        "vimpac-tokenize",
+        root,
+        "--dataset ucf101 --split-dir",
+        lists,
+        "--split 1 --out",
+        tmp_path / "ucf",
+        "--frame-size 32 --tokenizer",
+        [tokenizer],
+        "--device cpu --views center",
     )
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines()[0] == (
@@ -149,23 +139,7 @@ def test_ucf101_dataset_subprocess(tmp_path, tokenizer, bin_dir, texture_video):
     assert by_name(test) == {"ApplyEyeMakeup/v_ApplyEyeMakeup_g01_c01.avi": 0, "YoYo/v_YoYo_g01_c01.avi": 1}
     assert train.fps == 2.0 and train.views == ["1x-center"]  # UCF101's 2 FPS; --views given
     # a split number UCF101 lacks: one line, exit 2, nothing written
-    r = subprocess.run(
-        [
-            str(bin_dir / "vimpac-tokenize"),
-            str(root),
-            "--dataset",
-            "ucf101",
-            "--split-dir",
-            str(lists),
-            "--split",
-            "5",
-            "--out",
-            str(tmp_path / "ucf5"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    r = run_tool("vimpac-tokenize", root, "--dataset ucf101 --split-dir", lists, "--split 5 --out", tmp_path / "ucf5")
     assert (r.returncode, r.stderr) == (2, "vimpac-tokenize: error: split: ucf101 has splits 1 to 3, got 5\n")
     assert not (tmp_path / "ucf5").exists()
 
@@ -259,19 +233,12 @@ def test_symlinked_folders_followed_and_loops_warned(tmp_path, tokenizer, bin_di
     }
 
     def tokenize(*argv):
-        return subprocess.run(
-            [
-                str(bin_dir / "vimpac-tokenize"),
-                *map(str, argv),
-                "--frame-size",
-                "32",
-                "--tokenizer",
-                tokenizer,
-                *"--device cpu --views center".split(),
-            ],
-            capture_output=True,
-            text=True,
-            timeout=300,
+        return run_tool(
+            "vimpac-tokenize",
+            map(str, argv),
+            "--frame-size 32 --tokenizer",
+            [tokenizer],
+            "--device cpu --views center",
             env=env,
         )
 
