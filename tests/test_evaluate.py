@@ -502,7 +502,7 @@ def test_evaluate_empty_store_refused_in_one_line(data, bin_dir, tmp_path):
         ["--checkpoint", d / "pre", "--test", tmp_path / "empty", "--train", d / "train", "--probe", "knn"],
         ["--checkpoint", d / "pre", "--test", d / "test", "--train", tmp_path / "empty", "--probe", "linear"],
     ):
-        r = run_tool("vimpac-evaluate", map(str, argv), env=env)
+        r = run_tool("vimpac-evaluate", argv, env=env)
         assert r.returncode == 2 and r.stdout == "", (r.returncode, r.stderr)
         assert (
             r.stderr == f"vimpac-evaluate: error: {tmp_path / 'empty'}: holds no video; expected a labelled store\n"

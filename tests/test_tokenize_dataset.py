@@ -235,7 +235,7 @@ def test_symlinked_folders_followed_and_loops_warned(tmp_path, tokenizer, bin_di
     def tokenize(*argv):
         return run_tool(
             "vimpac-tokenize",
-            map(str, argv),
+            argv,
             "--frame-size 32 --tokenizer",
             [tokenizer],
             "--device cpu --views center",
