@@ -54,48 +54,33 @@ def toy_parser():
     return p
 
 
+TOY_ARGV = [
+    "--steps",
+    "5",
+    "--lr",
+    "0.1",
+    "--betas",
+    "0.5",
+    "0.6",
+    "--sizes",
+    "4",
+    "5",
+    "6",
+    "--mode",
+    "b",
+    "--fast",
+    "--no-slow",
+]
+
+
 def test_toy_options_round_trip():
     p = toy_parser()
     assert config_from_options(Toy, p.parse_args([])) == Toy()
-    a = p.parse_args(
-        [
-            "--steps",
-            "5",
-            "--lr",
-            "0.1",
-            "--betas",
-            "0.5",
-            "0.6",
-            "--sizes",
-            "4",
-            "5",
-            "6",
-            "--mode",
-            "b",
-            "--fast",
-            "--no-slow",
-        ]
-    )
+    a = p.parse_args(TOY_ARGV)
     want = Toy(steps=5, lr=0.1, betas=(0.5, 0.6), sizes=(4, 5, 6), mode="b", fast=True, slow=False)
     assert config_from_options(Toy, a) == want
     argv = config_argv(Toy, dataclasses.asdict(want))
-    assert argv == [
-        "--steps",
-        "5",
-        "--lr",
-        "0.1",
-        "--betas",
-        "0.5",
-        "0.6",
-        "--sizes",
-        "4",
-        "5",
-        "6",
-        "--mode",
-        "b",
-        "--fast",
-        "--no-slow",
-    ]
+    assert argv == TOY_ARGV
     assert config_from_options(Toy, p.parse_args(argv)) == want
     text = p.format_help()
     assert "updates (default: 3)" in text and "None: 100% the model's" in text and "--tokens" not in text
@@ -154,9 +139,7 @@ def test_every_knob_is_an_option(parser, config_class):
     assert not {"--vocab-size", "--token-map", "--pad-id", "--mask-id"} & have  # the store's, not knobs
 
 
-OLD_PRETRAIN = [
-    "--store",
-    "--out",
+RUN_OPTIONS = [  # the run options both commands have had
     "--preset",
     "--layout",
     "--dropout",
@@ -176,6 +159,11 @@ OLD_PRETRAIN = [
     "--micro-batch-size",
     "--lr",
     "--clip-len",
+]
+OLD_PRETRAIN = [
+    "--store",
+    "--out",
+    *RUN_OPTIONS,
     "--d-max",
     "--alpha",
     "--temperature",
@@ -190,25 +178,7 @@ OLD_FINETUNE = [
     "--init",
     "--official",
     "--new-head",
-    "--preset",
-    "--layout",
-    "--dropout",
-    "--steps",
-    "--epochs",
-    "--save-every",
-    "--keep-last",
-    "--log-every",
-    "--seed",
-    "--resume",
-    "--precision",
-    "--compile",
-    "--gradient-checkpointing",
-    "--num-workers",
-    "--device",
-    "--batch-size",
-    "--micro-batch-size",
-    "--lr",
-    "--clip-len",
+    *RUN_OPTIONS,
     "--views",
 ]
 

@@ -275,40 +275,37 @@ def test_evaluate_cli_probes(data, capsys):
 
 
 @pytest.mark.parametrize(
-    "argv, message",
+    "option, value, message",
     [
-        (["--num-classes-5"], "the checkpoint's classifier has 5 classes, but"),
+        ("--checkpoint", "{ft5}", "the checkpoint's classifier has 5 classes, but"),
         (
-            ["--checkpoint", "{pre}"],
+            "--checkpoint",
+            "{pre}",
             "a pre-training checkpoint has no classifier; fine-tune it (vimpac-finetune) or judge its features with "
             "--probe",
         ),
-        (["--test", "{centre}"], "(tokenize with --views noflip or all), or ask for 1xK views (centre crop)"),
-        (["--probe", "knn"], "argument --probe: knn needs --train STORE"),
-        (["--views", "2x10"], "argument --views: views '2x10': expected SPATIALxTEMPORAL"),
-        (["--test", "{train}/../nope"], "not a token store"),
-        (["--test", "{plain}"], "store has no labels; tokenize a dataset split with vimpac-tokenize --dataset NAME"),
+        ("--test", "{centre}", "(tokenize with --views noflip or all), or ask for 1xK views (centre crop)"),
+        ("--probe", "knn", "argument --probe: knn needs --train STORE"),
+        ("--views", "2x10", "argument --views: views '2x10': expected SPATIALxTEMPORAL"),
+        ("--test", "{train}/../nope", "not a token store"),
+        ("--test", "{plain}", "store has no labels; tokenize a dataset split with vimpac-tokenize --dataset NAME"),
         # issue 21: a --tokenizer given that cannot be read was ignored unless drawing retrieval.png, and then only
         # warned
         (
-            ["--tokenizer", "{train}/meta.json"],
+            "--tokenizer",
+            "{train}/meta.json",
             "meta.json: not a saved VQ-VAE (expected config.json and model.safetensors)",
         ),
-        (["--tokenizer", "{train}/../no-such-tokenizer"], "no-such-tokenizer: no such tokenizer folder"),
+        ("--tokenizer", "{train}/../no-such-tokenizer", "no-such-tokenizer: no such tokenizer folder"),
     ],
 )
-def test_evaluate_cli_refuses_in_one_line(data, capsys, argv, message):
+def test_evaluate_cli_refuses_in_one_line(data, capsys, option, value, message):
     d = data["dir"]
-    ck = d / "ft"
-    if argv == ["--num-classes-5"]:
-        ck = d / "ft5"
-        if not ck.exists():
-            VimpacForVideoClassification(data["cfg"], num_classes=5).save_pretrained(ck)
-        argv = []
-    base = {"--checkpoint": str(ck), "--test": str(d / "test")}
-    for k, v in zip(argv[::2], argv[1::2]):
-        base[k] = v.format(pre=d / "pre", centre=d / "centre", train=d / "train", plain=d / "plain")
-    code, out, err = run(evaluate_main, [x for kv in base.items() for x in kv], capsys)
+    if value == "{ft5}" and not (d / "ft5").exists():  # a fine-tuned checkpoint with 5 classes, not the data's
+        VimpacForVideoClassification(data["cfg"], num_classes=5).save_pretrained(d / "ft5")
+    argv = {"--checkpoint": str(d / "ft"), "--test": str(d / "test")}
+    argv[option] = value.format(ft5=d / "ft5", pre=d / "pre", centre=d / "centre", train=d / "train", plain=d / "plain")
+    code, out, err = run(evaluate_main, [x for kv in argv.items() for x in kv], capsys)
     assert code == 2 and out == ""
     assert err.count("\n") == 1 and err.startswith("vimpac-evaluate: error: ") and message in err, err
 
