@@ -54,163 +54,55 @@ def parts(device: str, quick: bool, tmp: Path, peak_tflops=None) -> list[dict]:
     peak = ["--peak-tflops", str(peak_tflops)] if peak_tflops else []
 
     def part(name, budget, script, *args):
+        "A part: `script` (beside this file) run with `--device DEVICE ARGS --out JSON`, or, with `script` None, the"
+        "command `args`."
         out = tmp / (re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") + ".json") if script else None
-        cmd = [py, HERE / script, *map(str, args), "--out", out] if script else list(args)
+        cmd = [py, HERE / script, "--device", device, *map(str, args), "--out", out] if script else list(args)
         return dict(name=name, cmd=[str(x) for x in cmd], out=out, budget_s=None if quick else budget)
+
+    def sized(toy, full=()):
+        "The options `toy` in a quick run, `full` otherwise."
+        return [*(toy if quick else full)]
 
     nbs = gpu_notebooks()
     # the gpu tests compile (vimpac-pretrain --compile: forward and backward) besides their eager runs: two compiles fit
-    ps = [
-        part(
-            "gpu tests",
-            2 * COMPILE_S,
-            None,
-            py,
-            "-m",
-            "pytest",
-            "-q",
-            "-m",
-            "gpu",
-            "-p",
-            "no:cacheprovider",
-            *gpu_test_files(),
-        )
-    ]
+    tests = [py, "-m", "pytest", "-q", "-m", "gpu", "-p", "no:cacheprovider", *gpu_test_files()]
+    ps = [part("gpu tests", 2 * COMPILE_S, None, *tests)]
     if gpu and nbs:  # nbdev-test takes one path: the notebooks are picked by a regex over their full paths
-        ps.append(
-            part(
-                "gpu notebook cells",
-                20,
-                None,
-                BIN / "nbdev-test",
-                ROOT / "nbs",
-                "--flags",
-                "gpu",
-                "--path-re",
-                "(" + "|".join(re.escape(str(nb)) for nb in nbs) + ")$",
-            )
-        )
+        cells = ["--flags", "gpu", "--path-re", "(" + "|".join(re.escape(str(nb)) for nb in nbs) + ")$"]
+        ps.append(part("gpu notebook cells", 20, None, BIN / "nbdev-test", ROOT / "nbs", *cells))
     size = "tiny T=5 S=32" if quick else "Small T=5 S=128"
-    model = (
-        "--preset tiny --size 32 --videos 2 --warmup 1 --repeats 1 --threads 1".split()
-        if quick
-        else "--videos 64 --warmup 3 --repeats 10".split()
+    model = sized(
+        ["--preset", "tiny", "--size", "32", "--videos", "2", "--warmup", "1", "--repeats", "1", "--threads", "1"],
+        ["--videos", "64", "--warmup", "3", "--repeats", "10"],
     )
-    ps.append(part(f"model, {size}, eager", 45, "model_throughput.py", "--device", device, *prec, *model))
+    ps.append(part(f"model, {size}, eager", 45, "model_throughput.py", *prec, *model))
     if not quick:
         # compiled: the layout of the goal only (each layout is its own process and its own compile, forward and
         # backward, and a recompile where the masked count M first changes): two compiles fit
-        ps.append(
-            part(
-                "model, Small T=5 S=128, compiled",
-                2 * COMPILE_S,
-                "model_throughput.py",
-                "--device",
-                device,
-                *prec,
-                *model,
-                "--compile",
-                "--layouts",
-                "T,H|W",
-            )
-        )
-        one = "--layouts T,H|W --videos 16 --warmup 2 --repeats 5".split()
+        compiled = [*prec, *model, "--compile", "--layouts", "T,H|W"]
+        ps.append(part("model, Small T=5 S=128, compiled", 2 * COMPILE_S, "model_throughput.py", *compiled))
+        one = [*prec, "--layouts", "T,H|W", "--videos", "16", "--warmup", "2", "--repeats", "5"]
         ps += [
-            part(
-                "model, Base T=5 S=128", 20, "model_throughput.py", "--device", device, *prec, *one, "--preset", "base"
-            ),
-            part(
-                "model, Large-Half T=5 S=128",
-                25,
-                "model_throughput.py",
-                "--device",
-                device,
-                *prec,
-                *one,
-                "--preset",
-                "large_half",
-            ),
-            part(
-                "model, Small T=10 S=256",
-                25,
-                "model_throughput.py",
-                "--device",
-                device,
-                *prec,
-                *one,
-                "--clip-len",
-                "10",
-                "--size",
-                "256",
-            ),
+            part("model, Base T=5 S=128", 20, "model_throughput.py", *one, "--preset", "base"),
+            part("model, Large-Half T=5 S=128", 25, "model_throughput.py", *one, "--preset", "large_half"),
+            part("model, Small T=10 S=256", 25, "model_throughput.py", *one, "--clip-len", "10", "--size", "256"),
         ]
-    ps.append(
-        part(
-            "block masks vs loop",
-            15,
-            "masking_speed.py",
-            "--device",
-            device,
-            *("--repeats 3 --loop-repeats 1 --nn-fill-repeats 0 --threads 1".split() if quick else []),
-        )
+    masks = sized(["--repeats", "3", "--loop-repeats", "1", "--nn-fill-repeats", "0", "--threads", "1"])
+    ps.append(part("block masks vs loop", 15, "masking_speed.py", *masks))
+    encode = ["--parts", "encode", *sized(["--repeats", "1", "--copies", "1", "--size", "32"])]
+    ps.append(part("tokenizer encode", 40, "tokenize_throughput.py", *encode))
+    ps.append(part("vimpac-pretrain, sample store", 60, "pretrain_speed.py", *peak, *sized(["--quick"])))
+    steps = sized(
+        ["--cases", "tiny:5:32:2", "--warmup", "1", "--repeats", "1", "--threads", "1"],
+        ["--cases", "small:10:256:16", "--warmup", "3", "--repeats", "10"],
     )
-    ps.append(
-        part(
-            "tokenizer encode",
-            40,
-            "tokenize_throughput.py",
-            "--device",
-            device,
-            "--parts",
-            "encode",
-            *("--repeats 1 --copies 1 --size 32".split() if quick else []),
-        )
+    ps.append(part("fine-tuning steps", 30, "finetune_steps.py", *prec, "--accum", "1", *steps))
+    views = sized(
+        ["--settings", "toy", "--videos", "2", "--repeats", "1", "--threads", "1"],
+        ["--settings", "paper", "--videos", "32", "--repeats", "2"],
     )
-    ps.append(
-        part(
-            "vimpac-pretrain, sample store",
-            60,
-            "pretrain_speed.py",
-            "--device",
-            device,
-            *peak,
-            *(["--quick"] if quick else []),
-        )
-    )
-    ps.append(
-        part(
-            "fine-tuning steps",
-            30,
-            "finetune_steps.py",
-            "--device",
-            device,
-            *prec,
-            "--accum",
-            "1",
-            *(
-                "--cases tiny:5:32:2 --warmup 1 --repeats 1 --threads 1".split()
-                if quick
-                else "--cases small:10:256:16 --warmup 3 --repeats 10".split()
-            ),
-        )
-    )
-    ps.append(
-        part(
-            "evaluation, 3x10 views",
-            30,
-            "evaluate_speed.py",
-            "--device",
-            device,
-            *prec,
-            "--batch-sizes",
-            "30",
-            *(
-                "--settings toy --videos 2 --repeats 1 --threads 1".split()
-                if quick
-                else "--settings paper --videos 32 --repeats 2".split()
-            ),
-        )
-    )
+    ps.append(part("evaluation, 3x10 views", 30, "evaluate_speed.py", *prec, "--batch-sizes", "30", *views))
     return ps
 
 

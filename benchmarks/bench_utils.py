@@ -116,3 +116,30 @@ def pretrain_loss_fn(model, compiled: bool = False, amp_dtype=None, temperature:
         return pretraining_loss(l_mask, nce / m if per_video else nce, alpha, temperature)
 
     return loss
+
+
+def machine_name(device) -> str:
+    "The machine a figure was taken on: 'ARCH N cores', with ', GPU NAME' when `device` is a CUDA device."
+    import os, platform
+
+    name = f"{platform.machine()} {os.cpu_count()} cores"
+    return name + (f", {torch.cuda.get_device_name()}" if torch.device(device).type == "cuda" else "")
+
+
+def run_workers(items, command, failure, done=lambda item, row: None) -> tuple[list, list]:
+    """Runs the worker `command(item)` (an argv list) for each of `items`, each in its own process (its peak memory
+    and a CUDA fault stay its own). Returns (rows, failed): the JSON object each worker printed on its last stdout
+    line, and the items whose worker exited non-zero, for each of which `failure(item, stderr)` is printed on stderr;
+    `done(item, row)` is called after each worker that succeeded."""
+    import json, subprocess, sys
+
+    rows, failed = [], []
+    for item in items:
+        r = subprocess.run(command(item), capture_output=True, text=True)
+        if r.returncode:
+            failed.append(item)
+            print(failure(item, r.stderr), file=sys.stderr)
+            continue
+        rows.append(json.loads(r.stdout.strip().splitlines()[-1]))
+        done(item, rows[-1])
+    return rows, failed

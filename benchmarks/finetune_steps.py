@@ -12,9 +12,9 @@ medians over `--repeats` timed steps after `--warmup` steps. A fine-tuning step 
 is videos/s. Exits 1 when a case fails.
 """
 
-import argparse, json, platform, subprocess, sys
+import argparse, json, platform, sys
 import torch
-from bench_utils import device_sync, median_seconds, peak_memory_gb
+from bench_utils import device_sync, median_seconds, peak_memory_gb, run_workers
 
 
 def worker(a):
@@ -90,26 +90,26 @@ def main(argv=None) -> int:
     a = p.parse_args(argv)
     if a.case:
         return worker(a)
-    rows, failed = [], []
-    for case in a.cases:
-        argv = [sys.executable, __file__, "--case", case] + [
-            x
-            for k in ("device", "precision", "accum", "warmup", "repeats", "threads")
-            for x in (f"--{k}", str(getattr(a, k)))
-        ]
-        argv += ["--compile"] * a.compile + ["--checkpointing"] * a.checkpointing
-        r = subprocess.run(argv, capture_output=True, text=True)
-        if r.returncode:
-            failed.append(case)
-            print(f"{case}: failed: {(r.stderr.strip().splitlines() or ['no output'])[-1]}", file=sys.stderr)
-            continue
-        rows.append(json.loads(r.stdout.strip().splitlines()[-1]))
-        x = rows[-1]
+    options = [
+        x
+        for k in ("device", "precision", "accum", "warmup", "repeats", "threads")
+        for x in (f"--{k}", str(getattr(a, k)))
+    ]
+    options += ["--compile"] * a.compile + ["--checkpointing"] * a.checkpointing
+
+    def show(case, x):
         print(
             f"{case:>16}  {x['clips_per_step']:3d} clips/step  {x['step_s']:8.2f} s/step  {x['clips_per_s']:8.2f} "
             "clips/s  "
             f"{x['achieved_flops'] / 1e9:8.1f} GFLOP/s  {x['peak_mem_gb']:.2f} GB"
         )
+
+    rows, failed = run_workers(
+        a.cases,
+        lambda case: [sys.executable, __file__, "--case", case, *options],
+        lambda case, err: f"{case}: failed: {(err.strip().splitlines() or ['no output'])[-1]}",
+        show,
+    )
     if a.out:
         meta = dict(
             machine=platform.machine(),

@@ -12,9 +12,9 @@ Figures are medians over repeats, in milliseconds per batch; the speed-up is the
 side by side in one run.
 """
 
-import argparse, json, os, platform, sys, random
+import argparse, json, sys, random
 import torch
-from bench_utils import device_sync, median_seconds
+from bench_utils import device_sync, machine_name, median_seconds
 from vimpac.masking import block_mask, iid_mask, nearest_neighbour_fill
 
 SIZES = {"pre-training": ((1024, 5, 16, 16), 5), "fine-tuning": ((1024, 10, 32, 32), 7)}
@@ -56,8 +56,7 @@ def main(argv=None) -> int:
     dev = torch.device(a.device)
     sync = device_sync(dev)
     res = dict(
-        machine=f"{platform.machine()} {os.cpu_count()} cores"
-        + (f", {torch.cuda.get_device_name()}" if dev.type == "cuda" else ""),
+        machine=machine_name(dev),
         torch=torch.__version__,
         device=str(dev),
         threads=torch.get_num_threads(),

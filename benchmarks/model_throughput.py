@@ -15,7 +15,7 @@ its own. Figures are medians over `--repeats` timed steps after `--warmup` steps
 Small, T = 5, S = 128): TxHxW 12.6, T,HxW 20.0, T,H,W 26.4, T,H|W 32.0 videos/s.
 """
 
-import argparse, json, os, platform, subprocess, sys
+import argparse, json, sys
 import torch
 from bench_utils import (
     device_sync,
@@ -25,6 +25,8 @@ from bench_utils import (
     pretrain_batch,
     pretrain_loss_fn,
     to_device,
+    machine_name,
+    run_workers,
 )
 
 PAPER = {"TxHxW": 12.6, "T,HxW": 20.0, "T,H,W": 26.4, "T,H|W": 32.0}
@@ -104,24 +106,17 @@ def main(argv=None) -> int:
     if a.layout:
         return worker(a)
     layouts = a.layouts
-    machine = f"{platform.machine()} {os.cpu_count()} cores"
-    if a.device.startswith("cuda"):
-        machine += ", " + torch.cuda.get_device_name()
+    machine = machine_name(a.device)
     print(
         f"{machine}, torch {torch.__version__}, {a.preset}, T={a.clip_len}, S={a.size}, {a.videos} videos/step, "
         f"{a.precision}{', compiled' if a.compile else ''}"
     )
-    rows, failed = [], []
-    for layout in layouts:
-        cmd = [sys.executable, __file__, "--layout", layout] + [
-            x for x in argv if x not in ("--out", "--layouts") and not x.endswith(".json") and x not in PAPER
-        ]
-        r = subprocess.run(cmd, capture_output=True, text=True)
-        if r.returncode:
-            failed.append(layout)
-            print(f"{layout}: failed\n{r.stderr[-2000:]}", file=sys.stderr)
-            continue
-        rows.append(json.loads(r.stdout.strip().splitlines()[-1]))
+    options = [x for x in argv if x not in ("--out", "--layouts") and not x.endswith(".json") and x not in PAPER]
+    rows, failed = run_workers(
+        layouts,
+        lambda layout: [sys.executable, __file__, "--layout", layout, *options],
+        lambda layout, err: f"{layout}: failed\n{err[-2000:]}",
+    )
     if not rows:
         return 1
     ref = next((r for r in rows if r["layout"] == "T,H|W"), rows[-1])

@@ -450,23 +450,10 @@ def main(argv=None) -> int:
             )
     if a.out:
         a.out.parent.mkdir(parents=True, exist_ok=True)
-        a.out.write_text(
-            json.dumps(
-                dict(
-                    torch=torch.__version__,
-                    precision=a.precision,
-                    path=a.path,
-                    gpus=GPUS,
-                    matmul_efficiency=MATMUL_EFFICIENCY,
-                    memory_efficiency=MEMORY_EFFICIENCY,
-                    optimizer_bytes_per_param=OPTIMIZER_BYTES_PER_PARAM,
-                    workloads=WORKLOADS,
-                    rows=rows,
-                ),
-                indent=1,
-            )
-            + "\n"
-        )
+        run = dict(torch=torch.__version__, precision=a.precision, path=a.path)
+        assumed = dict(gpus=GPUS, matmul_efficiency=MATMUL_EFFICIENCY, memory_efficiency=MEMORY_EFFICIENCY)
+        assumed.update(optimizer_bytes_per_param=OPTIMIZER_BYTES_PER_PARAM, workloads=WORKLOADS)
+        a.out.write_text(json.dumps({**run, **assumed, "rows": rows}, indent=1) + "\n")
         print("wrote", a.out)
     return 0
 

@@ -9,13 +9,13 @@ not depend on the weight values, and no official file is needed. Figures are med
 channels_last.
 """
 
-import argparse, json, os, platform, sys, shutil, tempfile
+import argparse, json, os, sys, shutil, tempfile
 from pathlib import Path
 import torch
 from vimpac.video import CENTER_VIEW, sample_videos, read_views
 from vimpac.tokenizer import load_tokenizer, DalleTokenizer, DalleEncoder, DalleDecoder
 from vimpac.store import build_store, _DecodeVideos
-from bench_utils import device_sync, median_seconds
+from bench_utils import device_sync, machine_name, median_seconds
 
 
 def main(argv=None) -> int:
@@ -31,8 +31,7 @@ def main(argv=None) -> int:
     dev = torch.device(a.device)
     sync = device_sync(dev)
     res = dict(
-        machine=f"{platform.machine()} {os.cpu_count()} cores"
-        + (f", {torch.cuda.get_device_name()}" if dev.type == "cuda" else ""),
+        machine=machine_name(dev),
         torch=torch.__version__,
         threads=torch.get_num_threads(),
         fps=a.fps,

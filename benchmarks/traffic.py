@@ -150,11 +150,8 @@ def main(argv=None) -> int:
     model.zero_grad()
     with EagerBytes() as e:
         step(model)
-    res = dict(
-        preset=a.preset,
-        token_map=a.token_map,
-        clip_len=a.clip_len,
-        videos=a.videos,
+    res = {k: getattr(a, k) for k in ("preset", "token_map", "clip_len", "videos")}  # the workload, then the figures
+    res.update(
         torch=torch.__version__,
         attention="math" if a.math_attention else "fused",
         eager={k: v / a.videos for k, v in e.split().items()},

@@ -65,6 +65,20 @@ def refused(main, argv, capsys):
     return lines[0]
 
 
+NO_SUCH_GPU = [  # --device naming a GPU that is not here, for both commands
+    pytest.param(
+        ["--device", "cuda"],
+        "argument --device: device 'cuda': no CUDA GPU here",
+        marks=pytest.mark.skipif(not CPU_ONLY, reason="a GPU is here"),
+    ),
+    pytest.param(
+        ["--device", "cuda:7"],
+        "argument --device: device 'cuda:7': ",
+        marks=pytest.mark.skipif(not NO_GPU_7, reason="8 GPUs are here"),
+    ),
+]
+
+
 TOKENIZE = [  # (options, what the one line says)
     (["--fps", "0"], "argument --fps: expected a finite number > 0, got '0'"),
     (["--fps", "-2"], "argument --fps: expected a finite number > 0, got '-2'"),
@@ -78,16 +92,7 @@ TOKENIZE = [  # (options, what the one line says)
     ("--num-shards 0 --shard-index 0".split(), "argument --num-shards: expected an integer >= 1, got '0'"),
     ("--num-shards 2 --shard-index 2".split(), "shard_index: expected 0 <= index < num_shards = 2, got 2"),
     (["--device", "foo"], "argument --device: device 'foo': not a device name; expected cpu, cuda or cuda:N"),
-    pytest.param(
-        ["--device", "cuda"],
-        "argument --device: device 'cuda': no CUDA GPU here",
-        marks=pytest.mark.skipif(not CPU_ONLY, reason="a GPU is here"),
-    ),
-    pytest.param(
-        ["--device", "cuda:7"],
-        "argument --device: device 'cuda:7': ",
-        marks=pytest.mark.skipif(not NO_GPU_7, reason="8 GPUs are here"),
-    ),
+    *NO_SUCH_GPU,
 ]
 
 
@@ -125,16 +130,7 @@ PRETRAIN = [
     (["--d-max", "-1"], "argument --d-max: expected a finite number >= 0, got '-1'"),
     (["--seed", "1.5"], "argument --seed: expected an integer, got '1.5'"),
     (["--device", "foo"], "argument --device: device 'foo': not a device name"),
-    pytest.param(
-        ["--device", "cuda"],
-        "argument --device: device 'cuda': no CUDA GPU here",
-        marks=pytest.mark.skipif(not CPU_ONLY, reason="a GPU is here"),
-    ),
-    pytest.param(
-        ["--device", "cuda:7"],
-        "argument --device: device 'cuda:7': ",
-        marks=pytest.mark.skipif(not NO_GPU_7, reason="8 GPUs are here"),
-    ),
+    *NO_SUCH_GPU,
     (
         "--device cpu --precision fp16".split(),
         "precision fp16: mixed precision needs a CUDA GPU, the device is cpu; use fp32 or auto",

@@ -50,24 +50,37 @@ class Toy:
 
 def toy_parser():
     p = OptionParser(prog="toy", raise_errors=True)
-    assert add_config_options(p, Toy) == "steps lr betas sizes mode fast slow".split()
+    assert add_config_options(p, Toy) == ["steps", "lr", "betas", "sizes", "mode", "fast", "slow"]
     return p
+
+
+TOY_ARGV = [
+    "--steps",
+    "5",
+    "--lr",
+    "0.1",
+    "--betas",
+    "0.5",
+    "0.6",
+    "--sizes",
+    "4",
+    "5",
+    "6",
+    "--mode",
+    "b",
+    "--fast",
+    "--no-slow",
+]
 
 
 def test_toy_options_round_trip():
     p = toy_parser()
     assert config_from_options(Toy, p.parse_args([])) == Toy()
-    a = p.parse_args(
-        [
-            *"--steps 5 --lr 0.1 --betas 0.5 0.6 --sizes 4 5 6 --mode b --fast --no-slow".split(),
-        ]
-    )
+    a = p.parse_args(TOY_ARGV)
     want = Toy(steps=5, lr=0.1, betas=(0.5, 0.6), sizes=(4, 5, 6), mode="b", fast=True, slow=False)
     assert config_from_options(Toy, a) == want
     argv = config_argv(Toy, dataclasses.asdict(want))
-    assert argv == [
-        *"--steps 5 --lr 0.1 --betas 0.5 0.6 --sizes 4 5 6 --mode b --fast --no-slow".split(),
-    ]
+    assert argv == TOY_ARGV
     assert config_from_options(Toy, p.parse_args(argv)) == want
     text = p.format_help()
     assert "updates (default: 3)" in text and "None: 100% the model's" in text and "--tokens" not in text
@@ -82,7 +95,7 @@ def test_toy_options_round_trip():
         (["--lr", "nan"], "argument --lr: expected a finite number > 0, got 'nan'"),
         (["--betas", "0.9", "1"], "argument --betas: expected a finite number >= 0 and < 1, got '1'"),
         (["--betas", "0.9"], "argument --betas: expected 2 arguments"),
-        ("--sizes 1 2 x".split(), "argument --sizes: expected an integer, got 'x'"),
+        (["--sizes", "1", "2", "x"], "argument --sizes: expected an integer, got 'x'"),
         (["--mode", "c"], "argument --mode: expected 'a' or 'b', got 'c'"),
     ],
 )
@@ -126,18 +139,48 @@ def test_every_knob_is_an_option(parser, config_class):
     assert not {"--vocab-size", "--token-map", "--pad-id", "--mask-id"} & have  # the store's, not knobs
 
 
-# the options both tools had before their options came from the config fields (issue 22), then each tool's own
-OLD_COMMON = (
-    "--preset --layout --dropout --steps --epochs --save-every --keep-last --log-every --seed --resume --precision "
-    "--compile --gradient-checkpointing --num-workers --device --batch-size --micro-batch-size --lr --clip-len"
-).split()
+RUN_OPTIONS = [  # the run options both commands have had
+    "--preset",
+    "--layout",
+    "--dropout",
+    "--steps",
+    "--epochs",
+    "--save-every",
+    "--keep-last",
+    "--log-every",
+    "--seed",
+    "--resume",
+    "--precision",
+    "--compile",
+    "--gradient-checkpointing",
+    "--num-workers",
+    "--device",
+    "--batch-size",
+    "--micro-batch-size",
+    "--lr",
+    "--clip-len",
+]
 OLD_PRETRAIN = [
     "--store",
     "--out",
-    *OLD_COMMON,
-    *"--d-max --alpha --temperature --init --peak-tflops --no-eval".split(),
+    *RUN_OPTIONS,
+    "--d-max",
+    "--alpha",
+    "--temperature",
+    "--init",
+    "--peak-tflops",
+    "--no-eval",
 ]
-OLD_FINETUNE = [*"--store --test-store --out --init --official --new-head".split(), *OLD_COMMON, "--views"]
+OLD_FINETUNE = [
+    "--store",
+    "--test-store",
+    "--out",
+    "--init",
+    "--official",
+    "--new-head",
+    *RUN_OPTIONS,
+    "--views",
+]
 
 
 def test_old_options_keep_working():
@@ -147,17 +190,41 @@ def test_old_options_keep_working():
 
 def test_pretrain_options_make_the_configs():
     a = pretrain_parser().parse_args(
-        (
-            "--store s --out o --mask-ratio 0.3 --num-blocks 4 --weight-decay 0.1 --warmup-ratio 0.2 "
-            "--d-max 2 --micro-batch-size auto --epochs 2 --compile --norm pre --layout T,H,W --preset "
-            "small --num-layers 3"
-        ).split()
+        [
+            "--store",
+            "s",
+            "--out",
+            "o",
+            "--mask-ratio",
+            "0.3",
+            "--num-blocks",
+            "4",
+            "--weight-decay",
+            "0.1",
+            "--warmup-ratio",
+            "0.2",
+            "--d-max",
+            "2",
+            "--micro-batch-size",
+            "auto",
+            "--epochs",
+            "2",
+            "--compile",
+            "--norm",
+            "pre",
+            "--layout",
+            "T,H,W",
+            "--preset",
+            "small",
+            "--num-layers",
+            "3",
+        ]
     )
     assert config_from_options(PretrainConfig, a) == PretrainConfig(
         mask_ratio=0.3, num_blocks=4, weight_decay=0.1, warmup_ratio=0.2, d_max=2.0, epochs=2.0, compile=True
     )
     assert _model_spec(a) == dict(preset="small", num_layers=3, layout="T,H,W", norm="pre")
-    a = finetune_parser().parse_args("--store s --out o --views noflip --lr 1e-4".split())
+    a = finetune_parser().parse_args(["--store", "s", "--out", "o", "--views", "noflip", "--lr", "1e-4"])
     assert config_from_options(FinetuneConfig, a) == FinetuneConfig(views="noflip", lr=1e-4)
     assert _model_spec(a) is None
 
@@ -172,7 +239,7 @@ def test_pretrain_options_make_the_configs():
         (["--betas", "0.9", "1.5"], "argument --betas: expected a finite number >= 0 and < 1, got '1.5'"),
         (["--norm", "mid"], "argument --norm: expected 'post' or 'pre', got 'mid'"),
         (["--layout", "T,H"], None),  # a layout is good alone; refused only with head counts that do not divide
-        ("--steps 2 --epochs 1".split(), "argument --epochs: not allowed with argument --steps"),
+        (["--steps", "2", "--epochs", "1"], "argument --epochs: not allowed with argument --steps"),
     ],
 )
 def test_bad_values_are_one_line(options, line, tmp_path, capsys):

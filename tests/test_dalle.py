@@ -1,7 +1,6 @@
 """Parity of the kit's DALL-E dVAE with the official `dall_e` 0.1 implementation (installed as a dev-only reference,
 without its torchvision pin), and refusal of hostile pickles."""
 
-import os
 import numpy as np
 import pytest
 import torch
@@ -9,6 +8,7 @@ import torch.nn.functional as F
 from vimpac.tokenizer import DalleTokenizer, load_tokenizer
 from vimpac.utils import VimpacError
 from vimpac.video import read_video, sample_videos
+from helpers import RunsCode
 
 dall_e = pytest.importorskip("dall_e")
 
@@ -63,24 +63,16 @@ def test_encoder_only_and_swapped_files(tmp_path):
         DalleTokenizer.from_official(tmp_path / "decoder.pkl")
 
 
-class _RunsCode:
-    def __init__(self, target):
-        self.target = target
-
-    def __reduce__(self):
-        return (os.system, (f"touch {self.target}",))
-
-
 def test_hostile_pickles_are_refused(tmp_path):
     target = tmp_path / "pwned"
     # a module pickle with a payload hidden inside
     enc, _ = official_files(tmp_path)
-    enc.payload = _RunsCode(target)
+    enc.payload = RunsCode(target)
     torch.save(enc, tmp_path / "evil_encoder.pkl")
     with pytest.raises(VimpacError, match=r"refused to load.*system"):
         DalleTokenizer.from_official(tmp_path / "evil_encoder.pkl")
     # a plain pickle that calls eval
-    torch.save({"x": _RunsCode(target)}, tmp_path / "evil2.pkl")
+    torch.save({"x": RunsCode(target)}, tmp_path / "evil2.pkl")
     with pytest.raises(VimpacError, match="refused to load"):
         DalleTokenizer.from_official(tmp_path / "evil2.pkl")
     # not a pickle at all, and a state dict instead of a module

@@ -1,12 +1,12 @@
 """The Gradio app `vimpac.demo`: launched on a loopback port, called through its `/reconstruct` API with
 `gradio_client`, and driven in a real headless Chromium (Debian's `chromium`, via Playwright for Python)."""
 
-from cli_run import run_tool
 import os
 
 os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
 os.environ["HF_HUB_OFFLINE"] = "1"
 import shutil, socket, subprocess, sys, time, urllib.request
+from helpers import run
 from pathlib import Path
 import numpy as np
 import pytest
@@ -233,7 +233,7 @@ def test_bad_address_is_one_line(bin_dir, case):
             "foreign host": ("192.0.2.1", "--host '192.0.2.1': cannot listen there"),
             "unknown host": ("no.such.host.invalid", "--host 'no.such.host.invalid': not an address"),
         }[case]
-        r = run_tool("vimpac-demo", "--host", [host], "--port", port, timeout=120)
+        r = run(bin_dir / "vimpac-demo", "--host", host, "--port", port, timeout=120)
     assert r.returncode == 2, r.stderr
     err = r.stderr.strip()
     assert err.startswith("vimpac-demo: error: ") and "\n" not in err and want in err, err

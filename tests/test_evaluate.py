@@ -3,7 +3,6 @@ batch-size invariance, prediction on video files against the store they were tok
 safetensors, probes, and the console scripts `vimpac-predict`, `vimpac-features`, `vimpac-evaluate` (in this process
 through `main(argv)`, and one real subprocess), with their one-line refusals (exit 2)."""
 
-from cli_run import run_tool
 import csv, json, os
 from pathlib import Path
 from vimpac.synthetic import write_video
@@ -12,6 +11,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from safetensors import safe_open
+import helpers
 from vimpac.cli import predict_main, features_main, evaluate_main, tokenize_main, finetune_main
 from vimpac.evaluate import (
     SPATIAL_CROPS,
@@ -217,25 +217,15 @@ def test_features_store_equals_videos_and_round_trip(data, tmp_path):
 # --- console scripts --------------------------------------------------------------------------------------------------
 
 
+def fine_tuned(d):
+    "The options naming the fine-tuned checkpoint of `data` with its test and train stores."
+    return ["--checkpoint", d / "ft", "--test", d / "test", "--train", d / "train"]
+
+
 def test_evaluate_cli_writes_metrics_csv_and_figures(data, capsys):
     d = data["dir"]
     code, out, err = run(
-        evaluate_main,
-        [
-            "--checkpoint",
-            d / "ft",
-            "--test",
-            d / "test",
-            "--train",
-            d / "train",
-            "--views",
-            "3x2",
-            "--out",
-            d / "ev",
-            "--retrieval",
-            "2",
-        ],
-        capsys,
+        evaluate_main, [*fine_tuned(d), "--views", "3x2", "--out", d / "ev", "--retrieval", "2"], capsys
     )
     assert code == 0, err
     m = json.loads((d / "ev" / "metrics.json").read_text())
@@ -273,40 +263,37 @@ def test_evaluate_cli_probes(data, capsys):
 
 
 @pytest.mark.parametrize(
-    "argv, message",
+    "option, value, message",
     [
-        (["--num-classes-5"], "the checkpoint's classifier has 5 classes, but"),
+        ("--checkpoint", "{ft5}", "the checkpoint's classifier has 5 classes, but"),
         (
-            ["--checkpoint", "{pre}"],
+            "--checkpoint",
+            "{pre}",
             "a pre-training checkpoint has no classifier; fine-tune it (vimpac-finetune) or judge its features with "
             "--probe",
         ),
-        (["--test", "{centre}"], "(tokenize with --views noflip or all), or ask for 1xK views (centre crop)"),
-        (["--probe", "knn"], "argument --probe: knn needs --train STORE"),
-        (["--views", "2x10"], "argument --views: views '2x10': expected SPATIALxTEMPORAL"),
-        (["--test", "{train}/../nope"], "not a token store"),
-        (["--test", "{plain}"], "store has no labels; tokenize a dataset split with vimpac-tokenize --dataset NAME"),
+        ("--test", "{centre}", "(tokenize with --views noflip or all), or ask for 1xK views (centre crop)"),
+        ("--probe", "knn", "argument --probe: knn needs --train STORE"),
+        ("--views", "2x10", "argument --views: views '2x10': expected SPATIALxTEMPORAL"),
+        ("--test", "{train}/../nope", "not a token store"),
+        ("--test", "{plain}", "store has no labels; tokenize a dataset split with vimpac-tokenize --dataset NAME"),
         # issue 21: a --tokenizer given that cannot be read was ignored unless drawing retrieval.png, and then only
         # warned
         (
-            ["--tokenizer", "{train}/meta.json"],
+            "--tokenizer",
+            "{train}/meta.json",
             "meta.json: not a saved VQ-VAE (expected config.json and model.safetensors)",
         ),
-        (["--tokenizer", "{train}/../no-such-tokenizer"], "no-such-tokenizer: no such tokenizer folder"),
+        ("--tokenizer", "{train}/../no-such-tokenizer", "no-such-tokenizer: no such tokenizer folder"),
     ],
 )
-def test_evaluate_cli_refuses_in_one_line(data, capsys, argv, message):
+def test_evaluate_cli_refuses_in_one_line(data, capsys, option, value, message):
     d = data["dir"]
-    ck = d / "ft"
-    if argv == ["--num-classes-5"]:
-        ck = d / "ft5"
-        if not ck.exists():
-            VimpacForVideoClassification(data["cfg"], num_classes=5).save_pretrained(ck)
-        argv = []
-    base = {"--checkpoint": str(ck), "--test": str(d / "test")}
-    for k, v in zip(argv[::2], argv[1::2]):
-        base[k] = v.format(pre=d / "pre", centre=d / "centre", train=d / "train", plain=d / "plain")
-    code, out, err = run(evaluate_main, [x for kv in base.items() for x in kv], capsys)
+    if value == "{ft5}" and not (d / "ft5").exists():  # a fine-tuned checkpoint with 5 classes, not the data's
+        VimpacForVideoClassification(data["cfg"], num_classes=5).save_pretrained(d / "ft5")
+    argv = {"--checkpoint": str(d / "ft"), "--test": str(d / "test")}
+    argv[option] = value.format(ft5=d / "ft5", pre=d / "pre", centre=d / "centre", train=d / "train", plain=d / "plain")
+    code, out, err = run(evaluate_main, [x for kv in argv.items() for x in kv], capsys)
     assert code == 2 and out == ""
     assert err.count("\n") == 1 and err.startswith("vimpac-evaluate: error: ") and message in err, err
 
@@ -388,11 +375,11 @@ def test_predict_console_script(data, bin_dir):
     "The installed console script, as users run it."
     d = data["dir"]
     v = list(data["videos"]["test"])[2]
-    r = run_tool("vimpac-predict", v, "--checkpoint", d / "ft", "--views 1x2 --top 2", env=ENV)
+    r = helpers.run(bin_dir / "vimpac-predict", v, "--checkpoint", d / "ft", *"--views 1x2 --top 2".split(), env=ENV)
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
     assert lines[0] == str(v) and len(lines) == 3 and lines[1].startswith("  1. ")
-    r = run_tool("vimpac-evaluate", "--checkpoint", d / "pre", "--test", d / "test", env=ENV)
+    r = helpers.run(bin_dir / "vimpac-evaluate", "--checkpoint", d / "pre", "--test", d / "test", env=ENV)
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
 
 
@@ -400,20 +387,8 @@ def test_evaluate_console_script_refuses_an_unreadable_tokenizer(data, bin_dir, 
     "issue 21: `--tokenizer` naming a file that is no tokenizer was silently ignored; now one line, before evaluating."
     d, bad = data["dir"], tmp_path / "tok.pkl"
     bad.write_bytes(b"not a tokenizer")
-    r = run_tool(
-        "vimpac-evaluate",
-        "--checkpoint",
-        d / "ft",
-        "--test",
-        d / "test",
-        "--train",
-        d / "train",
-        "--views 1x2 --tokenizer",
-        bad,
-        "--out",
-        tmp_path / "ev",
-        env=ENV,
-    )
+    argv = [*fine_tuned(d), "--views", "1x2", "--tokenizer", bad, "--out", tmp_path / "ev"]
+    r = helpers.run(bin_dir / "vimpac-evaluate", *argv, env=ENV)
     assert r.returncode == 2 and "Traceback" not in r.stderr and r.stdout == "", r.stderr
     assert (
         r.stderr == f"vimpac-evaluate: error: {bad}: not a saved VQ-VAE (expected config.json and model.safetensors)\n"
@@ -502,7 +477,7 @@ def test_evaluate_empty_store_refused_in_one_line(data, bin_dir, tmp_path):
         ["--checkpoint", d / "pre", "--test", tmp_path / "empty", "--train", d / "train", "--probe", "knn"],
         ["--checkpoint", d / "pre", "--test", d / "test", "--train", tmp_path / "empty", "--probe", "linear"],
     ):
-        r = run_tool("vimpac-evaluate", argv, env=env)
+        r = helpers.run(bin_dir / "vimpac-evaluate", *argv, env=env)
         assert r.returncode == 2 and r.stdout == "", (r.returncode, r.stderr)
         assert (
             r.stderr == f"vimpac-evaluate: error: {tmp_path / 'empty'}: holds no video; expected a labelled store\n"

@@ -2,17 +2,16 @@
 classes one frame tells apart, it learns (loss falls, held-out accuracy far above chance); a run killed with
 SIGKILL and resumed ends with the same weights, bit for bit; bad input is one line and exit status 2."""
 
-from cli_run import run_tool
-import json, os, shutil, signal, subprocess, time
+import json, os, shutil, signal
 from vimpac.synthetic import write_video
 import numpy as np
 import pytest
 import torch
-from safetensors.torch import load_file
 from vimpac.tokenizer import load_tokenizer
 from vimpac.store import build_store, TokenStore
 from vimpac.model import VimpacConfig, VimpacForVideoClassification
 from vimpac.cli import finetune_main
+from helpers import killed_at, run, run_argv, weights
 
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
 COLOURS = {"red": (200, 40, 40), "green": (40, 200, 40), "blue": (40, 40, 200)}
@@ -64,14 +63,7 @@ def stores(tmp_path_factory):
 
 
 def ft(store, out, *extra):
-    return [
-        "--store",
-        str(store),
-        "--out",
-        str(out),
-        *"--device cpu --precision fp32 --clip-len 4".split(),
-        *map(str, extra),
-    ]
+    return run_argv(store, out, "--clip-len", 4, *extra)
 
 
 def one_line_error(capsys, argv):
@@ -84,24 +76,8 @@ def one_line_error(capsys, argv):
 
 
 def test_finetune_learns_the_toy(stores, tmp_path, capsys):
-    finetune_main(
-        ft(
-            stores["train"],
-            tmp_path / "run",
-            "--test-store",
-            stores["test"],
-            "--steps",
-            40,
-            "--batch-size",
-            9,
-            "--micro-batch-size",
-            3,
-            "--lr",
-            1e-3,
-            "--log-every",
-            5,
-        )
-    )
+    args = ["--steps", 40, "--batch-size", 9, "--micro-batch-size", 3, "--lr", 1e-3, "--log-every", 5]
+    finetune_main(ft(stores["train"], tmp_path / "run", "--test-store", stores["test"], *args))
     recs = [json.loads(l) for l in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     train, test = [r for r in recs if "loss" in r], [r["test_acc"] for r in recs if "test_acc" in r]
     assert train[-1]["loss"] < train[0]["loss"] - 0.5 and train[-1]["acc"] > 0.9, train
@@ -114,26 +90,17 @@ def test_finetune_learns_the_toy(stores, tmp_path, capsys):
     assert "test accuracy" in capsys.readouterr().out
 
 
-def weights(run):
-    return load_file(str(run / "model.safetensors"))
-
-
 def test_resume_after_sigkill_is_bitwise(bin_dir, stores, tmp_path):
     args = ["--steps", 50, "--batch-size", 6, "--lr", 1e-3, "--save-every", 10, "--keep-last", 2, "--log-every", 1]
     cmd = lambda out, *extra: [str(bin_dir / "vimpac-finetune"), *ft(stores["train"], out, *args, *extra)]
-    r = subprocess.run(cmd(tmp_path / "full"), env=ENV, capture_output=True, text=True, timeout=300)
+    r = run(*cmd(tmp_path / "full"), env=ENV)
     assert r.returncode == 0, r.stderr
     killed = tmp_path / "killed"
-    p = subprocess.Popen(cmd(killed), env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    target, deadline = killed / "checkpoints" / "step-00000020.pt", time.time() + 300
-    while not target.exists() and p.poll() is None and time.time() < deadline:
-        time.sleep(0.005)
-    p.send_signal(signal.SIGKILL)
-    p.wait()
-    assert p.returncode == -signal.SIGKILL and not (killed / "model.safetensors").exists(), (
+    code = killed_at(cmd(killed), killed / "checkpoints" / "step-00000020.pt", ENV)
+    assert code == -signal.SIGKILL and not (killed / "model.safetensors").exists(), (
         "the run finished before it could be killed"
     )
-    r = subprocess.run(cmd(killed, "--resume"), env=ENV, capture_output=True, text=True, timeout=300)
+    r = run(*cmd(killed, "--resume"), env=ENV)
     assert r.returncode == 0, r.stderr
     a, b = weights(tmp_path / "full"), weights(killed)
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
@@ -206,28 +173,15 @@ def test_config_records_the_batch_size_used(stores, tmp_path, capsys):
 
 def test_two_processes_follow_one(bin_dir, stores, tmp_path):
     "Under torchrun, two gloo processes with a micro-batch of 3 each follow the one-process loss curve (dropout 0)."
-    losses = []
+    losses, args = [], ["--steps", 6, "--batch-size", 6, "--lr", 1e-3, "--log-every", 1, "--dropout", 0]
     for n in (1, 2):
         out = tmp_path / f"run{n}"
-        r = run_tool(
-            "torchrun",
+        r = run(
+            bin_dir / "torchrun",
             "--nproc-per-node",
             n,
             bin_dir / "vimpac-finetune",
-            ft(
-                stores["train"],
-                out,
-                "--steps",
-                6,
-                "--batch-size",
-                6,
-                "--lr",
-                1e-3,
-                "--log-every",
-                1,
-                "--dropout",
-                0,
-            ),
+            *ft(stores["train"], out, *args),
             env=ENV,
         )
         assert r.returncode == 0, r.stderr[-2000:]

@@ -18,6 +18,7 @@ from safetensors.torch import load_file
 
 from vimpac.official import load_official_classifier, load_official_pretraining, read_official_args
 from vimpac.utils import VimpacError
+from helpers import RunsCode
 
 FX = Path(__file__).parent / "fixtures" / "official"
 LX = FX / "layouts"
@@ -137,19 +138,11 @@ def test_args_pickle_of_another_run(tmp_path):
         assert clf.config.layout == "T,H" and max_gap(clf, "T_H") < 1e-5
 
 
-class Evil:
-    def __init__(self, marker):
-        self.marker = marker
-
-    def __reduce__(self):
-        return (os.system, (f"touch {self.marker}",))
-
-
 def test_hostile_args_pickle_runs_nothing(tmp_path):
     d = unpack(tmp_path, "T")
     marker = tmp_path / "pwned"
     # an argparse.Namespace like theirs, with one value that would run a command when unpickled
-    evil = argparse.Namespace(**{**vars(their_args("T")), "model": Evil(marker)})
+    evil = argparse.Namespace(**{**vars(their_args("T")), "model": RunsCode(marker)})
     with open(d / "args.pickle", "wb") as f:
         pickle.dump(evil, f)
     refused(
@@ -192,7 +185,7 @@ def test_broken_classifier_pt(tmp_path):
     refused(lambda: load_official_classifier(d), "classifier.pt: empty file (0 bytes)")
     refused(lambda: load_official_pretraining(d / "classifier.pt"), "empty file (0 bytes)")
     marker = tmp_path / "pwned"
-    torch.save({"backbone.embedding.weight": torch.zeros(2, 2), "x": Evil(marker)}, d / "classifier.pt")
+    torch.save({"backbone.embedding.weight": torch.zeros(2, 2), "x": RunsCode(marker)}, d / "classifier.pt")
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no torch warning is printed either
         refused(lambda: load_official_classifier(d), "refused to load", "system")

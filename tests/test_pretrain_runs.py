@@ -3,15 +3,14 @@
 - two CPU processes under torchrun (gloo) compute the one-process step (1e-5 relative at step 0) and follow its
 curve."""
 
-from cli_run import run_tool
-import json, os, shutil, signal, subprocess, time
+import json, os, shutil, signal
 from pathlib import Path
 import pytest
 import torch
-from safetensors.torch import load_file
 from vimpac.video import sample_videos
 from vimpac.tokenizer import load_tokenizer
 from vimpac.store import build_store
+from helpers import killed_at, run, run_argv, weights
 
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
 
@@ -29,46 +28,22 @@ def store(tmp_path_factory):
 
 
 def pretrain_cmd(bin_dir, store, out, *extra):
-    return [
-        str(bin_dir / "vimpac-pretrain"),
-        "--store",
-        str(store),
-        "--out",
-        str(out),
-        *"--device cpu --precision fp32 --no-eval --log-every 1".split(),
-        *map(str, extra),
-    ]
-
-
-def weights(run):
-    return load_file(str(run / "model.safetensors"))
+    return [bin_dir / "vimpac-pretrain", *run_argv(store, out, "--no-eval", "--log-every", 1, *extra)]
 
 
 def test_resume_after_sigkill_is_bitwise(bin_dir, store, tmp_path):
     args = ["--steps", 200, "--batch-size", 3, "--lr", 2e-3, "--save-every", 10, "--keep-last", 2]
-    r = subprocess.run(
-        pretrain_cmd(bin_dir, store, tmp_path / "full", *args), env=ENV, capture_output=True, text=True, timeout=600
-    )
+    r = run(*pretrain_cmd(bin_dir, store, tmp_path / "full", *args), env=ENV, timeout=600)
     assert r.returncode == 0, r.stderr
 
     killed = tmp_path / "killed"
-    p = subprocess.Popen(
-        pretrain_cmd(bin_dir, store, killed, *args), env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
-    target = killed / "checkpoints" / "step-00000020.pt"
-    deadline = time.time() + 300
-    while not target.exists() and p.poll() is None and time.time() < deadline:
-        time.sleep(0.005)
-    p.send_signal(signal.SIGKILL)
-    p.wait()
-    assert p.returncode == -signal.SIGKILL
+    code = killed_at(pretrain_cmd(bin_dir, store, killed, *args), killed / "checkpoints" / "step-00000020.pt", ENV)
+    assert code == -signal.SIGKILL
     assert not (killed / "model.safetensors").exists(), "the run finished before it could be killed"
     assert len(list((killed / "checkpoints").glob("step-*.pt"))) <= 2  # keep-last, no stray temporary files
     assert not list((killed / "checkpoints").glob(".*.tmp"))
 
-    r = subprocess.run(
-        pretrain_cmd(bin_dir, store, killed, *args, "--resume"), env=ENV, capture_output=True, text=True, timeout=600
-    )
+    r = run(*pretrain_cmd(bin_dir, store, killed, *args, "--resume"), env=ENV, timeout=600)
     assert r.returncode == 0, r.stderr
     a, b = weights(tmp_path / "full"), weights(killed)
     assert a.keys() == b.keys()
@@ -79,11 +54,9 @@ def test_resume_after_sigkill_is_bitwise(bin_dir, store, tmp_path):
 
 
 def test_resume_errors_are_one_line(bin_dir, store, tmp_path):
-    r = subprocess.run(
-        pretrain_cmd(bin_dir, store, tmp_path / "none", "--steps", 2, "--batch-size", 3, "--resume"),
+    r = run(
+        *pretrain_cmd(bin_dir, store, tmp_path / "none", "--steps", 2, "--batch-size", 3, "--resume"),
         env=ENV,
-        capture_output=True,
-        text=True,
         timeout=600,
     )
     assert r.returncode == 2 and "Traceback" not in r.stderr
@@ -91,11 +64,9 @@ def test_resume_errors_are_one_line(bin_dir, store, tmp_path):
     (tmp_path / "bad" / "checkpoints").mkdir(parents=True)
     bad = tmp_path / "bad" / "checkpoints" / "step-00000002.pt"
     bad.write_bytes(b"")  # empty: named, one line
-    r = subprocess.run(
-        pretrain_cmd(bin_dir, store, tmp_path / "bad", "--steps", 2, "--batch-size", 3, "--resume"),
+    r = run(
+        *pretrain_cmd(bin_dir, store, tmp_path / "bad", "--steps", 2, "--batch-size", 3, "--resume"),
         env=ENV,
-        capture_output=True,
-        text=True,
         timeout=600,
     )
     assert r.returncode == 2 and "Traceback" not in r.stderr
@@ -107,14 +78,14 @@ def test_resume_errors_are_one_line(bin_dir, store, tmp_path):
 
 def test_two_processes_follow_one(bin_dir, store, tmp_path):
     args = ["--steps", 8, "--batch-size", 4, "--lr", 3e-4, "--dropout", 0]
-    one = subprocess.run(
-        pretrain_cmd(bin_dir, store, tmp_path / "one", *args), env=ENV, capture_output=True, text=True, timeout=600
-    )
+    one = run(*pretrain_cmd(bin_dir, store, tmp_path / "one", *args), env=ENV, timeout=600)
     assert one.returncode == 0, one.stderr
-    two = run_tool(
-        "torchrun",
-        "--standalone --nproc-per-node 2",
-        pretrain_cmd(bin_dir, store, tmp_path / "two", *args),
+    two = run(
+        bin_dir / "torchrun",
+        "--standalone",
+        "--nproc-per-node",
+        "2",
+        *pretrain_cmd(bin_dir, store, tmp_path / "two", *args),
         env=ENV,
         timeout=600,
     )
@@ -144,7 +115,7 @@ def test_stale_checkpoint_tmp_files_removed_at_start(bin_dir, store, tmp_path):
             filter(None, [str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH")])
         ),
     }
-    run, ck = tmp_path / "run", tmp_path / "run" / "checkpoints"
+    out, ck = tmp_path / "run", tmp_path / "run" / "checkpoints"
     ck.mkdir(parents=True)
     stale = [ck / ".step-00000002.pt.k3_x9q2a.tmp", ck / ".step-00000004.pt.abcdefgh.tmp"]
     for p in stale:
@@ -153,7 +124,7 @@ def test_stale_checkpoint_tmp_files_removed_at_start(bin_dir, store, tmp_path):
         ck / "notes.tmp",
         ck / ".step-00000002.pt.tmp",
         ck / "step-mine.tmp",
-        run / ".step-00000002.pt.abcdefgh.tmp",
+        out / ".step-00000002.pt.abcdefgh.tmp",
     ]
     for p in kept:
         p.write_text("the user's")
@@ -161,23 +132,17 @@ def test_stale_checkpoint_tmp_files_removed_at_start(bin_dir, store, tmp_path):
         f"vimpac-pretrain: warning: {ck}: removed 2 temporary checkpoint file(s) of 0.6 MB left by writes that were "
         "stopped midway"
     )
-    r = subprocess.run(
-        pretrain_cmd(bin_dir, store, run, "--steps", 2, "--batch-size", 3, "--save-every", 2),
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
+    r = run(
+        *pretrain_cmd(bin_dir, store, out, "--steps", 2, "--batch-size", 3, "--save-every", 2), env=env, timeout=600
     )
     assert r.returncode == 0, r.stderr
     assert [l for l in r.stderr.splitlines() if "temporary checkpoint" in l] == [warning], r.stderr
     assert not any(p.exists() for p in stale) and all(p.read_text() == "the user's" for p in kept)
-    assert [p.name for p in ck.glob("step-*.pt")] == ["step-00000002.pt"] and (run / "model.safetensors").is_file()
+    assert [p.name for p in ck.glob("step-*.pt")] == ["step-00000002.pt"] and (out / "model.safetensors").is_file()
     stale[0].write_bytes(b"\0" * 100)  # and when it resumes
-    r = subprocess.run(
-        pretrain_cmd(bin_dir, store, run, "--steps", 4, "--batch-size", 3, "--save-every", 2, "--resume"),
+    r = run(
+        *pretrain_cmd(bin_dir, store, out, "--steps", 4, "--batch-size", 3, "--save-every", 2, "--resume"),
         env=env,
-        capture_output=True,
-        text=True,
         timeout=600,
     )
     assert r.returncode == 0, r.stderr

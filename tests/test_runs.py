@@ -255,33 +255,23 @@ def test_papermill_text_parameters_take_the_declared_types(tmp_path):
     "issue 21: `-p compile no` was read as True; `-p stages notalist` failed with `TypeError: string indices must be"
     "integers`."
     head = _head_of_pretrain(tmp_path)
-    nb = pm.execute_notebook(
-        head,
-        str(tmp_path / "ok.ipynb"),
-        kernel_name="python3",
-        progress_bar=False,
-        parameters=dict(out=str(tmp_path / "run"), compile="no", resume="On", stages='[{"store": "s128", "steps": 2}]'),
-    )
+
+    def execute(name, **parameters):
+        "The head of the pre-training notebook run as `name` with `parameters` (and out=tmp_path/run)."
+        parameters = dict(out=str(tmp_path / "run"), **parameters)
+        return pm.execute_notebook(
+            head, str(tmp_path / name), kernel_name="python3", progress_bar=False, parameters=parameters
+        )
+
+    nb = execute("ok.ipynb", compile="no", resume="On", stages='[{"store": "s128", "steps": 2}]')
     text = "".join(o.get("text", "") for o in nb.cells[-1].outputs)
     assert text.strip() == "False True [{'store': 's128', 'steps': 2}]", text
     with pytest.raises(PapermillExecutionError) as e:
-        pm.execute_notebook(
-            head,
-            str(tmp_path / "bad.ipynb"),
-            kernel_name="python3",
-            progress_bar=False,
-            parameters=dict(out=str(tmp_path / "run"), stages="notalist"),
-        )
+        execute("bad.ipynb", stages="notalist")
     assert (e.value.ename, e.value.evalue) == (
         "VimpacError",
         "parameter stages: expected a list (or its JSON / YAML text), got 'notalist'",
     )
     with pytest.raises(PapermillExecutionError) as e:
-        pm.execute_notebook(
-            head,
-            str(tmp_path / "bad2.ipynb"),
-            kernel_name="python3",
-            progress_bar=False,
-            parameters=dict(out=str(tmp_path / "run"), compile="nah"),
-        )
+        execute("bad2.ipynb", compile="nah")
     assert e.value.evalue == "parameter compile: expected a boolean: true/false, yes/no, on/off or 1/0, got 'nah'"

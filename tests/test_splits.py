@@ -19,6 +19,17 @@ def touch(root, *names):
         (root / n).write_bytes(b"")
 
 
+def relative(root, pairs):
+    "(video path relative to `root`, label) of each (path, label) in `pairs`."
+    return [(p.relative_to(root).as_posix(), y) for p, y in pairs]
+
+
+def refused(match, *args):
+    "`read_split(*args)` raises a `VimpacError` whose message matches the regular expression `match`."
+    with pytest.raises(VimpacError, match=match):
+        read_split(*args)
+
+
 @pytest.fixture
 def ucf(tmp_path):
     root, d = tmp_path / "UCF-101", tmp_path / "ucfTrainTestlist"
@@ -49,7 +60,7 @@ def test_ucf101(ucf):
     root, d = ucf
     s = read_split("ucf101", root, d, split=1)
     assert isinstance(s, Split) and s.classes == ["ApplyEyeMakeup", "HandstandPushups", "YoYo"]
-    assert [(p.relative_to(root).as_posix(), y) for p, y in s.train] == [
+    assert relative(root, s.train) == [
         ("ApplyEyeMakeup/v_ApplyEyeMakeup_g08_c01.avi", 0),
         ("HandstandPushups/v_HandStandPushups_g08_c01.avi", 1),
         ("YoYo/v_YoYo_g08_c01.avi", 2),
@@ -74,26 +85,20 @@ def test_ucf101_flat_videos(ucf, tmp_path):
 
 def test_ucf101_errors(ucf):
     root, d = ucf
-    with pytest.raises(VimpacError, match=r"split: ucf101 has splits 1 to 3, got 4"):
-        read_split("ucf101", root, d, 4)
-    with pytest.raises(VimpacError, match=r"trainlist02.txt: no such file, expected UCF101's train list of split 2"):
-        read_split("ucf101", root, d, 2)
+    refused(r"split: ucf101 has splits 1 to 3, got 4", "ucf101", root, d, 4)
+    refused(r"trainlist02.txt: no such file, expected UCF101's train list of split 2", "ucf101", root, d, 2)
     write(d / "trainlist03.txt", "ApplyEyeMakeup/v_ApplyEyeMakeup_g08_c01.avi 1\n\nApplyEyeMakeup/v_x.avi one\n")
     write(d / "testlist03.txt", "YoYo/v_YoYo_g01_c01.avi\n")
-    with pytest.raises(
-        VimpacError, match=r"trainlist03.txt, line 3: 'ApplyEyeMakeup/v_x.avi one': expected 'CLASS/VIDEO.avi LABEL'"
-    ):
-        read_split("ucf101", root, d, 3)
+    refused(
+        r"trainlist03.txt, line 3: 'ApplyEyeMakeup/v_x.avi one': expected 'CLASS/VIDEO.avi LABEL'", "ucf101", root, d, 3
+    )
     write(d / "trainlist03.txt", "ApplyEyeMakeup/v_ApplyEyeMakeup_g08_c01.avi 2\n")
-    with pytest.raises(VimpacError, match=r"trainlist03.txt, line 1: .*expected label 1 \(class ApplyEyeMakeup"):
-        read_split("ucf101", root, d, 3)
+    refused(r"trainlist03.txt, line 1: .*expected label 1 \(class ApplyEyeMakeup", "ucf101", root, d, 3)
     write(d / "trainlist03.txt", "ApplyEyeMakeup/v_ApplyEyeMakeup_g08_c01.avi 1\n")
     write(d / "testlist03.txt", "Juggling/v_Juggling_g01_c01.avi\n")
-    with pytest.raises(VimpacError, match=r"testlist03.txt, line 1: .*with CLASS in classInd.txt"):
-        read_split("ucf101", root, d, 3)
+    refused(r"testlist03.txt, line 1: .*with CLASS in classInd.txt", "ucf101", root, d, 3)
     write(d / "classInd.txt", "1 ApplyEyeMakeup\n3 YoYo\n")
-    with pytest.raises(VimpacError, match=r"classInd.txt, line 2: '3 YoYo': expected '2 CLASSNAME'"):
-        read_split("ucf101", root, d)
+    refused(r"classInd.txt, line 2: '3 YoYo': expected '2 CLASSNAME'", "ucf101", root, d)
 
 
 def test_hmdb51(tmp_path):
@@ -126,14 +131,10 @@ def test_hmdb51(tmp_path):
         ("Cartwheel_cartwheel_f_cm_np1_le_med_3.avi", 1),
     ]
     assert s.missing == []
-    with pytest.raises(VimpacError, match=r"no HMDB51 split files \*_test_split2.txt"):
-        read_split("hmdb51", root, d, 2)
+    refused(r"no HMDB51 split files \*_test_split2.txt", "hmdb51", root, d, 2)
     write(d / "cartwheel_test_split3.txt", "a.avi 1\nb.avi 3\n")
     write(d / "brush_hair_test_split3.txt", "c.avi 1\n")
-    with pytest.raises(
-        VimpacError, match=r"cartwheel_test_split3.txt, line 2: 'b.avi 3': expected 'VIDEO.avi 0\|1\|2'"
-    ):
-        read_split("hmdb51", root, d, 3)
+    refused(r"cartwheel_test_split3.txt, line 2: 'b.avi 3': expected 'VIDEO.avi 0\|1\|2'", "hmdb51", root, d, 3)
 
 
 def test_ssv2(tmp_path):
@@ -197,17 +198,13 @@ def test_ssv2(tmp_path):
     ]
     assert [(p.name, y) for p, y in s.train] == [("78687.webm", 2), ("42326.webm", 1)]
     assert [(p.name, y) for p, y in s.test] == [("74225.webm", 0)] and s.missing == [("train", root / "1.webm")]
-    with pytest.raises(VimpacError, match=r"split: ssv2 has only split 1, got 2"):
-        read_split("ssv2", root, d, 2)
+    refused(r"split: ssv2 has only split 1, got 2", "ssv2", root, d, 2)
     write(d / "validation.json", json.dumps([{"id": "5", "template": "Dropping [something]"}]))
-    with pytest.raises(VimpacError, match=r"validation.json, entry 0: .*expected a template of labels.json"):
-        read_split("ssv2", root, d)
+    refused(r"validation.json, entry 0: .*expected a template of labels.json", "ssv2", root, d)
     write(d / "validation.json", json.dumps([{"id": "5"}]))
-    with pytest.raises(VimpacError, match=r"validation.json, entry 0: .*expected an object with 'id' and 'template'"):
-        read_split("ssv2", root, d)
+    refused(r"validation.json, entry 0: .*expected an object with 'id' and 'template'", "ssv2", root, d)
     write(d / "labels.json", json.dumps({"A": "0", "B": "2"}))
-    with pytest.raises(VimpacError, match=r"labels.json: expected an object template -> class id"):
-        read_split("ssv2", root, d)
+    refused(r"labels.json: expected an object template -> class id", "ssv2", root, d)
 
 
 def test_diving48(tmp_path):
@@ -243,22 +240,13 @@ def test_diving48(tmp_path):
     assert [(p.name, y) for p, y in s.train] == [("-mmq0PT-u8k_00155.mp4", 2), ("_8Vy3dlHg2w_00000.mp4", 0)]
     assert [(p.name, y) for p, y in s.test] == [("_8Vy3dlHg2w_00001.mp4", 1)]
     write(d / "Diving48_V2_test.json", json.dumps([{"vid_name": "a", "label": 3}]))
-    with pytest.raises(VimpacError, match=r"Diving48_V2_test.json, entry 0: .*'label' in \[0, 3\)"):
-        read_split("diving48", root, d)
+    refused(r"Diving48_V2_test.json, entry 0: .*'label' in \[0, 3\)", "diving48", root, d)
     (d / "Diving48_V2_test.json").write_text("[{")
-    with pytest.raises(VimpacError, match=r"Diving48_V2_test.json: invalid JSON at line 1"):
-        read_split("diving48", root, d)
+    refused(r"Diving48_V2_test.json: invalid JSON at line 1", "diving48", root, d)
 
 
 def test_kinetics400(tmp_path):
     root, d = tmp_path / "k400", tmp_path / "kinetics400"
-    write(
-        d / "train.csv",
-        "label,youtube_id,time_start,time_end,split\nabseiling,--GkrdYZ9Tc,0,10,train\n"
-        '"passing American football (in game)",-0AqOHCWBaQ,7,17,train\n\nzumba,--3ouPhoy2A,20,30,train\n'
-        "abseiling,-3B32lodo2M,59,69,train\n",
-    )
-    write(d / "validate.csv", "label,youtube_id,time_start,time_end,split\nzumba,-2x_DS_KcUg,1,11,val \n")
     touch(
         root,
         "abseiling/--GkrdYZ9Tc_000000_000010.mp4",
@@ -266,9 +254,16 @@ def test_kinetics400(tmp_path):
         "--3ouPhoy2A_000020_000030.mp4",
         "zumba/-2x_DS_KcUg_000001_000011.mp4",
     )
+    write(
+        d / "train.csv",
+        "label,youtube_id,time_start,time_end,split\nabseiling,--GkrdYZ9Tc,0,10,train\n"
+        '"passing American football (in game)",-0AqOHCWBaQ,7,17,train\n\nzumba,--3ouPhoy2A,20,30,train\n'
+        "abseiling,-3B32lodo2M,59,69,train\n",
+    )
+    write(d / "validate.csv", "label,youtube_id,time_start,time_end,split\nzumba,-2x_DS_KcUg,1,11,val \n")
     s = read_split("kinetics400", root, d)
     assert s.classes == ["abseiling", "passing American football (in game)", "zumba"]
-    assert [(p.relative_to(root).as_posix(), y) for p, y in s.train] == [
+    assert relative(root, s.train) == [
         ("abseiling/--GkrdYZ9Tc_000000_000010.mp4", 0),
         ("passing_American_football_(in_game)/-0AqOHCWBaQ_000007_000017.mp4", 1),
         ("--3ouPhoy2A_000020_000030.mp4", 2),
@@ -279,21 +274,17 @@ def test_kinetics400(tmp_path):
         d / "validate.csv",
         "label,youtube_id,time_start,time_end,split\nzumba,-2x_DS_KcUg,1,11,val\ncooking egg,x,a,b,val\n",
     )
-    with pytest.raises(VimpacError, match=r"validate.csv, line 3: 'cooking egg,x,a,b,val': expected .*integer times"):
-        read_split("kinetics400", root, d)
+    refused(r"validate.csv, line 3: 'cooking egg,x,a,b,val': expected .*integer times", "kinetics400", root, d)
     write(
         d / "validate.csv", "label,youtube_id,time_start,time_end,split\r\n\r\ncooking egg,x,1,11,val\r\n", crlf=False
     )
-    with pytest.raises(
-        VimpacError, match=r"validate.csv, line 3: .*expected a class of train.csv \('cooking egg' is not one\)"
-    ):
-        read_split("kinetics400", root, d)
+    refused(
+        r"validate.csv, line 3: .*expected a class of train.csv \('cooking egg' is not one\)", "kinetics400", root, d
+    )
     write(d / "validate.csv", "youtube_id,label\nx,zumba\n")
-    with pytest.raises(VimpacError, match=r"validate.csv, line 1: .*expected the header label,youtube_id"):
-        read_split("kinetics400", root, d)
+    refused(r"validate.csv, line 1: .*expected the header label,youtube_id", "kinetics400", root, d)
     (d / "train.csv").unlink()
-    with pytest.raises(VimpacError, match=r"train.csv: no such file"):
-        read_split("kinetics400", root, d)
+    refused(r"train.csv: no such file", "kinetics400", root, d)
 
 
 def test_folder(tmp_path):
@@ -302,34 +293,23 @@ def test_folder(tmp_path):
     (root / "train/sit").mkdir()
     s = read_split("folder", root)
     assert s.classes == ["jump", "run", "sit"]
-    assert [(p.relative_to(root).as_posix(), y) for p, y in s.train] == [
-        ("train/jump/c.avi", 0),
-        ("train/run/a.mp4", 1),
-        ("train/run/b.mp4", 1),
-    ]
+    assert relative(root, s.train) == [("train/jump/c.avi", 0), ("train/run/a.mp4", 1), ("train/run/b.mp4", 1)]
     assert [(p.name, y) for p, y in s.test] == [("d.mp4", 0)]
     only = read_split("folder", root / "train", None)  # class folders without train/ and test/: all train
     assert only.classes == s.classes and len(only.train) == 3 and only.test == []
     touch(root, "test/fly/e.mp4")
-    with pytest.raises(VimpacError, match=r"class folder\(s\) fly not among the train classes"):
-        read_split("folder", root)
+    refused(r"class folder\(s\) fly not among the train classes", "folder", root)
 
 
 def test_bad_arguments(tmp_path):
-    with pytest.raises(
-        VimpacError, match=r"dataset: 'ucf' is not one of ucf101, hmdb51, ssv2, diving48, kinetics400, folder"
-    ):
-        read_split("ucf", tmp_path, tmp_path)
-    with pytest.raises(VimpacError, match=r"no such folder, expected the ucf101 video root"):
-        read_split("ucf101", tmp_path / "x", tmp_path)
-    with pytest.raises(VimpacError, match=r"nope: no such folder, expected the folder of hmdb51's split files"):
-        read_split("hmdb51", tmp_path, tmp_path / "nope")
-    with pytest.raises(VimpacError, match=r"the folder of ssv2's split files is needed"):
-        read_split("ssv2", tmp_path)
+    refused(
+        r"dataset: 'ucf' is not one of ucf101, hmdb51, ssv2, diving48, kinetics400, folder", "ucf", tmp_path, tmp_path
+    )
+    refused(r"no such folder, expected the ucf101 video root", "ucf101", tmp_path / "x", tmp_path)
+    refused(r"nope: no such folder, expected the folder of hmdb51's split files", "hmdb51", tmp_path, tmp_path / "nope")
+    refused(r"the folder of ssv2's split files is needed", "ssv2", tmp_path)
     write(tmp_path / "classInd.txt", "")
-    with pytest.raises(VimpacError, match=r"classInd.txt: empty"):
-        read_split("ucf101", tmp_path, tmp_path)
+    refused(r"classInd.txt: empty", "ucf101", tmp_path, tmp_path)
     (tmp_path / "classInd.txt").write_bytes(b"\xff\xfe1 A")
-    with pytest.raises(VimpacError, match=r"classInd.txt: not UTF-8 text"):
-        read_split("ucf101", tmp_path, tmp_path)
+    refused(r"classInd.txt: not UTF-8 text", "ucf101", tmp_path, tmp_path)
     assert SPLIT_DATASETS == ("ucf101", "hmdb51", "ssv2", "diving48", "kinetics400", "folder")

@@ -2,11 +2,11 @@
 and its shard for the whole write. A second writer gets one line naming the first (pid and host) and exit 2; on
 today's main both ran, and meta.json could end up describing tokens written with other settings."""
 
-from cli_run import run_tool
 import json, os, shutil, socket, subprocess
 import pytest
 from vimpac.store import writer_lock, shard_name
 from vimpac.video import sample_videos
+from helpers import error_line, run
 
 
 def test_second_writer_is_refused_and_the_lock_is_not_stale(bin_dir, tmp_path):
@@ -14,27 +14,20 @@ def test_second_writer_is_refused_and_the_lock_is_not_stale(bin_dir, tmp_path):
     videos.mkdir()
     shutil.copy(sample_videos()[0], videos)
     out = tmp_path / "store"
-    cmd = [
-        str(bin_dir / "vimpac-tokenize"),
-        str(videos),
-        "--out",
-        str(out),
-        *"--fps 1 --frame-size 32 --device cpu".split(),
-    ]
+    cmd = [bin_dir / "vimpac-tokenize", videos, "--out", out, "--fps", 1, "--frame-size", 32, "--device", "cpu"]
     out.mkdir()
     with writer_lock(out / f".{shard_name(0, 1)}.writer", "test"):  # a first writer at work on shard 0
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-    assert r.returncode == 2, r.stderr
-    err = r.stderr.strip().splitlines()[-1]
+        r = run(*cmd)
+    err = error_line(r)
     assert (
         err == f"vimpac-tokenize: error: {out}: shard 0 of 1 is being written by pid {os.getpid()} on "
         f"{socket.gethostname()}; "
         "wait for it to finish, or use another --out"
     ), err
     with writer_lock(out / ".store.writer", "test"):  # a first writer checking the settings
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        r = run(*cmd)
     assert r.returncode == 2 and f"{out} is being written by pid {os.getpid()}" in r.stderr, r.stderr
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)  # the holder gone: the lock is free
+    r = run(*cmd)  # the holder gone: the lock is free
     assert r.returncode == 0, r.stderr
     assert json.loads((out / "meta.json").read_text())["fps"] == 1
 
@@ -46,7 +39,7 @@ def small_disk(tmp_path):
     d.mkdir()
     if (
         os.geteuid() != 0
-        or subprocess.run([*"mount -t tmpfs -o size=48k tmpfs".split(), str(d)], capture_output=True).returncode
+        or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=48k", "tmpfs", str(d)], capture_output=True).returncode
     ):
         pytest.skip("needs root to mount a small tmpfs (a full disk)")
     try:
@@ -62,16 +55,9 @@ def test_full_disk_is_one_line_and_the_store_resumes(bin_dir, tmp_path, small_di
     videos.mkdir()
     for v in sample_videos():
         shutil.copy(v, videos)
-    cmd = [
-        str(bin_dir / "vimpac-tokenize"),
-        str(videos),
-        "--out",
-        str(small_disk / "store"),
-        *"--fps 8 --frame-size 128 --device cpu".split(),
-    ]
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-    assert r.returncode == 2, r.stderr
-    err = r.stderr.strip().splitlines()[-1]
+    cmd = [bin_dir / "vimpac-tokenize", videos, "--out", small_disk / "store"]
+    cmd += ["--fps", 8, "--frame-size", 128, "--device", "cpu"]
+    err = error_line(r := run(*cmd))
     assert (
         err.startswith(f"vimpac-tokenize: error: no space left on {small_disk}/store/shard-00000-of-00001.lmdb: ")
         and " MB needed, " in err
@@ -79,7 +65,7 @@ def test_full_disk_is_one_line_and_the_store_resumes(bin_dir, tmp_path, small_di
         and "Traceback" not in r.stderr
     ), r.stderr
     subprocess.run(["mount", "-o", "remount,size=4m", str(small_disk)], check=True)
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    r = run(*cmd)
     assert r.returncode == 0 and "3 stored" in r.stdout + r.stderr, r.stderr
 
 
@@ -90,9 +76,17 @@ def small_store(bin_dir, tmp_path):
     for v in sample_videos():
         shutil.copy(v, videos)
     out = tmp_path / "store"
-    r = run_tool("vimpac-tokenize", videos, "--out", out, "--fps 2 --frame-size 32 --device cpu")
+    r = run(bin_dir / "vimpac-tokenize", videos, "--out", out, "--fps", 2, "--frame-size", 32, "--device", "cpu")
     assert r.returncode == 0, r.stderr
     return out
+
+
+CPU_RUN = ["--batch-size", "2", "--device", "cpu", "--no-eval"]
+
+
+def pretrain(bin_dir, store, out, *argv):
+    "`vimpac-pretrain` on `store` into `out` on the CPU, batch size 2, no evaluation, with the options `argv`."
+    return run(bin_dir / "vimpac-pretrain", "--store", store, "--out", out, *argv, *CPU_RUN)
 
 
 def test_out_of_range_tokens_name_the_shard_and_video(bin_dir, tmp_path):
@@ -107,11 +101,7 @@ def test_out_of_range_tokens_name_the_shard_and_video(bin_dir, tmp_path):
         for k, v in list(txn.cursor()):
             if k.startswith(b"v/"):
                 txn.put(k, np.full(len(v) // 2, 30000, np.int16).tobytes())
-    r = run_tool(
-        "vimpac-pretrain", "--store", out, "--out", tmp_path / "run", "--steps 1 --batch-size 2 --device cpu --no-eval"
-    )
-    assert r.returncode == 2, r.stderr
-    err = r.stderr.strip().splitlines()[-1]
+    err = error_line(pretrain(bin_dir, out, tmp_path / "run", "--steps", 1))
     assert (
         err.startswith(f"vimpac-pretrain: error: {shard}: video ")
         and "token ids 30000..30000 outside the store's vocabulary 0.." in err
@@ -122,21 +112,12 @@ def test_full_disk_during_a_checkpoint_is_one_line(bin_dir, tmp_path, small_disk
     """A checkpoint that does not fit: one line "no space left on RUN/checkpoints: ..." and exit 2 (it was torch's
     "RuntimeError ... inline_container.cc" traceback), and no partial file left behind."""
     store = small_store(bin_dir, tmp_path)
-    run = small_disk / "run"
-    r = run_tool(
-        "vimpac-pretrain",
-        "--store",
-        store,
-        "--out",
-        run,
-        "--steps 2 --save-every 1 --batch-size 2 --device cpu --no-eval",
-    )
-    assert r.returncode == 2, r.stderr
-    err = r.stderr.strip().splitlines()[-1]
+    out = small_disk / "run"
+    err = error_line(r := pretrain(bin_dir, store, out, "--steps", 2, "--save-every", 1))
     assert (
-        err.startswith(f"vimpac-pretrain: error: no space left on {run}/checkpoints: ")
+        err.startswith(f"vimpac-pretrain: error: no space left on {out}/checkpoints: ")
         and " MB needed, " in err
         and "--resume" in err
         and "Traceback" not in r.stderr
     ), r.stderr
-    assert not list((run / "checkpoints").glob("*.tmp")), list((run / "checkpoints").iterdir())
+    assert not list((out / "checkpoints").glob("*.tmp")), list((out / "checkpoints").iterdir())

@@ -2,7 +2,6 @@
 `folder` one, a `ucf101` one with CRLF split files and a missing video, an `ssv2` one) through the command line, and
 the labelled stores they give (classes, labels, views, frame rate), read back by `LabelledClipDataset`."""
 
-from cli_run import run_tool
 import contextlib, io, json, os
 from pathlib import Path
 import numpy as np
@@ -13,6 +12,7 @@ from vimpac.data import LabelledClipDataset
 from vimpac.store import TokenStore
 from vimpac.tokenizer import VQVAE, VQVAEConfig
 from vimpac.video import VIEW_SETS
+from helpers import run
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -41,6 +41,11 @@ def cli(argv):
     return code, out.getvalue(), err.getvalue()
 
 
+def tiny(tokenizer, views=None):
+    "The options of every store written here: frame size 32, the tiny `tokenizer`, the CPU (and `--views views`)."
+    return ["--frame-size", 32, "--tokenizer", tokenizer, "--device", "cpu", *(["--views", views] if views else [])]
+
+
 def by_name(store):
     "Video name (relative to the video root) -> label."
     return {store.record(k)["name"]: y for k, y in zip(store.keys(), store.labels)}
@@ -50,23 +55,16 @@ def test_folder_dataset(tmp_path, tokenizer, texture_video):
     root = tmp_path / "ds"
     for i, n in enumerate(
         [
-            *"train/run/a.mp4 train/run/b.mp4 train/jump/a.mp4 train/jump/c.mp4 test/jump/d.mp4 test/run/e.mp4".split(),
+            "train/run/a.mp4",
+            "train/run/b.mp4",
+            "train/jump/a.mp4",
+            "train/jump/c.mp4",
+            "test/jump/d.mp4",
+            "test/run/e.mp4",
         ]
     ):
         texture_video(root / n, i)
-    args = [
-        root,
-        "--dataset",
-        "folder",
-        "--out",
-        tmp_path / "out",
-        "--frame-size",
-        32,
-        "--tokenizer",
-        tokenizer,
-        "--device",
-        "cpu",
-    ]
+    args = [root, "--dataset", "folder", "--out", tmp_path / "out", *tiny(tokenizer)]
     code, out, err = cli(args)
     assert code == 0, err
     lines = out.splitlines()
@@ -106,24 +104,17 @@ def test_ucf101_dataset_subprocess(tmp_path, tokenizer, bin_dir, texture_video):
         b"ApplyEyeMakeup/v_ApplyEyeMakeup_g01_c01.avi\r\nYoYo/v_YoYo_g01_c01.avi\r\n"
     )
     for i, n in enumerate(
-        (
-            "ApplyEyeMakeup/v_ApplyEyeMakeup_g08_c01.avi YoYo/v_YoYo_g08_c01.avi "
-            "YoYo/v_YoYo_g09_c01.avi ApplyEyeMakeup/v_ApplyEyeMakeup_g01_c01.avi "
-            "YoYo/v_YoYo_g01_c01.avi"
-        ).split()
+        [
+            "ApplyEyeMakeup/v_ApplyEyeMakeup_g08_c01.avi",
+            "YoYo/v_YoYo_g08_c01.avi",
+            "YoYo/v_YoYo_g09_c01.avi",
+            "ApplyEyeMakeup/v_ApplyEyeMakeup_g01_c01.avi",
+            "YoYo/v_YoYo_g01_c01.avi",
+        ]
     ):
         texture_video(root / n, 10 + i)  # v_YoYo_g10_c01.avi is listed but missing
-    r = run_tool(
-        "vimpac-tokenize",
-        root,
-        "--dataset ucf101 --split-dir",
-        lists,
-        "--split 1 --out",
-        tmp_path / "ucf",
-        "--frame-size 32 --tokenizer",
-        [tokenizer],
-        "--device cpu --views center",
-    )
+    ucf101 = [bin_dir / "vimpac-tokenize", root, "--dataset", "ucf101", "--split-dir", lists]
+    r = run(*ucf101, "--split", 1, "--out", tmp_path / "ucf", *tiny(tokenizer, "center"))
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines()[0] == (
         f"ucf101 split 1: 3 train and 2 test videos, 2 classes; 1 listed but not found "
@@ -139,7 +130,7 @@ def test_ucf101_dataset_subprocess(tmp_path, tokenizer, bin_dir, texture_video):
     assert by_name(test) == {"ApplyEyeMakeup/v_ApplyEyeMakeup_g01_c01.avi": 0, "YoYo/v_YoYo_g01_c01.avi": 1}
     assert train.fps == 2.0 and train.views == ["1x-center"]  # UCF101's 2 FPS; --views given
     # a split number UCF101 lacks: one line, exit 2, nothing written
-    r = run_tool("vimpac-tokenize", root, "--dataset ucf101 --split-dir", lists, "--split 5 --out", tmp_path / "ucf5")
+    r = run(*ucf101, "--split", 5, "--out", tmp_path / "ucf5")
     assert (r.returncode, r.stderr) == (2, "vimpac-tokenize: error: split: ucf101 has splits 1 to 3, got 5\n")
     assert not (tmp_path / "ucf5").exists()
 
@@ -182,23 +173,7 @@ def test_ssv2_defaults(tmp_path, tokenizer, texture_video):
     )
     for i in (1, 2, 3):
         texture_video(root / f"{i}.mp4", i)  # read_split takes .mp4 where .webm is absent
-    code, out, err = cli(
-        [
-            root,
-            "--dataset",
-            "ssv2",
-            "--split-dir",
-            d,
-            "--out",
-            tmp_path / "out",
-            "--frame-size",
-            32,
-            "--tokenizer",
-            tokenizer,
-            "--device",
-            "cpu",
-        ]
-    )
+    code, out, err = cli([root, "--dataset", "ssv2", "--split-dir", d, "--out", tmp_path / "out", *tiny(tokenizer)])
     assert code == 0, err
     train = TokenStore(tmp_path / "out" / "train")
     assert train.fps == 4.0 and train.views == VIEW_SETS["noflip"] and len(train.views) == 6  # §4.2: 4 FPS, no flips
@@ -233,14 +208,7 @@ def test_symlinked_folders_followed_and_loops_warned(tmp_path, tokenizer, bin_di
     }
 
     def tokenize(*argv):
-        return run_tool(
-            "vimpac-tokenize",
-            argv,
-            "--frame-size 32 --tokenizer",
-            [tokenizer],
-            "--device cpu --views center",
-            env=env,
-        )
+        return run(bin_dir / "vimpac-tokenize", *argv, *tiny(tokenizer, "center"), env=env)
 
     warning = (
         f"vimpac-tokenize: warning: {ds / 'a' / 'loop'}: symbolic link to {ds}, a folder it lies in (a loop); "

@@ -1,0 +1,62 @@
+"""Small helpers shared by the test files (imported as `from helpers import ...`: pytest puts tests/ on the path)."""
+
+import signal, subprocess, time
+
+
+def run(*argv, timeout=300, **kwargs):
+    "Runs the command `argv` (each part passed through `str`) with its output captured as text; returns the"
+    "`subprocess.CompletedProcess`."
+    return subprocess.run([str(a) for a in argv], capture_output=True, text=True, timeout=timeout, **kwargs)
+
+
+def error_line(r, code=2):
+    "Asserts the finished command `r` exited with `code` (2: a usage or data error) and returns its last stderr line."
+    assert r.returncode == code, r.stderr
+    return r.stderr.strip().splitlines()[-1]
+
+
+def run_argv(store, out, *extra, device="cpu", precision="fp32"):
+    "`--store STORE --out OUT --device DEVICE [--precision PRECISION] EXTRA...` as strings: how the pre-training and"
+    "fine-tuning runs here start (`precision=None`: the command's default)."
+    argv = [
+        "--store",
+        store,
+        "--out",
+        out,
+        "--device",
+        device,
+        *(["--precision", precision] if precision else []),
+        *extra,
+    ]
+    return [str(a) for a in argv]
+
+
+def killed_at(cmd, target, env, timeout=300):
+    "Starts the command `cmd` (output dropped) and sends it SIGKILL once the file `target` exists (or it has ended, or"
+    "`timeout` seconds have passed); returns its exit status (`-signal.SIGKILL` when the kill stopped it)."
+    p = subprocess.Popen([str(a) for a in cmd], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + timeout
+    while not target.exists() and p.poll() is None and time.time() < deadline:
+        time.sleep(0.005)
+    p.send_signal(signal.SIGKILL)
+    p.wait()
+    return p.returncode
+
+
+def weights(run):
+    "The tensors of the saved model in the run folder `run` (model.safetensors)."
+    from safetensors.torch import load_file
+
+    return load_file(str(run / "model.safetensors"))
+
+
+class RunsCode:
+    "An object whose pickle, when loaded, runs `touch TARGET` (a hostile file the loaders must refuse)."
+
+    def __init__(self, target):
+        self.target = target
+
+    def __reduce__(self):
+        import os
+
+        return (os.system, (f"touch {self.target}",))
