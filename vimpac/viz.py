@@ -218,6 +218,14 @@ def savefig(fig, path, dpi: int = 110) -> Path:
         fig.savefig(tmp, format="png", dpi=dpi, metadata={"Software": None})
     return path
 
+
+def _finish(fig, path=None):
+    "Lay `fig` out (`tight_layout`), save it as a PNG at `path` when given (`savefig`), and return it."
+    fig.tight_layout()
+    if path is not None:
+        savefig(fig, path)
+    return fig
+
 # %% ../nbs/09_viz.ipynb #bfb56b3f
 @torch.no_grad()
 def plot_nn_reconstruction(tokenizer, tokens: torch.Tensor, masks: dict, path=None, title: str | None = None):
@@ -286,10 +294,7 @@ def plot_curves(history: list[dict], path=None, baseline: float | None = None):
     b.set_ylim(0, 1.02)
     b.legend()
     b.grid(alpha=0.3)
-    fig.tight_layout()
-    if path is not None:
-        savefig(fig, path)
-    return fig
+    return _finish(fig, path)
 
 # %% ../nbs/09_viz.ipynb #175eff76
 def _video_path(video) -> Path:
@@ -496,10 +501,7 @@ def plot_confusion(confusion, classes=None, path=None, title: str | None = None)
     fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04, label="share of the true class")
     if title:
         ax.set_title(title, fontsize=10)
-    fig.tight_layout()
-    if path is not None:
-        savefig(fig, path)
-    return fig
+    return _finish(fig, path)
 
 # %% ../nbs/09_viz.ipynb #efe70943
 def _strip(frames, gap: int = 2) -> np.ndarray:
@@ -535,10 +537,7 @@ def plot_retrieval(rows: list[dict], path=None, title: str | None = None):
             axs[r, 1 + j].set_title(f"#{j + 1} {lab}\ncos {sim:.3f}", fontsize=8, color=colour)
     if title:
         fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
-    if path is not None:
-        savefig(fig, path)
-    return fig
+    return _finish(fig, path)
 
 
 def _name(feats, i: int) -> str:
