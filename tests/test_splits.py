@@ -313,3 +313,27 @@ def test_bad_arguments(tmp_path):
     (tmp_path / "classInd.txt").write_bytes(b"\xff\xfe1 A")
     refused(r"classInd.txt: not UTF-8 text", "ucf101", tmp_path, tmp_path)
     assert SPLIT_DATASETS == ("ucf101", "hmdb51", "ssv2", "diving48", "kinetics400", "folder")
+
+
+HMDB51_CLASSES = (
+    "brush_hair cartwheel catch chew clap climb climb_stairs dive draw_sword dribble drink eat fall_floor fencing "
+    "flic_flac golf handstand hit hug jump kick kick_ball kiss laugh pick pour pullup punch push pushup ride_bike "
+    "ride_horse run shake_hands shoot_ball shoot_bow shoot_gun sit situp smile smoke somersault stand swing_baseball "
+    "sword sword_exercise talk throw turn walk wave"
+).split()  # HMDB51's 51 action classes, as its split archive names them (testTrainMulti_7030_splits)
+
+
+def test_hmdb51_classes_are_sorted_by_name_not_by_split_file_name(tmp_path):
+    "Issue 23: the 51 split files as HMDB51 ships them; class i is the i-th class name in sorted order."
+    root, d = tmp_path / "hmdb51", tmp_path / "testTrainMulti_7030_splits"
+    for i, c in enumerate(HMDB51_CLASSES):
+        write(d / f"{c}_test_split1.txt", f"{c}_train_{i}.avi 1 \n{c}_test_{i}.avi 2 \n{c}_unused_{i}.avi 0 \n")
+        touch(root / c, f"{c}_train_{i}.avi", f"{c}_test_{i}.avi")
+    s = read_split("hmdb51", root, d, 1)
+    assert len(HMDB51_CLASSES) == 51 and s.classes == sorted(HMDB51_CLASSES)
+    for part in (s.train, s.test):
+        assert len(part) == 51
+        assert all(s.classes[y] == p.parent.name for p, y in part)  # each video's label is its own class
+    by_files = [f.name[: -len("_test_split1.txt")] for f in sorted(d.iterdir())]
+    moved = [c for i, c in enumerate(by_files) if s.classes[i] != c]
+    assert sorted(moved) == ["climb", "climb_stairs", "kick", "kick_ball", "sword", "sword_exercise"]

@@ -313,7 +313,9 @@ def _ucf101(root: Path, d: Path, split: int):
 # %% ../nbs/06_data.ipynb #1418310c
 def _hmdb51(root: Path, d: Path, split: int):
     suffix = f"_test_split{split}.txt"
-    files = sorted(f for f in d.glob(f"*{suffix}") if f.is_file())
+    # classes sorted by name, as the authors' pipeline and the usual HMDB51 index: sorting the file names instead
+    # would put climb_stairs before climb (kick_ball, sword_exercise likewise), since "_s" < "_t"
+    files = sorted((f for f in d.glob(f"*{suffix}") if f.is_file()), key=lambda f: f.name[: -len(suffix)])
     if not files:
         raise VimpacError(f"{d}: no HMDB51 split files *{suffix} (lines 'VIDEO.avi 1'), expected one per class")
     classes = [f.name[: -len(suffix)] for f in files]
