@@ -14,7 +14,7 @@ import lmdb
 import numpy as np
 import torch
 from tqdm.auto import tqdm
-from .utils import VimpacError, write_json, disk_full_error, read_json
+from .utils import VimpacError, write_json, disk_full_error, read_json, check_fields
 from .video import iter_views, check_fps, list_videos, VIEW_SETS, CENTER_VIEW, parse_view
 
 # %% auto #0
@@ -637,12 +637,7 @@ def _read_meta(f: Path) -> dict:
     meta = read_json(f, "a token store's meta.json", required=("format",))
     if meta["format"] not in READABLE_FORMATS:
         raise VimpacError(f"{f.parent}: store format {meta['format']!r}, expected one of {', '.join(READABLE_FORMATS)}")
-    missing = [k for k in _META_FIELDS if k not in meta]
-    if missing:
-        raise VimpacError(f"{f}: lacks the field(s) {', '.join(missing)}, expected a token store's meta.json")
-    for k, (ok, what) in _META_FIELDS.items():
-        if not ok(meta[k]):
-            raise VimpacError(f"{f}: field {k} is {meta[k]!r}, expected {what}")
+    check_fields(f, meta, _META_FIELDS, "a token store's meta.json")
     c = meta.get("classes")  # optional: a labelled store's class names
     if c is not None and not (
         isinstance(c, list) and c and all(isinstance(x, str) for x in c) and len(set(c)) == len(c)

@@ -18,6 +18,7 @@ from vector_quantize_pytorch import VectorQuantize
 from vimpac.utils import (
     VimpacError,
     moved_names,
+    check_fields,
     make_generator,
     warmup_linear,
     load_torch_file,
@@ -163,12 +164,7 @@ def _read_vqvae_config(f: Path) -> VQVAEConfig:
         raise VimpacError(
             f"{f}: unknown key(s) {', '.join(unknown)}; a vimpac VQ-VAE config has kind, {', '.join(known)}"
         )
-    missing = [k for k in known if k not in cfg]
-    if missing:
-        raise VimpacError(f"{f}: lacks the field(s) {', '.join(missing)}, expected a vimpac VQ-VAE config")
-    for k, (ok, what) in _VQVAE_FIELDS.items():
-        if not ok(cfg[k]):
-            raise VimpacError(f"{f}: field {k} is {cfg[k]!r}, expected {what}")
+    check_fields(f, cfg, _VQVAE_FIELDS, "a vimpac VQ-VAE config")  # _VQVAE_FIELDS: every VQVAEConfig field
     return VQVAEConfig(**{**cfg, "channels": tuple(cfg["channels"])})
 
 # %% ../nbs/01_tokenizer.ipynb #585d22c9

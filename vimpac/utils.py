@@ -13,9 +13,9 @@ import torch
 from safetensors.torch import load_file, save_file
 
 # %% auto #0
-__all__ = ['IGNORE_INDEX', 'VimpacError', 'load_torch_file', 'read_json', 'check_device', 'get_device', 'make_generator',
-           'derive_seed', 'check_number', 'coerce_parameter', 'check_parameters', 'warmup_linear', 'atomic_path',
-           'write_json', 'disk_full_error', 'save_weights', 'load_weights', 'VimpacDeprecationWarning',
+__all__ = ['IGNORE_INDEX', 'VimpacError', 'load_torch_file', 'read_json', 'check_fields', 'check_device', 'get_device',
+           'make_generator', 'derive_seed', 'check_number', 'coerce_parameter', 'check_parameters', 'warmup_linear',
+           'atomic_path', 'write_json', 'disk_full_error', 'save_weights', 'load_weights', 'VimpacDeprecationWarning',
            'renamed_kwargs', 'moved_names', 'one_line', 'Terminated', 'run_main', 'options_for', 'OptionParser',
            'checked_option', 'number_option', 'device_option', 'folder_option', 'config_fields', 'field_help',
            'field_default', 'field_kind', 'option_name', 'add_config_options', 'config_values', 'config_from_options',
@@ -93,6 +93,19 @@ def read_json(path, what: str, required=()) -> dict:
     if missing:
         raise VimpacError(f"{path}: lacks the field(s) {', '.join(missing)}, expected {what}")
     return obj
+
+# %% ../nbs/00_utils.ipynb #acae54e37e7d407bbb7b55eff062a284
+def check_fields(path, record: dict, fields: dict, expected: str) -> None:
+    """Check the fields of `record` (a JSON object read from `path`). `fields` maps each field a reader needs to
+    (test, what it should be), e.g. `{"fps": (lambda v: v > 0, "a number > 0")}`. Raises `VimpacError` naming `path`
+    for the fields `record` lacks (with `expected`, what the file should be, e.g. "a token store's meta.json"), else
+    for the first field whose value fails its test, with the value and what it should be."""
+    missing = [k for k in fields if k not in record]
+    if missing:
+        raise VimpacError(f"{path}: lacks the field(s) {', '.join(missing)}, expected {expected}")
+    for k, (ok, what) in fields.items():
+        if not ok(record[k]):
+            raise VimpacError(f"{path}: field {k} is {record[k]!r}, expected {what}")
 
 # %% ../nbs/00_utils.ipynb #6bbc020a
 def check_device(device: str | torch.device) -> torch.device:
