@@ -116,7 +116,14 @@ def test_ucf101_dataset_subprocess(tmp_path, tokenizer, bin_dir, texture_video):
     ucf101 = [bin_dir / "vimpac-tokenize", root, "--dataset", "ucf101", "--split-dir", lists]
     r = run(*ucf101, "--split", 1, "--out", tmp_path / "ucf", *tiny(tokenizer, "center"))
     assert r.returncode == 0, r.stderr
-    assert r.stdout.splitlines()[0] == (
+    preset = r.stdout.splitlines()[:4]  # the preset's values first, the frame size and views given
+    assert preset == [
+        "vimpac-tokenize: dataset preset ucf101 (Table 12, §4.2); an option given replaces its value",
+        "  fps = 2.0 (§4.2)",
+        "  frame_size = 32 (given; the preset's is 256, §4.2)",
+        "  views = center (given; the preset's is all, Table 12: 2 sizes x 3 crops x flip)",
+    ]
+    assert r.stdout.splitlines()[4] == (
         f"ucf101 split 1: 3 train and 2 test videos, 2 classes; 1 listed but not found "
         f"under {root} (1 train, 0 test; e.g. {root / 'YoYo/v_YoYo_g10_c01.avi'})"
     )

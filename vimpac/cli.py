@@ -33,7 +33,7 @@ from vimpac.utils import (
 from .video import VIEW_SETS, read_video, sample_videos
 from .tokenizer import load_tokenizer
 from .store import build_store, TokenStore
-from .data import read_split, SPLIT_DATASETS
+from .data import DATASET_PRESETS, SPLIT_DATASETS, dataset_preset, preset_lines, read_split
 from .masking import block_mask, blocks_for_ratio
 from .model import LAYOUTS, PRESETS, VimpacConfig
 from .engine import check_store_tokenizer
@@ -55,8 +55,8 @@ from .viz import plot_curves, plot_reconstruction, plot_confusion, plot_store_re
 # %% auto #0
 __all__ = ['DATASET_FPS', 'DATASET_VIEWS', 'MODEL_SKIP', 'LOOP_OVERRIDES', 'PROBES', 'tokenize_videos', 'tokenize_dataset',
            'tokenize_parser', 'tokenize_main', 'pretrain_parser', 'pretrain_args', 'pretrain_main', 'run_demo',
-           'showcase_main', 'finetune_parser', 'finetune_args', 'finetune_main', 'predict_videos', 'predict_main',
-           'features_of', 'features_main', 'evaluate_run', 'evaluate_main']
+           'showcase_main', 'finetune_parser', 'finetune_config', 'finetune_args', 'finetune_main', 'predict_videos',
+           'predict_main', 'features_of', 'features_main', 'evaluate_run', 'evaluate_main']
 
 # %% ../nbs/11_cli.ipynb #128b3780
 def _micro_batch(text: str) -> int | None:
@@ -154,9 +154,10 @@ def tokenize_videos(
     return summary, tok
 
 # %% ../nbs/11_cli.ipynb #f398776c
-# §4.2: the frame rate and views each dataset is fine-tuned at (`folder`: the pre-training rate); SSV2 without flips
-DATASET_FPS = dict(ucf101=2.0, kinetics400=2.0, hmdb51=4.0, ssv2=4.0, diving48=4.0, folder=2.0)
-DATASET_VIEWS = dict(ucf101="all", kinetics400="all", hmdb51="all", ssv2="noflip", diving48="all", folder="all")
+# §4.2 and Table 12 (`DATASET_PRESETS`): the frame rate and the stored views each dataset is fine-tuned at; a
+# `folder` dataset (a user's own) has no preset: the pre-training rate, all 12 views and S = 128
+DATASET_FPS = {**{k: p.fps for k, p in DATASET_PRESETS.items()}, "folder": 2.0}
+DATASET_VIEWS = {**{k: p.train_views for k, p in DATASET_PRESETS.items()}, "folder": "all"}
 
 
 @renamed_kwargs(size="frame_size")
@@ -168,7 +169,7 @@ def tokenize_dataset(
     split: int = 1,
     tokenizer="default",
     fps: float | None = None,
-    frame_size: int = 128,
+    frame_size: int | None = None,
     views=None,
     batch_size: int = 64,
     device=None,
@@ -179,9 +180,10 @@ def tokenize_dataset(
 ):
     """Tokenize the official `split` of `dataset` (see `vimpac.data.read_split`; videos under `video_root`, split
     files in `split_dir`) into two labelled stores, `out/train` and `out/test`, each with its videos' labels and the
-    dataset's classes (in the official order; the test store's labels index the same list). `fps` and `views`
-    default to §4.2's for the dataset (`DATASET_FPS`: 2 FPS for UCF101 and K400, 4 for HMDB51, SSV2 and Diving48;
-    `DATASET_VIEWS`: the 12 views, the 6 without flips for SSV2). Keys are the videos' paths relative to
+    dataset's classes (in the official order; the test store's labels index the same list). `fps`, `frame_size` and
+    `views` default to the dataset's preset (`vimpac.data.DATASET_PRESETS`, §4.2 and Table 12: 2 FPS for UCF101 and
+    K400, 4 for HMDB51, SSV2 and Diving48; S = 256; the 12 views, the 6 without flips for SSV2); a `folder` dataset
+    has none: 2 FPS, S = 128, the 12 views. Keys are the videos' paths relative to
     `video_root`. A split with no test video (a `folder` dataset without `test/`) writes only `out/train`. Returns
     (`Split`, {part: `StoreSummary`}, tokenizer). Raises `VimpacError` for what `read_split` refuses (an unknown
     dataset, a split it lacks, a missing or malformed split file), a split none of whose train videos is on disk,
@@ -190,6 +192,8 @@ def tokenize_dataset(
         raise VimpacError(f"dataset: {dataset!r} is not one of {', '.join(SPLIT_DATASETS)}")
     fps = DATASET_FPS[dataset] if fps is None else check_number("fps", fps, gt=0)
     views = DATASET_VIEWS[dataset] if views is None else views
+    if frame_size is None:
+        frame_size = DATASET_PRESETS[dataset].frame_size if dataset in DATASET_PRESETS else 128
     if Path(out).exists() and not Path(out).is_dir():
         raise VimpacError(f"out: {out} is a file; expected a folder (new or existing)")
     s = read_split(dataset, video_root, split_dir, split)
@@ -260,7 +264,8 @@ def tokenize_parser(raise_errors: bool = False) -> argparse.ArgumentParser:
         "frames per second to sample (default 2, the paper's; with --dataset §4.2's: 2 for ucf101 and kinetics400"
     )
     p.add_argument("--fps", type=number_option(gt=0), help=f"{fps_help}, 4 for hmdb51, ssv2 and diving48)")
-    _frame_size_option(p)
+    size_help = _FRAME_SIZE_HELP + "; default 128, with --dataset 256 (§4.2; folder: 128)"
+    _frame_size_option(p, default=None, help=size_help)
     p.add_argument(
         "--views",
         default=None,
@@ -301,7 +306,6 @@ def tokenize_main(argv=None):
         p.error("--num-shards and --shard-index go together")
     common = dict(
         tokenizer=a.tokenizer,
-        frame_size=a.frame_size,
         batch_size=a.batch_size,
         device=a.device,
         workers=a.workers,
@@ -312,13 +316,27 @@ def tokenize_main(argv=None):
         if a.split_dir is not None or a.split is not None:
             p.error("--split-dir and --split go with --dataset")
         fps = 2.0 if a.fps is None else a.fps
-        summary, tok = run_main(p.prog, tokenize_videos, a.inputs, a.out, fps=fps, views=a.views or "center", **common)
+        frame_size = a.frame_size or 128
+        summary, tok = run_main(
+            p.prog,
+            tokenize_videos,
+            a.inputs,
+            a.out,
+            fps=fps,
+            frame_size=frame_size,
+            views=a.views or "center",
+            **common,
+        )
         summaries = [summary]
     else:
         if len(a.inputs) != 1:
             p.error(f"with --dataset, give one positional argument, the video root (got {len(a.inputs)})")
         if a.split_dir is None and a.dataset != "folder":
             p.error(f"--dataset {a.dataset} needs --split-dir, the folder of its official split files")
+        if a.dataset in DATASET_PRESETS:
+            given = {k: getattr(a, k) for k in ("fps", "frame_size", "views") if getattr(a, k) is not None}
+            values = DATASET_PRESETS[a.dataset].tokenize_values()
+            print("\n".join(preset_lines(p.prog, a.dataset, values, given)))
         split, parts, tok = run_main(
             p.prog,
             tokenize_dataset,
@@ -328,6 +346,7 @@ def tokenize_main(argv=None):
             split_dir=a.split_dir,
             split=a.split or 1,
             fps=a.fps,
+            frame_size=a.frame_size,
             views=a.views,
             **common,
         )
@@ -379,11 +398,11 @@ def _model_spec(a: argparse.Namespace) -> dict | None:
     return given or None
 
 
-def _loop_options(p, config_class):
+def _loop_options(p, config_class, unset: bool = False):
     """An option for each knob of `config_class` (`--steps` or `--epochs`, ...), then the run's own: `--resume` and
-    `--device`."""
+    `--device`. With `unset`, an option not given parses to None (a dataset preset fills it)."""
     g = p.add_argument_group("training options", f"the loop: the fields of {config_class.__name__}")
-    add_config_options(g, config_class, overrides=LOOP_OVERRIDES, exclusive=("steps", "epochs"))
+    add_config_options(g, config_class, overrides=LOOP_OVERRIDES, exclusive=("steps", "epochs"), unset=unset)
     g.add_argument("--resume", action="store_true", help="continue from the last checkpoint in --out")
     g.add_argument(
         "--device", type=device_option, default=None, help="cpu, cuda or cuda:N (default: cuda when available)"
@@ -565,9 +584,44 @@ def finetune_parser(raise_errors: bool = False) -> argparse.ArgumentParser:
     p.add_argument(
         "--new-head", action="store_true", help="a new zero classification head when the start's class count differs"
     )
+    p.add_argument(
+        "--dataset",
+        default=None,
+        choices=list(DATASET_PRESETS),
+        help="fine-tune as the paper does on this dataset (Table 12, §4.2): its epochs, batch 128, T 10, warm-up, "
+        "weight decay, betas and training views; each training option given replaces the preset's value",
+    )
+    p.add_argument(
+        "--scratch-epochs",
+        action="store_true",
+        help="with --dataset and a model from scratch: the preset's epochs x4 (ucf101, hmdb51, diving48) or x1.5 "
+        "(ssv2, kinetics400), the schedule of the paper's baselines without pre-training (appendix C)",
+    )
     _model_options(p, "from scratch only")
-    _loop_options(p, FinetuneConfig)
+    _loop_options(p, FinetuneConfig, unset=True)
     return p
+
+
+def finetune_config(a: argparse.Namespace, prog: str = "vimpac-finetune", show: bool = True) -> FinetuneConfig:
+    """The `FinetuneConfig` of parsed `vimpac-finetune` options: the training options given, over the `--dataset`
+    preset's values (`vimpac.data.DatasetPreset.finetune_values`; `--steps` replaces its epochs), over the
+    config's defaults. With `show`, the preset's values are printed once, each with its source. Raises `VimpacError`
+    for `--scratch-epochs` without `--dataset` or with a pre-trained start (`--init`, `--official`)."""
+    given = config_values(FinetuneConfig, a)
+    if a.scratch_epochs and not a.dataset:
+        raise VimpacError("--scratch-epochs: goes with --dataset (it multiplies the preset's epochs)")
+    if a.scratch_epochs and (a.init or a.official):
+        raise VimpacError("--scratch-epochs: only for a model from scratch; --init and --official start pre-trained")
+    if not a.dataset:
+        return FinetuneConfig(**given)
+    values = dataset_preset(a.dataset).finetune_values(scratch=a.scratch_epochs)
+    shown = dict(given)
+    if "steps" in given:
+        shown["epochs"] = f"none, --steps {given['steps']}"
+    if show:
+        print("\n".join(preset_lines(prog, a.dataset, values, shown)))
+    chosen = {k: v for k, (v, _) in values.items() if k != "epochs" or "steps" not in given}
+    return FinetuneConfig(**{**chosen, **given})
 
 # %% ../nbs/11_cli.ipynb #5e322013
 def finetune_args(a: argparse.Namespace, progress: bool = True) -> list[dict]:
@@ -576,7 +630,8 @@ def finetune_args(a: argparse.Namespace, progress: bool = True) -> list[dict]:
     or `--resume` (they use the saved model)."""
     store = TokenStore(a.store)
     test = TokenStore(a.test_store) if a.test_store else None
-    cfg = config_from_options(FinetuneConfig, a)
+    rank = int(os.environ.get("RANK", "0"))
+    cfg = finetune_config(a, show=rank == 0)
     given = _model_spec(a)
     if given and (a.init or a.official or a.resume):
         names = "/".join(option_name(k) for k in given)
@@ -594,7 +649,7 @@ def finetune_args(a: argparse.Namespace, progress: bool = True) -> list[dict]:
         official=a.official,
         new_head=a.new_head,
         test_store=test,
-        progress=progress and int(os.environ.get("RANK", "0")) == 0,
+        progress=progress and rank == 0,
     )
     return hist
 
@@ -830,15 +885,19 @@ def evaluate_run(
     device=None,
     progress: bool = True,
     precision: str = "auto",
+    dataset: str | None = None,
 ):
     """`vimpac-evaluate` as a function. Without `probe`: multi-view evaluation of the fine-tuned classifier of
-    `checkpoint` on the labelled store `test` (`evaluate`, default views 3x10). With `probe` (one of `PROBES`):
+    `checkpoint` on the labelled store `test` (`evaluate`, default views 3x10, or the `dataset` preset's: 1x10, the
+    centre crop, for SSV2, Table 12). With `probe` (one of `PROBES`):
     the frozen [CLS] features of `train` and `test` (`evaluate_probe`, default views 1x10, the centre crop of
     pre-training). With `out`: `metrics.json`, `predictions.csv`, `confusion.png`, and when `train` is given and
     `retrieval` > 0, `retrieval.png`. Returns the `Evaluation`. Raises `VimpacError` for a probe without `train`, and,
     before evaluating, for a `tokenizer` given that cannot be loaded or is not the run's (`run_tokenizer`)."""
     if probe is not None and train is None:
         raise VimpacError(f"--probe {probe}: needs --train STORE (the store the probe is fitted on)")
+    if dataset is not None and probe is None and views is None:
+        views = dataset_preset(dataset).test_views
     dev = get_device(device)
     model, info = load_run(checkpoint, dev)
     if tokenizer is not None:
@@ -882,6 +941,12 @@ def evaluate_main(argv=None):
     _common(
         p, None, "SPATIALxTEMPORAL crops (default 3x10, the paper's; 1x10 for probes, the centre crop of pre-training)"
     )
+    p.add_argument(
+        "--dataset",
+        default=None,
+        choices=list(DATASET_PRESETS),
+        help="the views the paper evaluates this dataset with (Table 12): 3x10, 1x10 (the centre crop) for ssv2",
+    )
     p.add_argument("--k", type=number_option(integer=True, ge=1), default=20, help="kNN neighbours")
     p.add_argument(
         "--temperature", type=number_option(gt=0), default=0.07, help="kNN vote temperature: weight exp(cos / T)"
@@ -902,6 +967,10 @@ def evaluate_main(argv=None):
     a = p.parse_args(argv)
     if a.probe and not a.train:
         p.error(f"argument --probe: {a.probe} needs --train STORE (the store it is fitted on)")
+    if a.dataset and not a.probe:
+        views = dataset_preset(a.dataset).test_views
+        source = "given" if a.views else "Table 12 " + ("centre crop for SSV2" if views.startswith("1x") else "3x10")
+        print(f"{p.prog}: dataset preset {a.dataset}: views {a.views or views} ({source})")
     ev = run_main(p.prog, evaluate_run, **options_for(evaluate_run, a))
     print(ev.headline())
     if a.out:

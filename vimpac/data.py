@@ -6,7 +6,7 @@ Docs: https://vimpac.github.io/vimpac/data.html.md"""
 
 # %% ../nbs/06_data.ipynb #56ac4501
 from __future__ import annotations
-import csv, json, re, warnings
+import csv, json, math, re, warnings
 from dataclasses import dataclass, field, asdict
 from pathlib import Path
 import torch
@@ -15,8 +15,8 @@ from .masking import block_mask, block_mask_from_uniform, blocks_for_ratio
 from .video import VIEW_SETS, scan_folder
 
 # %% auto #0
-__all__ = ['MASK_STRATEGIES', 'SPLIT_DATASETS', 'NUM_SPLITS', 'take_clip', 'MaskSpec', 'ClipPairDataset', 'LabelledClipDataset',
-           'Split', 'read_split']
+__all__ = ['MASK_STRATEGIES', 'SPLIT_DATASETS', 'NUM_SPLITS', 'DATASET_PRESETS', 'take_clip', 'MaskSpec', 'ClipPairDataset',
+           'LabelledClipDataset', 'Split', 'read_split', 'DatasetPreset', 'dataset_preset', 'preset_lines']
 
 # %% ../nbs/06_data.ipynb #bdc2d7d1
 def take_clip(tokens: torch.Tensor, start: int, clip_len: int, pad_id: int) -> torch.Tensor:
@@ -504,3 +504,114 @@ def read_split(dataset: str, video_root, split_dir_or_file=None, split: int = 1)
             else:
                 getattr(out, part).append((p, y))
     return out
+
+# %% ../nbs/06_data.ipynb #f222ebad
+@dataclass(frozen=True)
+class DatasetPreset:
+    """The paper's fine-tuning and evaluation of one downstream dataset (§4.2, Table 12 `tab:appen_hyperparam`, the
+    dataset table of appendix D, `tab:appen_dataset`). Sizes are in frames and pixels, rates in frames per second.
+    - `classes`, `train_videos`, `test_videos`: the dataset (split 1 for UCF101 and HMDB51);
+    - `fps`: the frame rate clips are sampled at (§4.2); `frame_size` S and `clip_len` T (§4.2);
+    - `epochs` and Table 12's `updates` (the paper's count of optimizer steps at `batch_size` 128);
+    - `flip`: whether training draws flipped views (Table 12: all but SSV2); `spatial_crops` and `temporal_crops`:
+      the inference views (Table 12: 3 x 10, SSV2 1 x 10, the centre crop);
+    - `scratch_factor`: the epochs multiplier of a model trained without pre-training (appendix C: 4 for Diving48,
+      UCF101 and HMDB51, 1.5 for SSV2 and Kinetics-400);
+    - `warmup_ratio`, `weight_decay`, `betas`: Table 12's optimizer, the same for every dataset."""
+
+    name: str
+    classes: int
+    train_videos: int
+    test_videos: int
+    fps: float
+    epochs: float
+    updates: int
+    flip: bool
+    spatial_crops: int
+    scratch_factor: float
+    frame_size: int = 256
+    clip_len: int = 10
+    batch_size: int = 128
+    temporal_crops: int = 10
+    warmup_ratio: float = 0.1
+    weight_decay: float = 0.01
+    betas: tuple = (0.9, 0.999)
+
+    @property
+    def train_views(self) -> str:
+        "The stored views training draws from: `all` (2 sizes x 3 crops x flip, 12) or `noflip` (6, SSV2)."
+        return "all" if self.flip else "noflip"
+
+    @property
+    def test_views(self) -> str:
+        "The inference views of `vimpac.evaluate.parse_views`: `3x10`, or `1x10` (the centre crop) for SSV2."
+        return f"{self.spatial_crops}x{self.temporal_crops}"
+
+    def _views_source(self) -> str:
+        return "Table 12: 2 sizes x 3 crops" + (" x flip" if self.flip else ", no flip for SSV2")
+
+    def steps(self, train_videos: int | None = None, scratch: bool = False) -> int:
+        """Optimizer updates of a run over `train_videos` (default the dataset's): `epochs x (videos // batch)` as
+        the kit counts an epoch (`vimpac.engine.plan_run`), times `scratch_factor` when `scratch`."""
+        videos = self.train_videos if train_videos is None else train_videos
+        return math.ceil(self.epochs * (self.scratch_factor if scratch else 1) * (videos // self.batch_size))
+
+    def tokenize_values(self) -> dict:
+        "{field: (value, source)} that `vimpac-tokenize --dataset` takes from the preset: fps, frame size, views."
+        return dict(
+            fps=(self.fps, "§4.2"),
+            frame_size=(self.frame_size, "§4.2"),
+            views=(self.train_views, self._views_source()),
+        )
+
+    def finetune_values(self, scratch: bool = False) -> dict:
+        """{field of `FinetuneConfig`: (value, source)} that `vimpac-finetune --dataset` takes from the preset; with
+        `scratch`, the epochs of a model without pre-training (appendix C)."""
+        epochs = self.epochs * self.scratch_factor if scratch else self.epochs
+        why = f"Table 12's {self.epochs:g} x {self.scratch_factor:g} without pre-training, appendix C"
+        return dict(
+            epochs=(epochs, why if scratch else f"Table 12, {self.updates} updates in the paper"),
+            batch_size=(self.batch_size, "Table 12"),
+            lr=(None, "Table 12: 1e-4 for Small and Base, 5e-5 for Large-half"),
+            clip_len=(self.clip_len, "§4.2"),
+            warmup_ratio=(self.warmup_ratio, "Table 12"),
+            weight_decay=(self.weight_decay, "Table 12"),
+            betas=(self.betas, "Table 12"),
+            views=(self.train_views, self._views_source()),
+        )
+
+# %% ../nbs/06_data.ipynb #26281f67
+# Table 12 and §4.2 (the epochs and updates, the rate, the views), appendix D's dataset table (the sizes)
+DATASET_PRESETS = {
+    p.name: p
+    for p in (
+        DatasetPreset("ssv2", 174, 168913, 24777, 4.0, 22, 29000, flip=False, spatial_crops=1, scratch_factor=1.5),
+        DatasetPreset("diving48", 48, 15027, 1970, 4.0, 50, 5800, flip=True, spatial_crops=3, scratch_factor=4),
+        DatasetPreset("ucf101", 101, 9537, 3783, 2.0, 50, 3700, flip=True, spatial_crops=3, scratch_factor=4),
+        DatasetPreset("hmdb51", 51, 3570, 1530, 4.0, 50, 1400, flip=True, spatial_crops=3, scratch_factor=4),
+        DatasetPreset(
+            "kinetics400", 400, 205418, 17686, 2.0, 30, 48000, flip=True, spatial_crops=3, scratch_factor=1.5
+        ),
+    )
+}
+
+
+def dataset_preset(name: str) -> DatasetPreset:
+    "The `DatasetPreset` of `name` (one of `DATASET_PRESETS`). Raises `VimpacError` for another name."
+    if name not in DATASET_PRESETS:
+        raise VimpacError(f"dataset: {name!r} has no Table 12 preset; expected one of {', '.join(DATASET_PRESETS)}")
+    return DATASET_PRESETS[name]
+
+
+def preset_lines(prog: str, name: str, values: dict, given: dict) -> list[str]:
+    """The lines a tool prints once at its start for the preset `name`: one per value of `values` ({field: (value,
+    source)}), with its source, or `given` by the user in its place (`given`: {field: value}). A value None is
+    shown as the model's (the learning rate)."""
+    lines = [f"{prog}: dataset preset {name} (Table 12, §4.2); an option given replaces its value"]
+    for k, (value, source) in values.items():
+        shown = list(value) if isinstance(value, tuple) else "the model's" if value is None else value
+        if k in given:
+            lines.append(f"  {k} = {given[k]} (given; the preset's is {shown}, {source})")
+        else:
+            lines.append(f"  {k} = {shown} ({source})")
+    return lines

@@ -580,7 +580,13 @@ def _field_parser(config_class, name: str, kind, many: bool = False):
 
 # %% ../nbs/00_utils.ipynb #a44aed06
 def add_config_options(
-    parser, config_class, skip=(), defaults: dict | None = None, overrides: dict | None = None, exclusive=()
+    parser,
+    config_class,
+    skip=(),
+    defaults: dict | None = None,
+    overrides: dict | None = None,
+    exclusive=(),
+    unset: bool = False,
 ) -> list[str]:
     """Add to `parser` (an argparse parser or argument group) an option `--field-name` for each knob of the dataclass
     `config_class` (`config_fields`, without `skip`). Its type is the annotation's (`field_kind`): a number is checked
@@ -588,7 +594,9 @@ def add_config_options(
     a flag, `--x` (or `--x/--no-x` when it defaults to true). Its default is the field's, or `defaults`' (None: not
     given), shown in its help, which is the field's doc (`field_help`). `overrides` maps a field to `add_argument`
     keywords that replace the derived ones (`choices`, a stricter `type`, a `metavar`); the fields in `exclusive`
-    form one mutually exclusive group. Returns the names of the fields added."""
+    form one mutually exclusive group. With `unset`, an option not given parses to None (so that a preset can fill
+    it before the field's default does), its help still showing that default. Returns the names of the fields
+    added."""
     defaults = defaults or {}
     overrides = overrides or {}
     group = parser.add_mutually_exclusive_group() if exclusive else None
@@ -597,7 +605,7 @@ def add_config_options(
         kind, count, _ = field_kind(config_class, f)
         default = defaults.get(f.name, field_default(f))
         shown = "" if default is None or kind is bool else f" (default: {default})"
-        kwargs = dict(default=default, help=(field_help(f) + shown).replace("%", "%%"))
+        kwargs = dict(default=None if unset else default, help=(field_help(f) + shown).replace("%", "%%"))
         if kind is bool:
             kwargs["action"] = argparse.BooleanOptionalAction if default else "store_true"
         else:
