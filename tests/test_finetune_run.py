@@ -50,3 +50,48 @@ def test_finetune_run_starts_from_pretraining_and_refuses_bad_input(tmp_path):
         )
     assert e.value.ename == "VimpacError" and str(missing) in e.value.evalue and "\n" not in e.value.evalue
     assert not (tmp_path / "run" / "model" / "model.safetensors").exists()
+
+
+def test_finetune_run_table12_schedule(tmp_path, texture_video):
+    """`-p schedule table12` with a dataset as it ships (UCF101's layout): the preset's values, printed with their
+    sources, fill the parameters left at None (T 10, the 12 training views, batch 128 clamped to the store, 3x10 test
+    views), and the parameters set replace them (frame size 32, 1 epoch)."""
+    root, lists = tmp_path / "UCF-101", tmp_path / "ucfTrainTestlist"
+    lists.mkdir()
+    (lists / "classInd.txt").write_text("1 ApplyEyeMakeup\n2 YoYo\n")
+    train = [f"{c}/v_{c}_g0{i}_c01.avi" for c in ("ApplyEyeMakeup", "YoYo") for i in (8, 9)]
+    test = [f"{c}/v_{c}_g01_c01.avi" for c in ("ApplyEyeMakeup", "YoYo")]
+    (lists / "trainlist01.txt").write_text("".join(f"{v} {1 + i // 2}\n" for i, v in enumerate(train)))
+    (lists / "testlist01.txt").write_text("".join(f"{v}\n" for v in test))
+    for i, v in enumerate(train + test):
+        texture_video(root / v, i, seconds=2, size=40)
+    out = tmp_path / "run"
+    params = dict(dataset="ucf101", video_root=str(root), split_dir=str(lists), schedule="table12", out=str(out))
+    nb = pm.execute_notebook(
+        NB,
+        str(tmp_path / "executed.ipynb"),
+        parameters=dict(params, frame_size=32, epochs=1),
+        kernel_name="python3",
+        progress_bar=False,
+    )
+    printed = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
+    assert "tokenize: dataset preset ucf101 (Table 12, §4.2)" in printed and "  fps = 2.0 (§4.2)" in printed
+    assert "  frame_size = 32 (given; the preset's is 256, §4.2)" in printed
+    assert "vimpac-finetune: dataset preset ucf101" in printed and "  clip_len = 10 (§4.2)" in printed
+    assert "  epochs = 1.0 (given; the preset's is 50, Table 12, 3700 updates in the paper)" in printed
+    cfg = json.loads((out / "model" / "finetune_config.json").read_text())
+    assert (cfg["clip_len"], cfg["views"], cfg["epochs"], cfg["batch_size"]) == (10, "all", 1.0, 4)
+    assert json.loads((out / "stores" / "train" / "meta.json").read_text())["fps"] == 2.0
+    assert json.loads((out / "eval" / "metrics.json").read_text())["views"] == "3x10"
+    with pytest.raises(PapermillExecutionError) as e:  # no preset for a folder dataset
+        pm.execute_notebook(
+            NB,
+            str(tmp_path / "bad.ipynb"),
+            parameters=dict(schedule="table12"),
+            kernel_name="python3",
+            progress_bar=False,
+        )
+    assert (
+        e.value.evalue
+        == "parameter schedule: table12 needs a dataset of ssv2, diving48, ucf101, hmdb51, kinetics400, got None"
+    )

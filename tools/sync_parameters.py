@@ -25,9 +25,15 @@ MARKER = "# ---- generated from the configs' fields by tools/sync_parameters.py:
 # notebook: (the loop's config, its fields left out, the defaults that differ from the config's: tiny, CPU-sized runs)
 RUNS = {
     "nbs/runs/pretrain.ipynb": (PretrainConfig, (), dict(steps=6, batch_size=3)),
-    # `views` is the notebook's own (the stored views, all of which training uses); log_every None: steps / 10
-    "nbs/runs/finetune.ipynb": (FinetuneConfig, ("views",), dict(steps=4, batch_size=4, clip_len=4, log_every=None)),
+    # `views` is the notebook's own (the stored views, all of which training uses); every loop parameter None: the
+    # notebook's `schedule` gives it (toy: a few CPU seconds; table12: the dataset's preset), else the config's default
+    "nbs/runs/finetune.ipynb": (
+        FinetuneConfig,
+        ("views",),
+        dict.fromkeys([f.name for f in config_fields(FinetuneConfig, ("views",))]),
+    ),
 }
+NOTES = {FinetuneConfig: "; None: the schedule's, else the config's default"}
 
 
 def generated(config_class, skip=(), defaults=None) -> list[str]:
@@ -35,7 +41,7 @@ def generated(config_class, skip=(), defaults=None) -> list[str]:
     unset = dict.fromkeys([f.name for f in config_fields(VimpacConfig, MODEL_SKIP)], None)
     lines = [MARKER, "# the model from scratch (VimpacConfig's fields; None: the preset's)"]
     lines += parameter_lines(VimpacConfig, MODEL_SKIP, unset)
-    lines += [f"# the training loop ({config_class.__name__}'s fields)"]
+    lines += [f"# the training loop ({config_class.__name__}'s fields{NOTES.get(config_class, '')})"]
     lines += parameter_lines(config_class, skip, defaults)
     return lines
 
