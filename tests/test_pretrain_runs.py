@@ -94,9 +94,11 @@ def test_two_processes_follow_one(bin_dir, store, tmp_path):
     c1, c2 = curve(tmp_path / "one"), curve(tmp_path / "two")
     assert [r["step"] for r in c1] == [r["step"] for r in c2] == list(range(8))
     # Step 0 is the same computation split over two processes: every logged value agrees to float summation order
-    # (a wrong normalisation of either loss under DDP, or InfoNCE negatives from one process only, shows here).
+    # (a wrong normalisation of either loss under DDP, or InfoNCE negatives from one process only, shows here: they
+    # move a loss by a factor or by log 2). Measured on this project's 2-core machine under load: the InfoNCE loss
+    # 1.2e-5 apart (relative), so the bound is 1e-4.
     for k in ("loss", "mask_loss", "cl_loss", "mask_acc", "cl_acc"):
-        assert abs(c1[0][k] - c2[0][k]) <= 1e-5 * max(abs(c1[0][k]), 1e-6), (k, c1[0][k], c2[0][k])
+        assert abs(c1[0][k] - c2[0][k]) <= 1e-4 * max(abs(c1[0][k]), 1e-6), (k, c1[0][k], c2[0][k])
     # After it, Adam turns that noise into +-lr moves of parameters whose gradient is tiny, which the CLS head's
     # BatchNorm over 8 clips amplifies: the InfoNCE term drifts apart (2.1% by step 4 on this project's 2-core
     # machine, where the earlier 0.5% bound failed), the token loss much less (within 1e-4 measured).
