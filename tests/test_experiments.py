@@ -1,0 +1,128 @@
+"""The paper's analysis as experiments (issue 23): the tables' rows are valid configurations at every scale, a claim's
+verdict follows the seeds' spread, a half-done sweep resumes without re-running a row, and `vimpac-experiment` runs a
+table's notebook through papermill, one line for bad input."""
+
+import json
+from pathlib import Path
+import pytest
+from vimpac.experiments import (
+    EXPERIMENTS,
+    SCALES,
+    Claim,
+    experiment_main,
+    experiment_rows,
+    run_experiment,
+    setup_for,
+    verdict,
+)
+from vimpac.model import VimpacConfig
+from vimpac.pretrain import PretrainConfig
+from vimpac.utils import VimpacError
+
+ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.usefixtures("one_thread")  # conftest.py
+
+
+def test_one_notebook_per_table_and_valid_rows():
+    assert sorted(p.stem for p in (ROOT / "nbs" / "experiments").glob("*.ipynb")) == sorted(EXPERIMENTS)
+    for e in EXPERIMENTS.values():
+        assert len({r.label for r in e.rows}) == len(e.rows), e.name
+        for c in e.claims:  # a claim names rows of its table
+            e.row(c.better), e.row(c.worse)
+        for scale in SCALES:
+            s = setup_for(scale)
+            for r in e.rows:
+                pre, model = r.at(scale)
+                VimpacConfig.from_preset(s.preset, **model)
+                if pre is not None:
+                    PretrainConfig(**{**s.pretrain, **e.base, **pre})
+                s.resolution(r)
+
+
+def test_paper_numbers_spot_checks():
+    "A few numbers read again from the paper's tables."
+    assert EXPERIMENTS["masking_strategy"].row("i.i.d., S 256").paper == dict(mask_acc=19.5, top1=61.4)
+    assert EXPERIMENTS["pretraining_tasks"].row("none").paper["ssv2"] == 1.2
+    assert EXPERIMENTS["positive_distance"].row("d_max 0").paper["top1"] == 66.7
+    assert EXPERIMENTS["layout"].row("T,H|W, pre-LN").paper == dict(top1=67.6)
+    assert EXPERIMENTS["masking_ratio"].base == EXPERIMENTS["masking_strategy"].base == dict(alpha=0.0)
+
+
+def run(main, argv, capsys):
+    "(exit status, stdout, stderr) of a console script's `main` run in this process."
+    try:
+        main(argv)
+        code = 0
+    except SystemExit as e:
+        code = e.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _results(a, b, metric="top1"):
+    return [
+        dict(row=row, seed=s, dataset="temporal", **{metric: v})
+        for row, values in (("A", a), ("B", b))
+        for s, v in enumerate(values)
+    ]
+
+
+@pytest.mark.parametrize(
+    "a, b, metric, word",
+    [
+        ([60, 61, 62], [50, 51, 52], "top1", "holds"),
+        ([50, 51, 52], [60, 61, 62], "top1", "reversed"),
+        ([50, 60, 55], [52, 57, 54], "top1", "not resolved at this scale"),
+        ([0.5, 0.6, 0.55], [1.0, 1.1, 1.05], "cl_loss", "holds"),  # a loss: lower is better
+        ([60], [50], "top1", "holds in direction"),
+    ],
+)
+def test_verdict(a, b, metric, word):
+    line = verdict(Claim("A beats B", "A", "B", metric), _results(a, b, metric))[0]
+    assert line.split(": ")[1].split(" (")[0] == word
+
+
+def test_rows_by_label_index_and_extra_rows():
+    e = EXPERIMENTS["masking_ratio"]
+    rows = experiment_rows(e, [0, "i.i.d., 14.5%"], [{"label": "block, 30%", "pretrain": {"mask_ratio": 0.3}}])
+    assert [r.label for r in rows] == ["block, 4 blocks (11.9%)", "i.i.d., 14.5%", "block, 30%"]
+    with pytest.raises(VimpacError, match="row: 'x' is not a row of masking_ratio"):
+        experiment_rows(e, ["x"])
+    with pytest.raises(VimpacError, match="extra_rows: .* is not a row"):
+        experiment_rows(e, None, [{"labels": "typo"}])
+    with pytest.raises(VimpacError, match="setup: 'steps' is not a field of Setup"):
+        setup_for("cpu", steps=3)
+
+
+def test_toy_run_resumes_without_running_a_row_again(tmp_path, monkeypatch):
+    out = tmp_path / "exp"
+    first = run_experiment("cl_weight", "toy", seeds=[0], out=out, rows=["α 0", "α 1"])
+    table = (out / "cl_weight" / "table.md").read_text()
+    assert "| α 0 | 1 |" in table and "| α 1 | 1 |" in table and "paper: UCF101" in table
+    assert {r["row"] for r in first.results} == {"α 0", "α 1"}
+    assert "cl_loss" not in first.results[0] and "cl_loss" in first.results[1]  # α 0 trains no CL
+    import vimpac.experiments as ex
+
+    def refuse(*a, **k):
+        raise AssertionError("a finished row ran again")
+
+    monkeypatch.setattr(ex, "pretrain", refuse)
+    monkeypatch.setattr(ex, "finetune", refuse)
+    again = run_experiment("cl_weight", "toy", seeds=[0], out=out, rows=["α 0", "α 1"])
+    assert again.results == first.results
+
+
+def test_vimpac_experiment_cli(tmp_path, capsys):
+    code, out, err = run(experiment_main, ["--list"], capsys)
+    assert code == 0 and out.count("\n") == len(EXPERIMENTS) and out.startswith("model_size: Impact of model size")
+    code, out, err = run(experiment_main, ["nope", "--out", str(tmp_path)], capsys)
+    assert code == 2 and err.startswith("vimpac-experiment: error: NAME: expected experiments of model_size")
+    code, out, err = run(experiment_main, ["layout", "--out", str(tmp_path), "--notebooks", str(tmp_path)], capsys)
+    assert code == 2 and err.count("\n") == 1 and "--notebooks: " in err
+    code, out, err = run(
+        experiment_main, ["negatives", "--out", str(tmp_path), "--rows", "0", "-p", "setup", "{}"], capsys
+    )
+    assert code == 0, err
+    assert (tmp_path / "negatives-rows-0.ipynb").is_file() and "| 128 - 1 | 1 |" in out
+    results = json.loads((tmp_path / "negatives" / "results.json").read_text())["results"]
+    assert [r["row"] for r in results] == ["128 - 1"]
