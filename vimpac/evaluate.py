@@ -25,11 +25,11 @@ from .engine import check_store_tokenizer, inference_precision
 
 # %% auto #0
 __all__ = ['SPATIAL_CROPS', 'FEATURES_FORMAT', 'RUN_RECORDS', 'parse_views', 'temporal_starts', 'view_clips', 'output_field',
-           'pooled_views', 'multiview_scores', 'classification_metrics', 'top_classes', 'write_predictions',
-           'knn_scores', 'LinearProbe', 'fit_linear_probe', 'probe_scores', 'check_store_for_model', 'store_videos',
-           'store_labels', 'video_tokens', 'Features', 'extract_features', 'read_run', 'load_run', 'run_tokenizer',
-           'check_classes', 'predict', 'Evaluation', 'evaluate', 'match_classes', 'evaluate_probe',
-           'nearest_neighbours', 'store_frames']
+           'pooled_views', 'multiview_scores', 'ranked_classes', 'classification_metrics', 'top_classes',
+           'write_predictions', 'knn_scores', 'LinearProbe', 'fit_linear_probe', 'probe_scores',
+           'check_store_for_model', 'store_videos', 'store_labels', 'video_tokens', 'Features', 'extract_features',
+           'read_run', 'load_run', 'run_tokenizer', 'check_classes', 'predict', 'Evaluation', 'evaluate',
+           'match_classes', 'evaluate_probe', 'nearest_neighbours', 'store_frames']
 
 # %% ../nbs/08a_evaluate.ipynb #50bcbb5a
 SPATIAL_CROPS = {1: (CENTER_VIEW,), 3: ("1x-topleft", CENTER_VIEW, "1x-bottomright")}
@@ -50,11 +50,11 @@ def parse_views(views) -> tuple[tuple[str, ...], int]:
 
 def temporal_starts(length: int, clip_len: int, k: int) -> torch.Tensor:
     """First frames of `k` clips of `clip_len` frames evenly spaced over a video of `length` frames: int64 (k,),
-    start_i = floor(i (L - T) / (k - 1) + 1/2), or floor((L - T) / 2) for k = 1; all 0 when L <= T."""
+    start_i = floor(i (L - T) / max(k - 1, 1)) as the authors' `get_start_end_idx` (`video_token_dataset_fps.py`
+    lines 16-63 of airsplay/vimpac): the first at 0, the last ending at frame L (k = 1: frame 0); all 0 when
+    L <= T."""
     delta = max(int(length) - int(clip_len), 0)
-    if k == 1:
-        return torch.tensor([delta // 2])
-    return torch.floor(torch.arange(k, dtype=torch.float64) * delta / (k - 1) + 0.5).long()
+    return torch.arange(k, dtype=torch.int64) * delta // max(k - 1, 1)
 
 
 def view_clips(tokens: dict, clip_len: int, k: int, pad_id: int, crops=None) -> torch.Tensor:
@@ -186,10 +186,22 @@ def multiview_scores(
         model.train(was)
 
 # %% ../nbs/08a_evaluate.ipynb #ebe0011f
+def ranked_classes(scores, k: int | None = None) -> torch.Tensor:
+    """Class indices of each row of `scores` float (N, C), best first: int64 (N, min(k, C)) (k None: all C). Exactly
+    equal scores keep the lower class index first (a stable sort), so column 0 is `scores.argmax(1)`, the first
+    maximum: the authors' `avg_probs.max(-1)` (`vimpac/finetune.py` line 300 of airsplay/vimpac). The one ranking of
+    top-1 / top-5, the confusion matrix, `top_classes` and `write_predictions`."""
+    scores = torch.as_tensor(scores).float()
+    k = scores.shape[1] if k is None else min(int(k), scores.shape[1])
+    return torch.sort(scores, dim=1, descending=True, stable=True).indices[:, :k]
+
+
 def classification_metrics(scores, labels, num_classes: int | None = None) -> dict:
     """Accuracy of class `scores` float (N, C) against integer `labels` (N,) in [0, C): `top1`, `top5` (top-min(5, C)),
     `mean_class_acc` (mean recall over the classes present in `labels`), `n` (videos), `per_class` (recall per class,
     None where a class has no video) and `confusion` (C x C counts, list of lists; row = true, column = predicted).
+    Classes are ranked by `ranked_classes` (ties: the lower index first, the prediction `argmax` and the authors'
+    evaluation make).
     Raises `VimpacError` when the shapes disagree or a label is outside [0, C)."""
     scores, labels = torch.as_tensor(scores).float(), torch.as_tensor(labels).long()
     C = num_classes or scores.shape[1]
@@ -201,7 +213,7 @@ def classification_metrics(scores, labels, num_classes: int | None = None) -> di
         raise VimpacError(
             f"labels: expected class indices in [0, {C}), got values {int(labels.min())}..{int(labels.max())}"
         )
-    top = scores.topk(min(5, C), 1).indices
+    top = ranked_classes(scores, 5)
     hit = top == labels[:, None]
     conf = torch.bincount(labels * C + top[:, 0], minlength=C * C).reshape(C, C)
     support = conf.sum(1)
@@ -219,9 +231,11 @@ def classification_metrics(scores, labels, num_classes: int | None = None) -> di
 # %% ../nbs/08a_evaluate.ipynb #104e6b68
 def top_classes(scores, classes=None, top: int = 5) -> list[list[tuple[str, float]]]:
     """The `top` best classes of each row of `scores` float (N, C), best first, as (name, score) pairs; names from
-    `classes` (a list of C names) or the class index as a string."""
+    `classes` (a list of C names) or the class index as a string; ranked by `ranked_classes` (ties: the lower index
+    first)."""
     scores = torch.as_tensor(scores).float()
-    v, i = scores.topk(min(top, scores.shape[1]), 1)
+    i = ranked_classes(scores, top)
+    v = scores.gather(1, i)
     name = (lambda j: classes[j]) if classes is not None else str
     return [[(name(int(a)), float(b)) for a, b in zip(ii, vv)] for ii, vv in zip(i, v)]
 
@@ -229,9 +243,10 @@ def top_classes(scores, classes=None, top: int = 5) -> list[list[tuple[str, floa
 def write_predictions(path, keys, scores, classes=None, labels=None, top: int = 5, paths=None) -> Path:
     """Write one CSV row per video to `path` (atomically): `key`, `path` (when `paths` given), `label` and
     `label_name` (when `labels` given), `pred`, `pred_name`, `score`, `correct`, and `top5`, the best `top` classes
-    as `name:score` joined by `;`. `scores` float (N, C). Returns the path."""
+    as `name:score` joined by `;`. `scores` float (N, C). `pred` is column 0 of `ranked_classes`, the top-1 of
+    `classification_metrics`. Returns the path."""
     scores = torch.as_tensor(scores).float()
-    tops, preds = top_classes(scores, classes, top), scores.argmax(1).tolist()
+    tops, preds = top_classes(scores, classes, top), ranked_classes(scores, 1)[:, 0].tolist()
     name = (lambda j: classes[j]) if classes is not None else str
     cols = (
         ["key"]
