@@ -50,7 +50,10 @@ class FinetuneConfig(TrainConfig):
     )
     weight_decay: float = field(
         default=0.01,
-        metadata={"help": "AdamW weight decay, not on biases, norms and embeddings (paper: 0.01, Table 12)"},
+        metadata={
+            "help": "AdamW weight decay, not on biases and the backbone's LayerNorm weights, as the authors' code "
+            "(paper: 0.01, Table 12)"
+        },
     )
     betas: tuple = field(
         default=(0.9, 0.999), metadata={"help": "AdamW (beta1, beta2) (paper: (0.9, 0.999), Table 12)"}
