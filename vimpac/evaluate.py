@@ -21,6 +21,7 @@ from .video import CENTER_VIEW, iter_views
 from .tokenizer import load_tokenizer
 from .store import TokenStore, expand_inputs, video_key
 from .model import VimpacForPreTraining, VimpacForVideoClassification
+from .data import clip_stride
 from .engine import check_store_tokenizer, inference_precision
 
 # %% auto #0
@@ -48,21 +49,21 @@ def parse_views(views) -> tuple[tuple[str, ...], int]:
     return SPATIAL_CROPS[int(m[1])], int(m[2])
 
 
-def temporal_starts(length: int, clip_len: int, k: int) -> torch.Tensor:
-    """First frames of `k` clips of `clip_len` frames evenly spaced over a video of `length` frames: int64 (k,),
-    start_i = floor(i (L - T) / max(k - 1, 1)) as the authors' `get_start_end_idx` (`video_token_dataset_fps.py`
-    lines 16-63 of airsplay/vimpac): the first at 0, the last ending at frame L (k = 1: frame 0); all 0 when
-    L <= T."""
-    delta = max(int(length) - int(clip_len), 0)
+def temporal_starts(length: int, clip_len: int, k: int, stride: int = 1) -> torch.Tensor:
+    """First frames of `k` clips of `clip_len` frames, each `stride` stored frames apart, evenly spaced over a video
+    of `length` stored frames: int64 (k,), start_i = floor(i max(L + s - 1 - T s, 0) / max(k - 1, 1)) as the authors'
+    `get_start_end_idx` (`video_token_dataset_fps.py` lines 16-63 of airsplay/vimpac); for s = 1, floor(i (L - T) /
+    (k - 1)): the first at 0, the last ending at frame L (k = 1: frame 0); all 0 when the video is shorter."""
+    delta = max(int(length) + stride - 1 - int(clip_len) * stride, 0)
     return torch.arange(k, dtype=torch.int64) * delta // max(k - 1, 1)
 
 
-def view_clips(tokens: dict, clip_len: int, k: int, pad_id: int, crops=None) -> torch.Tensor:
+def view_clips(tokens: dict, clip_len: int, k: int, pad_id: int, crops=None, stride: int = 1) -> torch.Tensor:
     """The views of one video as a batch of clips: for each spatial crop in `crops` (default: the keys of `tokens`, a
     dict view name → integer tokens (L, h, w), e.g. the int16 of `TokenStore.tokens`), its `k` temporal crops of
-    `clip_len` frames (`temporal_starts`), frames past the end filled with `pad_id`. int64 (len(crops) x k, T, h, w),
-    crop-major. One gather, no loop over views. Raises `VimpacError` when a crop is missing or the views differ in
-    length."""
+    `clip_len` frames, `stride` stored frames apart (`temporal_starts`), frames past the end filled with `pad_id`.
+    int64 (len(crops) x k, T, h, w), crop-major. One gather, no loop over views. Raises `VimpacError` when a crop is
+    missing or the views differ in length."""
     crops = list(tokens) if crops is None else list(crops)
     missing = [c for c in crops if c not in tokens]
     if missing:
@@ -80,7 +81,7 @@ def view_clips(tokens: dict, clip_len: int, k: int, pad_id: int, crops=None) -> 
     x = torch.stack(arrs)  # (S, L, h, w)
     L = x.shape[1]
     x = torch.cat([x, x.new_full((x.shape[0], 1, *x.shape[2:]), pad_id)], 1)  # one [PAD] frame at index L
-    idx = temporal_starts(L, clip_len, k)[:, None] + torch.arange(clip_len)  # (k, T)
+    idx = temporal_starts(L, clip_len, k, stride)[:, None] + stride * torch.arange(clip_len)  # (k, T)
     return x[:, idx.clamp(max=L)].flatten(0, 1)
 
 # %% ../nbs/08a_evaluate.ipynb #0b779dd9
@@ -154,13 +155,15 @@ def multiview_scores(
     progress: bool = False,
     total: int | None = None,
     precision: str = "auto",
+    stride: int = 1,
 ) -> torch.Tensor:
     """Class scores of each video by multi-view inference (§4.2): its spatial x temporal crops (`parse_views`) of
     T = `model.config.max_clip_len` frames each, through `model` in batches of `batch_size` clips (`pooled_views`), the
     softmax scores averaged over the views. `videos`: an iterable of dicts view name → integer tokens (L, h, w), one
     per video, holding at least the crops of `views`. `model` maps int64 tokens (B, T, h, w) to logits (B, C) (or an
     output with `.logits`); it runs in eval mode on `device` (default: the model's), under the autocast of `precision`
-    (`inference_precision`: bf16 on a recent GPU, fp32 on a CPU). Returns float32 (N, C), rows summing to 1. Raises
+    (`inference_precision`: bf16 on a recent GPU, fp32 on a CPU); a clip keeps every `stride`-th stored frame
+    (`view_clips`). Returns float32 (N, C), rows summing to 1. Raises
     `VimpacError` for bad `views`, `batch_size` or `precision`, a video lacking a crop, no video."""
     crops, k = parse_views(views)
     c = model.config
@@ -176,7 +179,7 @@ def multiview_scores(
     try:
         return pooled_views(
             fn,
-            (view_clips(v, c.max_clip_len, k, c.pad_id, crops) for v in videos),
+            (view_clips(v, c.max_clip_len, k, c.pad_id, crops, stride) for v in videos),
             batch_size,
             progress,
             total,
@@ -773,20 +776,23 @@ def evaluate(
     info: dict | None = None,
     progress: bool = True,
     precision: str = "auto",
+    clip_fps: float | None = None,
 ) -> Evaluation:
     """Multi-view evaluation (§4.2) of the classifier `model` on the labelled token `store` (a `TokenStore` or its
-    folder). `info` (`read_run`) adds the checks of the recorded class names and tokenizer. Raises `VimpacError`, in
+    folder). `info` (`read_run`) adds the checks of the recorded class names and tokenizer. Clips are taken at
+    `clip_fps` (default: the run's recorded frame rate, else the store's): every s-th stored frame, s = store fps /
+    clip fps (`vimpac.data.clip_stride`), as in training. Raises `VimpacError`, in
     one line, for a store that holds no video, has no labels or lacks a view, tokens that do not fit the model,
-    another tokenizer, a class count (or class names) other than the checkpoint's, or a `precision` the device lacks
-    (`multiview_scores`)."""
+    another tokenizer, a class count (or class names) other than the checkpoint's, a store frame rate that is not a
+    multiple of the clip rate, or a `precision` the device lacks (`multiview_scores`)."""
     store = _labelled_store(store)
     labels, classes = store_labels(store)
     check_classes(model, info, classes, store.path)
     check_store_for_model(store, model)
     _check_store_tokenizer(store, info)
-    scores = multiview_scores(
-        model, store_videos(store, parse_views(views)[0]), views, batch_size, device, progress, len(store), precision
-    )
+    stride = clip_stride(store.fps, clip_fps if clip_fps is not None else (info or {}).get("fps"), store.path)
+    videos = store_videos(store, parse_views(views)[0])
+    scores = multiview_scores(model, videos, views, batch_size, device, progress, len(store), precision, stride)
     return Evaluation(store.keys(), labels, scores, classes, str(views), "classifier")
 
 # %% ../nbs/08a_evaluate.ipynb #b8cd7505
