@@ -132,11 +132,12 @@ class FirstTokenModel(torch.nn.Module):
 
 
 def test_multiview_average_by_hand():
-    """1 spatial x 3 temporal crops of 2 frames over 5 frames start at 0, 2 (round(1.5)) and 3. The first token of
-    frames 0..4 is [1, 0, 2, 0, 0]: the clips start with 1, 2, 0, softmax (4, 1, 1)/6, (1, 4, 1)/6, (1, 1, 1)/3, so
-    the average is (7/18, 7/18, 4/18). A second video of 1 frame is padded: its 3 identical clips start with 2."""
+    """1 spatial x 3 temporal crops of 2 frames over 5 frames start at 0, 1 (floor(1.5), the authors' rule; rounding
+    gave 2) and 3. The first token of frames 0..4 is [1, 2, 0, 0, 0]: the clips start with 1, 2, 0, softmax
+    (4, 1, 1)/6, (1, 4, 1)/6, (1, 1, 1)/3, so the average is (7/18, 7/18, 4/18). A second video of 1 frame is padded:
+    its 3 identical clips start with 2."""
     a = np.zeros((5, 1, 1), np.int16)
-    a[[0, 2], 0, 0] = [1, 2]
+    a[[0, 1], 0, 0] = [1, 2]
     b = np.full((1, 1, 1), 2, np.int16)
     m = FirstTokenModel()
     s = multiview_scores(m, [{"1x-center": a}, {"1x-center": b}], "1x3", batch_size=4)

@@ -187,3 +187,24 @@ def test_two_processes_follow_one(bin_dir, stores, tmp_path):
         assert r.returncode == 0, r.stderr[-2000:]
         losses.append([json.loads(l)["loss"] for l in (out / "metrics.jsonl").read_text().splitlines()])
     assert len(losses[0]) == 6 and losses[0] == pytest.approx(losses[1], rel=1e-3)
+
+
+def test_clip_fps_subsamples_the_store(stores, tmp_path, capsys):
+    """issue 23: `--clip-fps 1` on stores tokenized at 2 FPS trains on every other stored frame, records the clip rate
+    for evaluation and prediction, and `evaluate` with the run's record takes the same stride (the authors' 16 FPS
+    sub-sampling); a store rate that is not a multiple of the clip rate is one line, before anything is written."""
+    from vimpac.evaluate import evaluate, multiview_scores, read_run, store_videos
+
+    line = one_line_error(capsys, ft(stores["train"], tmp_path / "bad", "--clip-fps", 3, "--steps", 1))
+    assert f"{stores['train']}: tokens at 2.0 FPS cannot give clips at clip_fps=3" in line, line
+    assert not (tmp_path / "bad").exists()
+    finetune_main(ft(stores["train"], tmp_path / "run", "--clip-fps", 1, "--steps", 2, "--batch-size", 3))
+    rec = json.loads((tmp_path / "run" / "finetune_config.json").read_text())
+    assert (rec["clip_fps"], rec["fps"], rec["store_fps"]) == (1, 1, 2.0)
+    info, model = read_run(tmp_path / "run"), VimpacForVideoClassification.from_pretrained(tmp_path / "run")
+    assert info["fps"] == 1.0
+    test = TokenStore(stores["test"])
+    ev = evaluate(model, test, "1x2", info=info, progress=False)
+    by_hand = [multiview_scores(model, store_videos(test, ["1x-center"]), "1x2", stride=s) for s in (2, 1)]
+    torch.testing.assert_close(ev.scores, by_hand[0])
+    assert not torch.allclose(by_hand[0], by_hand[1])  # the stride matters: the check is not vacuous

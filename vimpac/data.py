@@ -16,7 +16,8 @@ from .video import VIEW_SETS, scan_folder
 
 # %% auto #0
 __all__ = ['MASK_STRATEGIES', 'SPLIT_DATASETS', 'NUM_SPLITS', 'DATASET_PRESETS', 'take_clip', 'MaskSpec', 'ClipPairDataset',
-           'LabelledClipDataset', 'Split', 'read_split', 'DatasetPreset', 'dataset_preset', 'preset_lines']
+           'clip_stride', 'LabelledClipDataset', 'Split', 'read_split', 'DatasetPreset', 'dataset_preset',
+           'preset_lines']
 
 # %% ../nbs/06_data.ipynb #bdc2d7d1
 def take_clip(tokens: torch.Tensor, start: int, clip_len: int, pad_id: int) -> torch.Tensor:
@@ -143,6 +144,25 @@ class ClipPairDataset(torch.utils.data.Dataset):
         return torch.stack([self[int(i)][0] for i in indices])
 
 # %% ../nbs/06_data.ipynb #71f692ee
+def clip_stride(store_fps: float | None, clip_fps: float | None, where="store") -> int:
+    """Frames of a store at `store_fps` per frame of a clip at `clip_fps` (frames/s): s = store_fps / clip_fps, an
+    integer >= 1 (the authors' `sampled_frame_rate`, 16 / fps, `vimpac/data.py` line 192 of airsplay/vimpac); 1 when
+    `clip_fps` is None. Raises `VimpacError` naming `where` when `clip_fps` is not a positive number or the store's
+    frame rate is unknown or not a whole multiple of it."""
+    if clip_fps is None:
+        return 1
+    if isinstance(clip_fps, bool) or not isinstance(clip_fps, (int, float)) or not clip_fps > 0:
+        raise VimpacError(f"clip_fps: expected frames per second > 0 or None, got {clip_fps!r}")
+    s = None if store_fps is None else store_fps / clip_fps
+    if s is None or s < 1 - 1e-6 or abs(s - round(s)) > 1e-6:
+        raise VimpacError(
+            f"{where}: tokens at {store_fps} FPS cannot give clips at clip_fps={clip_fps:g}: the store's frame rate "
+            f"must be a whole multiple of it (tokenize at e.g. {16 if clip_fps in (2, 4) else clip_fps:g} FPS, or "
+            "leave clip_fps None for the store's rate)"
+        )
+    return int(round(s))
+
+
 class LabelledClipDataset(torch.utils.data.Dataset):
     """Fine-tuning samples from a labelled `TokenStore` (built with `labels`, §4.2). Item i is `(tokens, label)`:
     `tokens` int64 (T, h, w) with T = `clip_len`, one temporal crop of video i (a uniform start over the valid
@@ -150,10 +170,13 @@ class LabelledClipDataset(torch.utils.data.Dataset):
     drawn uniformly from `views` (view names, or a set name of `vimpac.video.VIEW_SETS`; default: all the store's
     views); `label` the video's class index (int, into `store.classes`). All randomness is keyed by (`seed`,
     epoch, i): call `set_epoch` between epochs, or index with `(epoch, i)`; `choice(i, epoch)` gives the
-    (view, start) a sample uses. Raises `VimpacError` for a store without labels, an empty store, `clip_len` < 1, or
-    a view the store lacks."""
+    (view, start) a sample uses. `clip_fps`: the clip's frame rate; a store tokenized at s times that rate
+    (`clip_stride`) gives clips of every s-th frame from a start over every phase, as the authors' 16 FPS
+    sub-sampling (see above); None: consecutive stored frames (s = 1). Raises `VimpacError` for a store without
+    labels, an empty store, `clip_len` < 1, a view the store lacks, or a store frame rate that is not a multiple of
+    `clip_fps`."""
 
-    def __init__(self, store, clip_len: int, seed: int = 0, views=None):
+    def __init__(self, store, clip_len: int, seed: int = 0, views=None, clip_fps: float | None = None):
         if getattr(store, "classes", None) is None or getattr(store, "labels", None) is None:
             raise VimpacError(
                 f"{store.path}: token store has no labels; tokenize it with labels "
@@ -178,6 +201,7 @@ class LabelledClipDataset(torch.utils.data.Dataset):
         self.store, self.clip_len, self.seed, self.views, self.epoch = store, clip_len, seed, views, 0
         self.keys, self.labels, self.lengths = store.keys(), list(store.labels), list(store.lengths)
         self.pad_id = store.vocab_size
+        self.stride = clip_stride(getattr(store, "fps", None), clip_fps, store.path)
 
     classes = property(lambda self: self.store.classes)
 
@@ -188,15 +212,18 @@ class LabelledClipDataset(torch.utils.data.Dataset):
         return len(self.keys)
 
     def choice(self, i: int, epoch: int | None = None) -> tuple[str, int]:
-        "The (view name, start frame) of sample i in `epoch` (default: the current one)."
+        "The (view name, start frame) of sample i in `epoch` (default: the current one); the start is uniform over"
+        "0 .. max(L + s - 1 - T s, 0) (s = `stride`; the authors' bounds)."
         g = make_generator(derive_seed(self.seed, self.epoch if epoch is None else epoch, i))
         view = self.views[int(torch.randint(len(self.views), (1,), generator=g))]
-        return view, int(torch.randint(max(self.lengths[i] - self.clip_len, 0) + 1, (1,), generator=g))
+        s = self.stride
+        return view, int(torch.randint(max(self.lengths[i] + s - 1 - self.clip_len * s, 0) + 1, (1,), generator=g))
 
     def __getitem__(self, key) -> tuple[torch.Tensor, int]:
         epoch, i = key if isinstance(key, tuple) else (self.epoch, key)  # (epoch, i) keys let workers skip set_epoch
         view, start = self.choice(i, epoch)
-        clip = torch.from_numpy(self.store.clip(self.keys[i], start, self.clip_len, view).astype("int64"))
+        span = (self.clip_len - 1) * self.stride + 1
+        clip = torch.from_numpy(self.store.clip(self.keys[i], start, span, view)[:: self.stride].astype("int64"))
         return take_clip(clip, 0, self.clip_len, self.pad_id), self.labels[i]
 
 # %% ../nbs/06_data.ipynb #c43b30e3

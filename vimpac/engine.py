@@ -29,7 +29,7 @@ from vimpac.utils import (
     read_json,
 )
 from .utils import warmup_linear, load_torch_file, disk_full_error, VimpacDeprecationWarning
-from .model import VimpacConfig
+from .model import VimpacConfig, TokenHead
 
 # %% auto #0
 __all__ = ['PRECISIONS', 'KEEP_LAST_HINT', 'RUNTIME_FIELDS', 'GPU_PEAK_FLOPS', 'OPTIMIZER_IMPL_KEYS', 'MEMORY_MARGIN',
@@ -97,8 +97,8 @@ class TrainConfig:
     weight_decay: float = field(
         default=0.05,
         metadata={
-            "help": "AdamW weight decay, not on biases, norms and "
-            "embeddings (paper: 0.05 pre-training, 0.01 fine-tuning, Table 12)"
+            "help": "AdamW weight decay, not on biases and the backbone's "
+            "LayerNorm weights, as the authors' code (paper: 0.05 pre-training, 0.01 fine-tuning, Table 12)"
         },
     )
     betas: tuple = field(
@@ -410,18 +410,18 @@ def dist_backend(device_type: str) -> str:
 
 # %% ../nbs/06b_engine.ipynb #276a386f
 def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
-    "AdamW groups: decay on weight matrices only; none on biases, LayerNorm/BatchNorm weights, embeddings and [CLS]."
+    """AdamW groups as the authors' optimizers make them (`vimpac/pretrain.py` lines 157-173, `vimpac/finetune.py`
+    lines 108-122 of airsplay/vimpac): [decay at `weight_decay`, no decay]. No decay on biases and on the weights of
+    LayerNorms, except a `TokenHead`'s (theirs is named `mlm_head.transform.2.weight` and decays); decay on all else:
+    weight matrices, token embedding, positional tables, [CLS], BatchNorm weights. Parameters that do not require a
+    gradient are left out."""
+    in_head = {id(m) for h in model.modules() if isinstance(h, TokenHead) for m in h.modules()}
     decay, no_decay = [], []
-    for mod_name, mod in model.named_modules():
+    for mod in model.modules():
         for name, p in mod.named_parameters(recurse=False):
             if not p.requires_grad:
                 continue
-            skip = (
-                name.endswith("bias")
-                or isinstance(mod, (nn.LayerNorm, nn.BatchNorm1d, nn.Embedding))
-                or p.ndim < 2
-                or name in ("pos_t", "pos_h", "pos_w", "cls")
-            )
+            skip = name.endswith("bias") or (isinstance(mod, nn.LayerNorm) and id(mod) not in in_head)
             (no_decay if skip else decay).append(p)
     return [dict(params=decay, weight_decay=weight_decay), dict(params=no_decay, weight_decay=0.0)]
 

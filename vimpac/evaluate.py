@@ -21,15 +21,16 @@ from .video import CENTER_VIEW, iter_views
 from .tokenizer import load_tokenizer
 from .store import TokenStore, expand_inputs, video_key
 from .model import VimpacForPreTraining, VimpacForVideoClassification
+from .data import clip_stride
 from .engine import check_store_tokenizer, inference_precision
 
 # %% auto #0
 __all__ = ['SPATIAL_CROPS', 'FEATURES_FORMAT', 'RUN_RECORDS', 'parse_views', 'temporal_starts', 'view_clips', 'output_field',
-           'pooled_views', 'multiview_scores', 'classification_metrics', 'top_classes', 'write_predictions',
-           'knn_scores', 'LinearProbe', 'fit_linear_probe', 'probe_scores', 'check_store_for_model', 'store_videos',
-           'store_labels', 'video_tokens', 'Features', 'extract_features', 'read_run', 'load_run', 'run_tokenizer',
-           'check_classes', 'predict', 'Evaluation', 'evaluate', 'match_classes', 'evaluate_probe',
-           'nearest_neighbours', 'store_frames']
+           'pooled_views', 'multiview_scores', 'ranked_classes', 'classification_metrics', 'top_classes',
+           'write_predictions', 'knn_scores', 'LinearProbe', 'fit_linear_probe', 'probe_scores',
+           'check_store_for_model', 'store_videos', 'store_labels', 'video_tokens', 'Features', 'extract_features',
+           'read_run', 'load_run', 'run_tokenizer', 'check_classes', 'predict', 'Evaluation', 'evaluate',
+           'match_classes', 'evaluate_probe', 'nearest_neighbours', 'store_frames']
 
 # %% ../nbs/08a_evaluate.ipynb #50bcbb5a
 SPATIAL_CROPS = {1: (CENTER_VIEW,), 3: ("1x-topleft", CENTER_VIEW, "1x-bottomright")}
@@ -48,21 +49,21 @@ def parse_views(views) -> tuple[tuple[str, ...], int]:
     return SPATIAL_CROPS[int(m[1])], int(m[2])
 
 
-def temporal_starts(length: int, clip_len: int, k: int) -> torch.Tensor:
-    """First frames of `k` clips of `clip_len` frames evenly spaced over a video of `length` frames: int64 (k,),
-    start_i = floor(i (L - T) / (k - 1) + 1/2), or floor((L - T) / 2) for k = 1; all 0 when L <= T."""
-    delta = max(int(length) - int(clip_len), 0)
-    if k == 1:
-        return torch.tensor([delta // 2])
-    return torch.floor(torch.arange(k, dtype=torch.float64) * delta / (k - 1) + 0.5).long()
+def temporal_starts(length: int, clip_len: int, k: int, stride: int = 1) -> torch.Tensor:
+    """First frames of `k` clips of `clip_len` frames, each `stride` stored frames apart, evenly spaced over a video
+    of `length` stored frames: int64 (k,), start_i = floor(i max(L + s - 1 - T s, 0) / max(k - 1, 1)) as the authors'
+    `get_start_end_idx` (`video_token_dataset_fps.py` lines 16-63 of airsplay/vimpac); for s = 1, floor(i (L - T) /
+    (k - 1)): the first at 0, the last ending at frame L (k = 1: frame 0); all 0 when the video is shorter."""
+    delta = max(int(length) + stride - 1 - int(clip_len) * stride, 0)
+    return torch.arange(k, dtype=torch.int64) * delta // max(k - 1, 1)
 
 
-def view_clips(tokens: dict, clip_len: int, k: int, pad_id: int, crops=None) -> torch.Tensor:
+def view_clips(tokens: dict, clip_len: int, k: int, pad_id: int, crops=None, stride: int = 1) -> torch.Tensor:
     """The views of one video as a batch of clips: for each spatial crop in `crops` (default: the keys of `tokens`, a
     dict view name → integer tokens (L, h, w), e.g. the int16 of `TokenStore.tokens`), its `k` temporal crops of
-    `clip_len` frames (`temporal_starts`), frames past the end filled with `pad_id`. int64 (len(crops) x k, T, h, w),
-    crop-major. One gather, no loop over views. Raises `VimpacError` when a crop is missing or the views differ in
-    length."""
+    `clip_len` frames, `stride` stored frames apart (`temporal_starts`), frames past the end filled with `pad_id`.
+    int64 (len(crops) x k, T, h, w), crop-major. One gather, no loop over views. Raises `VimpacError` when a crop is
+    missing or the views differ in length."""
     crops = list(tokens) if crops is None else list(crops)
     missing = [c for c in crops if c not in tokens]
     if missing:
@@ -80,7 +81,7 @@ def view_clips(tokens: dict, clip_len: int, k: int, pad_id: int, crops=None) -> 
     x = torch.stack(arrs)  # (S, L, h, w)
     L = x.shape[1]
     x = torch.cat([x, x.new_full((x.shape[0], 1, *x.shape[2:]), pad_id)], 1)  # one [PAD] frame at index L
-    idx = temporal_starts(L, clip_len, k)[:, None] + torch.arange(clip_len)  # (k, T)
+    idx = temporal_starts(L, clip_len, k, stride)[:, None] + stride * torch.arange(clip_len)  # (k, T)
     return x[:, idx.clamp(max=L)].flatten(0, 1)
 
 # %% ../nbs/08a_evaluate.ipynb #0b779dd9
@@ -154,13 +155,15 @@ def multiview_scores(
     progress: bool = False,
     total: int | None = None,
     precision: str = "auto",
+    stride: int = 1,
 ) -> torch.Tensor:
     """Class scores of each video by multi-view inference (§4.2): its spatial x temporal crops (`parse_views`) of
     T = `model.config.max_clip_len` frames each, through `model` in batches of `batch_size` clips (`pooled_views`), the
     softmax scores averaged over the views. `videos`: an iterable of dicts view name → integer tokens (L, h, w), one
     per video, holding at least the crops of `views`. `model` maps int64 tokens (B, T, h, w) to logits (B, C) (or an
     output with `.logits`); it runs in eval mode on `device` (default: the model's), under the autocast of `precision`
-    (`inference_precision`: bf16 on a recent GPU, fp32 on a CPU). Returns float32 (N, C), rows summing to 1. Raises
+    (`inference_precision`: bf16 on a recent GPU, fp32 on a CPU); a clip keeps every `stride`-th stored frame
+    (`view_clips`). Returns float32 (N, C), rows summing to 1. Raises
     `VimpacError` for bad `views`, `batch_size` or `precision`, a video lacking a crop, no video."""
     crops, k = parse_views(views)
     c = model.config
@@ -176,7 +179,7 @@ def multiview_scores(
     try:
         return pooled_views(
             fn,
-            (view_clips(v, c.max_clip_len, k, c.pad_id, crops) for v in videos),
+            (view_clips(v, c.max_clip_len, k, c.pad_id, crops, stride) for v in videos),
             batch_size,
             progress,
             total,
@@ -186,10 +189,22 @@ def multiview_scores(
         model.train(was)
 
 # %% ../nbs/08a_evaluate.ipynb #ebe0011f
+def ranked_classes(scores, k: int | None = None) -> torch.Tensor:
+    """Class indices of each row of `scores` float (N, C), best first: int64 (N, min(k, C)) (k None: all C). Exactly
+    equal scores keep the lower class index first (a stable sort), so column 0 is `scores.argmax(1)`, the first
+    maximum: the authors' `avg_probs.max(-1)` (`vimpac/finetune.py` line 300 of airsplay/vimpac). The one ranking of
+    top-1 / top-5, the confusion matrix, `top_classes` and `write_predictions`."""
+    scores = torch.as_tensor(scores).float()
+    k = scores.shape[1] if k is None else min(int(k), scores.shape[1])
+    return torch.sort(scores, dim=1, descending=True, stable=True).indices[:, :k]
+
+
 def classification_metrics(scores, labels, num_classes: int | None = None) -> dict:
     """Accuracy of class `scores` float (N, C) against integer `labels` (N,) in [0, C): `top1`, `top5` (top-min(5, C)),
     `mean_class_acc` (mean recall over the classes present in `labels`), `n` (videos), `per_class` (recall per class,
     None where a class has no video) and `confusion` (C x C counts, list of lists; row = true, column = predicted).
+    Classes are ranked by `ranked_classes` (ties: the lower index first, the prediction `argmax` and the authors'
+    evaluation make).
     Raises `VimpacError` when the shapes disagree or a label is outside [0, C)."""
     scores, labels = torch.as_tensor(scores).float(), torch.as_tensor(labels).long()
     C = num_classes or scores.shape[1]
@@ -201,7 +216,7 @@ def classification_metrics(scores, labels, num_classes: int | None = None) -> di
         raise VimpacError(
             f"labels: expected class indices in [0, {C}), got values {int(labels.min())}..{int(labels.max())}"
         )
-    top = scores.topk(min(5, C), 1).indices
+    top = ranked_classes(scores, 5)
     hit = top == labels[:, None]
     conf = torch.bincount(labels * C + top[:, 0], minlength=C * C).reshape(C, C)
     support = conf.sum(1)
@@ -219,9 +234,11 @@ def classification_metrics(scores, labels, num_classes: int | None = None) -> di
 # %% ../nbs/08a_evaluate.ipynb #104e6b68
 def top_classes(scores, classes=None, top: int = 5) -> list[list[tuple[str, float]]]:
     """The `top` best classes of each row of `scores` float (N, C), best first, as (name, score) pairs; names from
-    `classes` (a list of C names) or the class index as a string."""
+    `classes` (a list of C names) or the class index as a string; ranked by `ranked_classes` (ties: the lower index
+    first)."""
     scores = torch.as_tensor(scores).float()
-    v, i = scores.topk(min(top, scores.shape[1]), 1)
+    i = ranked_classes(scores, top)
+    v = scores.gather(1, i)
     name = (lambda j: classes[j]) if classes is not None else str
     return [[(name(int(a)), float(b)) for a, b in zip(ii, vv)] for ii, vv in zip(i, v)]
 
@@ -229,9 +246,10 @@ def top_classes(scores, classes=None, top: int = 5) -> list[list[tuple[str, floa
 def write_predictions(path, keys, scores, classes=None, labels=None, top: int = 5, paths=None) -> Path:
     """Write one CSV row per video to `path` (atomically): `key`, `path` (when `paths` given), `label` and
     `label_name` (when `labels` given), `pred`, `pred_name`, `score`, `correct`, and `top5`, the best `top` classes
-    as `name:score` joined by `;`. `scores` float (N, C). Returns the path."""
+    as `name:score` joined by `;`. `scores` float (N, C). `pred` is column 0 of `ranked_classes`, the top-1 of
+    `classification_metrics`. Returns the path."""
     scores = torch.as_tensor(scores).float()
-    tops, preds = top_classes(scores, classes, top), scores.argmax(1).tolist()
+    tops, preds = top_classes(scores, classes, top), ranked_classes(scores, 1)[:, 0].tolist()
     name = (lambda j: classes[j]) if classes is not None else str
     cols = (
         ["key"]
@@ -758,20 +776,23 @@ def evaluate(
     info: dict | None = None,
     progress: bool = True,
     precision: str = "auto",
+    clip_fps: float | None = None,
 ) -> Evaluation:
     """Multi-view evaluation (§4.2) of the classifier `model` on the labelled token `store` (a `TokenStore` or its
-    folder). `info` (`read_run`) adds the checks of the recorded class names and tokenizer. Raises `VimpacError`, in
+    folder). `info` (`read_run`) adds the checks of the recorded class names and tokenizer. Clips are taken at
+    `clip_fps` (default: the run's recorded frame rate, else the store's): every s-th stored frame, s = store fps /
+    clip fps (`vimpac.data.clip_stride`), as in training. Raises `VimpacError`, in
     one line, for a store that holds no video, has no labels or lacks a view, tokens that do not fit the model,
-    another tokenizer, a class count (or class names) other than the checkpoint's, or a `precision` the device lacks
-    (`multiview_scores`)."""
+    another tokenizer, a class count (or class names) other than the checkpoint's, a store frame rate that is not a
+    multiple of the clip rate, or a `precision` the device lacks (`multiview_scores`)."""
     store = _labelled_store(store)
     labels, classes = store_labels(store)
     check_classes(model, info, classes, store.path)
     check_store_for_model(store, model)
     _check_store_tokenizer(store, info)
-    scores = multiview_scores(
-        model, store_videos(store, parse_views(views)[0]), views, batch_size, device, progress, len(store), precision
-    )
+    stride = clip_stride(store.fps, clip_fps if clip_fps is not None else (info or {}).get("fps"), store.path)
+    videos = store_videos(store, parse_views(views)[0])
+    scores = multiview_scores(model, videos, views, batch_size, device, progress, len(store), precision, stride)
     return Evaluation(store.keys(), labels, scores, classes, str(views), "classifier")
 
 # %% ../nbs/08a_evaluate.ipynb #b8cd7505

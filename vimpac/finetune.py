@@ -14,7 +14,7 @@ from torch import nn
 from .utils import VimpacError, check_number, read_json
 from .model import VimpacConfig, VimpacForVideoClassification
 from .official import load_official_classifier
-from .data import LabelledClipDataset, take_clip
+from .data import LabelledClipDataset, take_clip, clip_stride
 from .engine import TrainConfig, Engine, MetricsLog, StepBatches, StepPlan, start_run, plan_run, step_loader
 from .engine import check_resume_settings, latest_checkpoint, config_from_spec, check_store_tokenizer
 from .engine import check_run_tokenizer
@@ -30,7 +30,9 @@ class FinetuneConfig(TrainConfig):
     steps then linear decay, clipping at 1.0, a global batch of 128 clips (micro-batches and accumulation reach it),
     T = 10 frames. `steps` (or `epochs`: the paper runs 22 to 50, Table 12) are scaled down for CPU runs. `views`:
     the spatial views a training clip is drawn from (None: all of the store's, the 12 of `--views all`; `"noflip"`
-    for SSV2, whose classes depend on left and right). Raises `VimpacError` naming a field out of range."""
+    for SSV2, whose classes depend on left and right). `clip_fps`: the clips' frame rate when the store holds its
+    tokens at a multiple of it (the authors' 16 FPS sub-sampling, `vimpac.data.clip_stride`); None: the store's.
+    Raises `VimpacError` naming a field out of range."""
 
     batch_size: int = field(
         default=128,
@@ -50,7 +52,10 @@ class FinetuneConfig(TrainConfig):
     )
     weight_decay: float = field(
         default=0.01,
-        metadata={"help": "AdamW weight decay, not on biases, norms and embeddings (paper: 0.01, Table 12)"},
+        metadata={
+            "help": "AdamW weight decay, not on biases and the backbone's LayerNorm weights, as the authors' code "
+            "(paper: 0.01, Table 12)"
+        },
     )
     betas: tuple = field(
         default=(0.9, 0.999), metadata={"help": "AdamW (beta1, beta2) (paper: (0.9, 0.999), Table 12)"}
@@ -63,6 +68,18 @@ class FinetuneConfig(TrainConfig):
             "2 sizes x 3 crops, flipped; noflip for SSV2)"
         },
     )
+    clip_fps: float | None = field(
+        default=None,
+        metadata={
+            "help": "frames/s of a clip; the store's rate must be a whole multiple s of it, and a clip keeps every "
+            "s-th stored frame from a start at any stored frame (the authors tokenize at 16 FPS for 2 or 4 FPS "
+            "clips, §4.2); None: the store's rate, consecutive frames"
+        },
+    )
+
+    def __post_init__(self):
+        super().__post_init__()
+        self._check("clip_fps", gt=0)
 
 
 def finetune_lr(config: VimpacConfig) -> float:
@@ -208,7 +225,7 @@ def _collate(items, pad_from: int, pad_to: int):
 
 def _clip_batches(store, cfg: FinetuneConfig, pad_id: int, plan: StepPlan, run, start: int):
     "An iterator over this process's micro-batches (tokens, labels, has [PAD]) from step `start` of the `plan`."
-    data = LabelledClipDataset(store, cfg.clip_len, seed=cfg.seed, views=cfg.views)
+    data = LabelledClipDataset(store, cfg.clip_len, seed=cfg.seed, views=cfg.views, clip_fps=cfg.clip_fps)
     batches = StepBatches(len(store), plan, run.world, run.rank, start, cfg.seed)
     collate = functools.partial(_collate, pad_from=store.vocab_size, pad_to=pad_id)
     return iter(step_loader(data, batches, cfg, run.device, collate))
@@ -251,23 +268,29 @@ def _log_settled(eng: Engine, log: MetricsLog, G: int, pending: list):
 # %% ../nbs/08_finetune.ipynb #f4d9a15b
 @torch.no_grad()
 def clip_accuracy(
-    model: VimpacForVideoClassification, store, clip_len: int, classes: list[str] | None = None, batch_size: int = 32
+    model: VimpacForVideoClassification,
+    store,
+    clip_len: int,
+    classes: list[str] | None = None,
+    batch_size: int = 32,
+    stride: int = 1,
 ) -> float:
     """Top-1 accuracy of `model` on the labelled `store` from one view per video, the centre view and the middle
     temporal crop of `clip_len` frames: the quick check `finetune` logs (`vimpac.evaluate` does §4.2's multi-view
     inference). `classes`: the model's class names, onto which the store's labels are mapped (a test store may hold
-    a subset of them; default: the store's own). Runs in eval mode and restores the mode after; the hits are
-    counted on the model's device and read once."""
+    a subset of them; default: the store's own). A clip keeps every `stride`-th stored frame (`clip_stride`). Runs
+    in eval mode and restores the mode after; the hits are counted on the model's device and read once."""
     classes = classes or list(store.classes)
     to_model = torch.tensor([classes.index(c) for c in store.classes])
     c, dev, was = model.config, next(model.parameters()).device, model.training
     model.eval()
     hits = torch.zeros((), dtype=torch.long, device=dev)  # read once, at the end
-    keys, lengths, view = store.keys(), list(store.lengths), store.train_view
+    keys, lengths, view, s = store.keys(), list(store.lengths), store.train_view, stride
+    span = (clip_len - 1) * s + 1
     for lo in range(0, len(keys), batch_size):
         clips = [
             take_clip(
-                torch.from_numpy(store.clip(k, max(n - clip_len, 0) // 2, clip_len, view).astype("int64")),
+                torch.from_numpy(store.clip(k, max(n + s - 1 - clip_len * s, 0) // 2, span, view)[::s].astype("int64")),
                 0,
                 clip_len,
                 store.vocab_size,
@@ -315,15 +338,19 @@ def finetune(
     checkpoint steps only (`Engine.settle`).
     - `out`: the run folder: `metrics.jsonl`, `checkpoints/`, TensorBoard, and at the end `model.safetensors`,
       `config.json` (with `num_classes`), `finetune_config.json` (the settings with the `batch_size` used, the
-      tokenizer identity, the store's `fps` for `vimpac-predict`) and `classes.json` (the class names, in order).
+      tokenizer identity, the clips' frame rate `fps` for `vimpac-predict` and `vimpac-evaluate`, the store's
+      `store_fps`) and `classes.json` (the class names, in order).
     - `resume=True`: continue exactly from the newest checkpoint in `out` that loads. `test_store`: labelled held-out
       videos, whose `clip_accuracy` is logged at the end as `test_acc`. Returns the model (eval mode) and the records.
     Raises `VimpacError`, before anything is written, for a store (or test store) without labels, a test store with
-    classes the train store lacks, a head of another class count without `new_head`, a store of another
-    vocabulary or tokenizer, the errors of `start_run` and `plan_run`, and too many bad steps in a row."""
+    classes the train store lacks, a store frame rate that is not a multiple of `clip_fps`, a head of another class
+    count without `new_head`, a store of another vocabulary or tokenizer, the errors of `start_run` and `plan_run`,
+    and too many bad steps in a row."""
     cfg = cfg or FinetuneConfig()
     run = start_run(out, resume, device, cfg.precision)
     classes, tok = check_labelled(store, test_store), store.tokenizer_id
+    fps = cfg.clip_fps or store.fps  # the clips' frame rate, recorded for evaluate and predict
+    strides = [clip_stride(s.fps, fps, s.path) if s is not None else None for s in (store, test_store)]
     state = _resume_state(run.out, store, cfg) if resume else None
     if state is None:
         model = finetune_model(
@@ -356,7 +383,9 @@ def finetune(
             tokenizer=tok,
         )
     if test_store is not None and run.rank == 0:
-        log.write(dict(step=plan.steps, test_acc=clip_accuracy(model, test_store, cfg.clip_len, classes)))
+        log.write(
+            dict(step=plan.steps, test_acc=clip_accuracy(model, test_store, cfg.clip_len, classes, stride=strides[1]))
+        )
     log.close()
-    saved = dict(asdict(cfg), batch_size=plan.batch, tokenizer=tok, fps=store.fps)
+    saved = dict(asdict(cfg), batch_size=plan.batch, tokenizer=tok, fps=fps, store_fps=store.fps)
     return eng.finish({"finetune_config.json": saved, "classes.json": classes}), log.history
