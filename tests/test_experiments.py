@@ -2,7 +2,7 @@
 verdict follows the seeds' spread, a half-done sweep resumes without re-running a row, and `vimpac-experiment` runs a
 table's notebook through papermill, one line for bad input."""
 
-import json
+import json, signal, subprocess, sys, time
 from pathlib import Path
 import pytest
 from vimpac.experiments import (
@@ -13,6 +13,7 @@ from vimpac.experiments import (
     experiment_rows,
     run_experiment,
     setup_for,
+    slug,
     verdict,
 )
 from vimpac.model import VimpacConfig
@@ -126,3 +127,76 @@ def test_vimpac_experiment_cli(tmp_path, capsys):
     assert (tmp_path / "negatives-rows-0.ipynb").is_file() and "| 128 - 1 | 1 |" in out
     results = json.loads((tmp_path / "negatives" / "results.json").read_text())["results"]
     assert [r["row"] for r in results] == ["128 - 1"]
+
+
+def test_papermill_with_yaml_and_p_as_a_cluster_job_calls_it(tmp_path):
+    "papermill's own command line, parameters from YAML (-f) and -p; the table and figure readable in the output."
+    params = tmp_path / "params.yaml"
+    params.write_text(f"out: {tmp_path / 'exp'}\nrows: [0, 3]\nsetup:\n  pretrain: {{steps: 1}}\n")
+    executed = tmp_path / "layout.ipynb"
+    papermill = Path(sys.executable).parent / "papermill"
+    r = subprocess.run(
+        [
+            str(papermill),
+            str(ROOT / "nbs/experiments/layout.ipynb"),
+            str(executed),
+            "-f",
+            str(params),
+            "-p",
+            "seeds",
+            "[0]",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    outputs = [o for c in json.loads(executed.read_text())["cells"] for o in c.get("outputs", [])]
+    markdown = "".join("".join(o["data"]["text/markdown"]) for o in outputs if "text/markdown" in o.get("data", {}))
+    assert "| TxHxW, post-LN | 1 |" in markdown and "| T,H,W, post-LN | 1 |" in markdown and "paper: Speed" in markdown
+    assert any("image/png" in o.get("data", {}) for o in outputs)  # the figure
+    assert any("T,H|W beats full attention" in "".join(o.get("text", "")) for o in outputs)  # the verdicts
+
+
+def test_bad_parameter_one_line_and_killed_sweep_resumed(tmp_path, bin_dir):
+    out = tmp_path / "exp"
+    cmd = [str(bin_dir / "vimpac-experiment"), "cl_weight", "--out", str(out), "--rows", "0", "2"]
+    r = subprocess.run([*cmd, "-p", "threads", "many"], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert r.stderr.startswith(
+        "vimpac-experiment: error: cl_weight: parameter threads: expected an integer, got 'many'"
+    )
+    first = out / "cl_weight" / slug("α 0") / "seed0.json"
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(1200):  # the first row done: kill the job, as a scheduler would
+            if first.is_file() or p.poll() is not None:
+                break
+            time.sleep(0.1)
+        p.send_signal(signal.SIGKILL)
+        p.wait(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert first.is_file()
+    done_at = first.stat().st_mtime_ns
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)  # the same command again
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert first.stat().st_mtime_ns == done_at  # the finished row was read back, not run again
+    assert "| α 0 | 1 |" in r.stdout and "| α 1 | 1 |" in r.stdout
+
+
+def test_slurm_array_job_is_valid():
+    "examples/slurm/experiment.sbatch is valid bash and its command parses; stores.yaml gives store_data's shape."
+    import yaml
+    from vimpac.experiments import experiment_parser
+
+    script = ROOT / "examples/slurm/experiment.sbatch"
+    assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
+    assert '--rows "$SLURM_ARRAY_TASK_ID"' in script.read_text()
+    a = experiment_parser().parse_args(
+        ["masking_ratio", "--scale", "cluster", "--out", "o", "-f", "s.yaml", "--seeds", "0", "--rows", "3"]
+    )
+    assert (a.names, a.scale, a.rows, a.seeds) == (["masking_ratio"], "cluster", ["3"], [0])
+    stores = yaml.safe_load((ROOT / "examples/slurm/stores.yaml").read_text())["stores"]
+    assert set(stores) == {"pretrain", "ucf101"} and set(stores["ucf101"][128]) == {"train", "test"}
