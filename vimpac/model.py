@@ -618,14 +618,15 @@ class ModelOutput:
 @dataclass
 class PreTrainingOutput(ModelOutput):
     """What `VimpacForPreTraining` returns. `hidden` float (B, T, h, w, D); `cls` float (B, D), the [CLS] state;
-    `features` float32 (B, 256), the CLS head's output, L2-normalised (the InfoNCE input, §3.3). With labels:
+    `features` float32 (B, 256), the CLS head's output, L2-normalised (the InfoNCE input, §3.3); None when the
+    forward was asked for no features (`features=False`). With labels:
     `logits` (M, V) and `targets` int64 (M,) at the M labelled positions, and `loss`, the mask-then-predict
     cross-entropy (Eq. 1) summed over them and divided by `num_masked` (default M, i.e. the mean; 0 when M = 0).
     The InfoNCE needs the other clips of the batch, on every process: it is `vimpac.losses.info_nce(_distributed)`."""
 
     hidden: torch.Tensor
     cls: torch.Tensor
-    features: torch.Tensor
+    features: torch.Tensor | None
     logits: torch.Tensor | None = None
     targets: torch.Tensor | None = None
     loss: torch.Tensor | None = None
@@ -717,8 +718,11 @@ class VimpacForPreTraining(_Pretrained):
     A micro-batch of a larger batch passes the masked count of the whole batch, so that the micro-batches' losses add
     up to the batch's mean, and may pass `label_positions`, the flat indices (M,) int64 of the labelled positions in
     row-major order (`label_positions`), so that no host sync finds them (`_labelled_rows`), and `has_pad` (see
-    `pad_mask`). The CLS head runs in fp32 even under autocast (`fp32`). Raises `VimpacError` for tokens or labels
-    it cannot take, and for a batch of one in training mode (the CLS head's BatchNorm needs two clips)."""
+    `pad_mask`). The CLS head runs in fp32 even under autocast (`fp32`). `features=False` skips the CLS head
+    (`features` None; its BatchNorm neither runs nor updates its statistics): pre-training without CL-Mask takes
+    the features from a second forward of the unmasked clips (`vimpac.pretrain`, Table 9). Raises `VimpacError` for
+    tokens or labels it cannot take, and for a batch of one in training mode (the CLS head's BatchNorm needs two
+    clips)."""
 
     kind = "vimpac-pretraining"
 
@@ -737,9 +741,12 @@ class VimpacForPreTraining(_Pretrained):
         self.cls_head = nn.SyncBatchNorm.convert_sync_batchnorm(self.cls_head)
         return self
 
-    def forward(self, inputs, labels=None, num_masked=None, label_positions=None, has_pad=None) -> PreTrainingOutput:
+    def forward(
+        self, inputs, labels=None, num_masked=None, label_positions=None, has_pad=None, features: bool = True
+    ) -> PreTrainingOutput:
         if (
-            self.training
+            features
+            and self.training
             and len(getattr(inputs, "shape", ())) == 4
             and inputs.shape[0] == 1
             and _batchnorm_needs_two(self.cls_head)
@@ -749,9 +756,11 @@ class VimpacForPreTraining(_Pretrained):
                 "clips per batch; use a batch of 2 or more, or call .eval() to run the model on one clip"
             )
         hidden, cls = self.backbone(inputs, has_pad)
-        with fp32(cls.device.type):  # the CLS head in fp32 under autocast: its BatchNorm amplifies bf16 rounding
-            z = self.cls_head(cls.to(torch.promote_types(cls.dtype, torch.float32)))
-        out = PreTrainingOutput(hidden=hidden, cls=cls, features=F.normalize(z, dim=-1))
+        out = PreTrainingOutput(hidden=hidden, cls=cls, features=None)
+        if features:
+            with fp32(cls.device.type):  # the CLS head in fp32 under autocast: its BatchNorm amplifies bf16 rounding
+                z = self.cls_head(cls.to(torch.promote_types(cls.dtype, torch.float32)))
+            out.features = F.normalize(z, dim=-1)
         if labels is not None:
             labels = _check_labels(labels, hidden.shape[:4], self.config, hidden.device)
             rows, out.targets = _labelled_rows(hidden, labels, label_positions)

@@ -24,7 +24,7 @@ from .engine import PRECISIONS, list_checkpoints, param_groups  # noqa: F401 (fo
 
 # %% auto #0
 __all__ = ['CHECKPOINT_FIELDS', 'CHECKPOINT', 'EVAL_MICRO_BATCH', 'PretrainConfig', 'mask_clip_pairs', 'LogContext',
-           'step_record', 'log_record', 'pretrain', 'evaluate_masking']
+           'step_record', 'clip_flops', 'log_record', 'pretrain', 'evaluate_masking']
 
 # %% ../nbs/07_pretrain.ipynb #b9637bec
 @dataclass
@@ -32,9 +32,11 @@ class PretrainConfig(TrainConfig):
     """Pre-training hyper-parameters (Table 12; `steps`, `batch_size` and `lr` are scaled down for CPU runs): the
     shared `TrainConfig` (a `batch_size` of global clip pairs, at least 2: InfoNCE needs a negative; paper: 1024)
     and the objective's own fields: the masking (§3.1), the positives' distance and the negatives (§3.2), the
-    weight α and temperature γ of L = L_mask + α·γ·L_cl (§3.3). Every field is checked when the config is made: a
-    value out of range (`lr` NaN or <= 0, `temperature` <= 0, `clip_len` 0, ...) raises `VimpacError` naming the
-    field, what is allowed and the value given."""
+    weight α and temperature γ of L = L_mask + α·γ·L_cl (§3.3), and the switches of the analyses (§5.2): L_mask off
+    (`mask_then_predict`), the CL features of the unmasked clips (`cl_mask`). Every field is checked when the config
+    is made: a value out of range (`lr` NaN or <= 0, `temperature` <= 0, `clip_len` 0, ...) raises `VimpacError`
+    naming the field, what is allowed and the value given; so does `mask_then_predict` False with `alpha` 0 (nothing
+    to train)."""
 
     d_max: float | None = field(
         default=None,
@@ -82,6 +84,22 @@ class PretrainConfig(TrainConfig):
             "of the global micro-batch"
         },
     )
+    mask_then_predict: bool = field(
+        default=True,
+        metadata={
+            "help": "train the mask-then-predict loss L_mask (§3.1); False: pure CL pre-training, L = α·γ·L_cl (the "
+            "paper keeps α = 1), the token head frozen and its mask accuracy still logged where the clips are masked "
+            "(§5.2, Table 4 tab:non_pretraining; Table 16 tab:loss_ratio, row α = ∞*)"
+        },
+    )
+    cl_mask: bool = field(
+        default=True,
+        metadata={
+            "help": "CL-Mask: InfoNCE on the [CLS] features of the masked clips that mask-then-predict sees, the "
+            "paper's tied input (§5.2, Table 9 tab:mask_in_cl); False: on the unmasked clips, a second forward (about "
+            "2x the compute) with mask-then-predict, the only forward (no masking) without it"
+        },
+    )
     min_batch_size = 2  # InfoNCE needs a negative: 2 clip pairs at least
 
     def __post_init__(self):
@@ -93,6 +111,14 @@ class PretrainConfig(TrainConfig):
         self._check("mask_ratio", gt=0, lt=1)
         self._check("negatives", integer=True, ge=1)
         self.mask_spec()  # the strategy is one of `MASK_STRATEGIES`
+        for name in ("mask_then_predict", "cl_mask"):
+            if not isinstance(getattr(self, name), bool):
+                raise VimpacError(f"{name}: expected True or False, got {getattr(self, name)!r}")
+        if not self.mask_then_predict and self.alpha == 0:
+            raise VimpacError(
+                "mask_then_predict, alpha: without mask-then-predict the loss is alpha·γ·L_cl, so alpha 0 leaves "
+                "nothing to train; set alpha > 0 (the paper's pure CL pre-training keeps alpha 1) or mask_then_predict"
+            )
         if self.negatives is not None and self.batch_size % (self.negatives + 1):
             raise VimpacError(
                 f"negatives: groups of {self.negatives} + 1 pairs do not divide the batch size {self.batch_size}"
@@ -101,6 +127,10 @@ class PretrainConfig(TrainConfig):
     def mask_spec(self) -> MaskSpec:
         "How the loop masks a clip (`vimpac.data.MaskSpec`): `mask_strategy`, `num_blocks`, `mask_ratio`."
         return MaskSpec(self.mask_strategy, self.num_blocks, self.mask_ratio)
+
+    def masks(self) -> bool:
+        "Whether the loop masks the clips: for mask-then-predict or for CL-Mask (False: neither, the clips as given)."
+        return self.mask_then_predict or self.cl_mask
 
     def group(self) -> int | None:
         "The pairs of an InfoNCE group, `negatives` + 1 (`info_nce_distributed`'s `group`), or None: the micro-batch."
@@ -157,14 +187,18 @@ def step_record(
     """One logged step, as `pretrain` writes it to `metrics.jsonl`. `stats` float (4,): the step's token
     cross-entropy summed over its `n_masked` masked tokens, their correct predictions, the InfoNCE loss summed over
     its `ctx.batch` clip pairs, and the correct contrastive matches (of 2 x batch); `rate` = (clips, seconds) seen
-    since the last record (`MetricsLog.rate`). With `ctx.peak` it adds `mfu`, the model FLOPs utilisation over the
-    `ctx.world` processes: videos/s x 2 clips x `model_flops(model_config, clip_len, mask_ratio)` / (peak x world)."""
+    since the last record (`MetricsLog.rate`). `loss` is L = L_mask + α·γ·L_cl, without L_mask when
+    `cfg.mask_then_predict` is False (`mask_loss` and `mask_acc` are then the frozen token head's, measured); a run
+    that masks nothing (`cfg.masks()` False) logs no `mask_loss` nor `mask_acc`. With `ctx.peak` it adds `mfu`, the
+    model FLOPs utilisation over the `ctx.world` processes: videos/s x 2 clips x `clip_flops(model_config, cfg)` /
+    (peak x world)."""
     cfg, batch = ctx.cfg, ctx.batch
     nm = max(float(n_masked), 1)
     clips, seconds = rate
+    l_mask = stats[0] / nm if cfg.mask_then_predict else torch.zeros(())
     rec = dict(
         step=step,
-        loss=pretraining_loss(stats[0] / nm, stats[2] / batch, cfg.alpha, cfg.temperature).item(),
+        loss=pretraining_loss(l_mask, stats[2] / batch, cfg.alpha, cfg.temperature).item(),
         mask_loss=(stats[0] / nm).item(),
         mask_acc=(stats[1] / nm).item(),
         cl_loss=(stats[2] / batch).item(),
@@ -174,10 +208,24 @@ def step_record(
         clips_per_s=clips / seconds,
         videos_per_s=clips / 2 / seconds,
     )
+    if not cfg.masks():
+        del rec["mask_loss"], rec["mask_acc"]
     if ctx.peak:
-        flops = model_flops(ctx.model_config, cfg.clip_len, cfg.mask_ratio)
-        rec["mfu"] = rec["videos_per_s"] * 2 * flops / (ctx.peak * ctx.world)
+        rec["mfu"] = rec["videos_per_s"] * 2 * clip_flops(ctx.model_config, cfg) / (ctx.peak * ctx.world)
     return rec
+
+
+def clip_flops(model_config: VimpacConfig, cfg: PretrainConfig) -> int:
+    """Training FLOPs per clip of a pre-training step (`model_flops` at `cfg.clip_len`), as `cfg` trains: forward and
+    backward of the masked clip (token head at `cfg.mask_ratio`); without mask-then-predict the token head only runs
+    forward (the mask accuracy); without CL-Mask a forward and backward of the unmasked clip is added (with
+    mask-then-predict; the CLS head, under 0.1%, is then counted twice) or is the only one (without)."""
+    c, T, r = model_config, cfg.clip_len, cfg.mask_ratio
+    if not cfg.masks():
+        return model_flops(c, T, 0.0)
+    if not cfg.mask_then_predict:
+        return model_flops(c, T, 0.0) + model_flops(c, T, r, training=False) - model_flops(c, T, 0.0, training=False)
+    return model_flops(c, T, r) + (0 if cfg.cl_mask else model_flops(c, T, 0.0))
 
 
 def log_record(step, stats, n_masked, batch, cfg, lr, grad_norm, clips, seconds, model_config=None, peak=None, world=1):
@@ -307,27 +355,37 @@ def _pair_batches(store, cfg: PretrainConfig, c: VimpacConfig, plan: StepPlan, r
 # %% ../nbs/07_pretrain.ipynb #2367bdbf
 class _MaskedPairs:
     """The loader's collate: a micro-batch of (clip pair, mask uniforms) → (inputs, labels, label positions, has [PAD],
-    clip pairs), all found on the host."""
+    clip pairs, unmasked clips), all found on the host. The unmasked clips [c_1..c_n, c'_1..c'_n] are None unless
+    CL-Mask is off with mask-then-predict on (`cfg.cl_mask`); with neither (`cfg.masks()` False) the inputs are the
+    unmasked clips and labels and positions None."""
 
     def __init__(self, c: VimpacConfig, cfg: PretrainConfig):
         self.c, self.cfg = c, cfg
 
     def __call__(self, items):
         pairs, u = _collate(items)
+        has_pad = bool((pairs == self.c.pad_id).any())
+        if not self.cfg.masks():
+            return rearrange(pairs, "n two t h w -> (two n) t h w"), None, None, has_pad, len(pairs), None
         inputs, labels, _ = mask_clip_pairs(pairs, self.c, self.cfg, mask_u=u)
-        return inputs, labels, label_positions(labels), bool((pairs == self.c.pad_id).any()), len(pairs)
+        clean = None if self.cfg.cl_mask else rearrange(pairs, "n two t h w -> (two n) t h w")
+        return inputs, labels, label_positions(labels), has_pad, len(pairs), clean
 
 
 def _masked_step(it, accum: int, run) -> tuple[list, torch.Tensor]:
     """The `accum` micro-batches of one step, masked by the loader, moved to the device: [(inputs, labels, positions,
-    has [PAD], clip pairs, n_masked)], with n_masked the masked tokens of the global batch (summed over processes),
-    which normalises the token loss; and n_masked. Nothing is read from the device."""
+    has [PAD], clip pairs, unmasked clips, n_masked)] (see `_MaskedPairs` for the None ones), with n_masked the masked
+    tokens of the global batch (summed over processes), which normalises the token loss; and n_masked. Nothing is
+    read from the device."""
     mbs = []
     for _ in range(accum):
-        inputs, labels, positions, has_pad, m = next(it)
-        mbs.append((*(t.to(run.device, non_blocking=True) for t in (inputs, labels, positions)), has_pad, m))
+        inputs, labels, positions, has_pad, m, clean = next(it)
+        inputs, labels, positions, clean = (
+            None if t is None else t.to(run.device, non_blocking=True) for t in (inputs, labels, positions, clean)
+        )
+        mbs.append((inputs, labels, positions, has_pad, m, clean))
     n_masked = torch.full(
-        (), float(sum(len(mb[2]) for mb in mbs)), device=run.device
+        (), float(sum(0 if mb[2] is None else len(mb[2]) for mb in mbs)), device=run.device
     )  # counted by the loader, on the host
     if run.world > 1:
         dist.all_reduce(n_masked)
@@ -335,32 +393,52 @@ def _masked_step(it, accum: int, run) -> tuple[list, torch.Tensor]:
 
 
 def _loss_fn(eng: Engine, cfg: PretrainConfig, world: int, accum: int):
-    """The loss of one micro-batch (inputs, labels, label positions, has [PAD], m clip pairs, n_masked) and its
-    stats for `step_record`. Compiled (`cfg.compile`), the model gets no [PAD] flag (it then masks every batch) and
-    the masked count M is marked dynamic: one graph serves every batch (chapter 04, "Rows for the fused kernels")."""
+    """The loss of one micro-batch (inputs, labels, label positions, has [PAD], m clip pairs, unmasked clips,
+    n_masked) and its stats for `step_record`. Compiled (`cfg.compile`), the model gets no [PAD] flag (it then masks
+    every batch) and the masked count M is marked dynamic: one graph serves every batch (chapter 04, "Rows for the
+    fused kernels"). Without mask-then-predict the token loss is measured, not trained; without CL-Mask the features
+    come from the unmasked clips (a second forward when the clips are masked for mask-then-predict)."""
 
     def loss_fn(mb):  # the token loss over the global batch's masked tokens, InfoNCE over all processes
         # (in groups of `cfg.negatives` + 1 pairs when set)
-        inputs, labels, positions, has_pad, m, n_masked = mb
+        inputs, labels, positions, has_pad, m, clean, n_masked = mb
+        pad = None if cfg.compile else has_pad
+        if labels is None:  # neither mask-then-predict nor CL-Mask: the unmasked clips, features only
+            return _cl_only(eng.forward(inputs, has_pad=pad).features, m, cfg, accum)
         if cfg.compile:
             torch._dynamo.maybe_mark_dynamic(positions, 0)  # M: one graph for every count
-        o = eng.forward(inputs, labels, n_masked, positions, has_pad=None if cfg.compile else has_pad)
-        nce, cl_correct = info_nce_distributed(o.features[:m], o.features[m:], cfg.temperature, group=cfg.group())
+        o = eng.forward(inputs, labels, n_masked, positions, has_pad=pad, features=clean is None)
+        f = o.features if clean is None else eng.forward(clean, has_pad=pad).features  # CL-Mask off: 2nd forward
+        nce, cl_correct = info_nce_distributed(f[:m], f[m:], cfg.temperature, group=cfg.group())
         # DDP averages over processes: scaled by `world`, these sum to the one-process loss of the global batch
-        loss = pretraining_loss(world * o.loss, nce / (accum * m), cfg.alpha, cfg.temperature)
+        l_mask = world * o.loss if cfg.mask_then_predict else torch.zeros_like(nce)  # off: measured, not trained
+        loss = pretraining_loss(l_mask, nce / (accum * m), cfg.alpha, cfg.temperature)
         correct = (o.logits.argmax(-1) == o.targets).sum()
         return loss, torch.stack([o.loss.detach() * n_masked.clamp_min(1), correct, nce.detach(), cl_correct])
 
     return loss_fn
 
+
+def _cl_only(features: torch.Tensor, m: int, cfg: PretrainConfig, accum: int):
+    "The loss α·γ·L_cl and stats (no masked token) of a micro-batch of m pairs' unmasked `features` (2m, 256)."
+    nce, cl_correct = info_nce_distributed(features[:m], features[m:], cfg.temperature, group=cfg.group())
+    loss = pretraining_loss(torch.zeros_like(nce), nce / (accum * m), cfg.alpha, cfg.temperature)
+    zero = torch.zeros_like(nce)
+    return loss, torch.stack([zero, zero, nce.detach(), cl_correct])
+
 # %% ../nbs/07_pretrain.ipynb #bb4cc5e8
 def _memory_inputs(c: VimpacConfig, cfg: PretrainConfig):
     """`n` clip pairs as `plan_run` counts them (fake tensors): 2n clips of T x h x w tokens, their labels, and
-    `cfg.mask_ratio` of the tokens as labelled positions."""
+    `cfg.mask_ratio` of the 2n clips' tokens as labelled positions. Without CL-Mask the unmasked clips' forward
+    saves its own activations: with mask-then-predict 4n clips are counted (the masked and the unmasked, the CLS head
+    on all: a slight overcount), without it 2n clips and no labels (no token head)."""
 
     def make(n):
-        x = torch.zeros(2 * n, cfg.clip_len, *c.token_map, dtype=torch.long)
-        positions = torch.arange(math.ceil(cfg.mask_ratio * x.numel()))
+        if not cfg.masks():
+            return (torch.zeros(2 * n, cfg.clip_len, *c.token_map, dtype=torch.long),), dict(has_pad=False)
+        clips = 2 * n if cfg.cl_mask else 4 * n
+        x = torch.zeros(clips, cfg.clip_len, *c.token_map, dtype=torch.long)
+        positions = torch.arange(math.ceil(cfg.mask_ratio * x[: 2 * n].numel()))
         return (x, torch.zeros_like(x)), dict(label_positions=positions, has_pad=False)
 
     return make
@@ -380,7 +458,7 @@ def _log_settled(eng: Engine, log: MetricsLog, ctx: LogContext, pending: list):
     for s, stats, finite, grad_norm, lr, n_masked in eng.settle(pending):
         if log.due(s, ctx.cfg.log_every, finite):
             rec = step_record(ctx, s, stats, n_masked, lr=lr, grad_norm=grad_norm, rate=log.rate())
-            log.write(rec, finite, show=("loss", "mask_acc", "cl_acc"))
+            log.write(rec, finite, show=tuple(k for k in ("loss", "mask_acc", "cl_acc") if k in rec))
         eng.check_bad_steps(s, "pre-training")
 
 # %% ../nbs/07_pretrain.ipynb #a1b2c3d5
@@ -395,7 +473,9 @@ def pretrain(
     resume: bool = False,
     init=None,
 ) -> tuple[VimpacForPreTraining, list[dict]]:
-    """Pre-train on a `TokenStore` with both losses (§3.3, Table 12), in one process or under `torchrun`.
+    """Pre-train on a `TokenStore` with both losses (§3.3, Table 12), in one process or under `torchrun`; or, as the
+    analyses of §5.2 do, without mask-then-predict (`cfg.mask_then_predict`: the token head frozen during the run)
+    or with the CL features of the unmasked clips (`cfg.cl_mask`).
     - `model`: a model, a `VimpacConfig`, or a preset name or dict for `config_from_spec` (None: `tiny`). With
       `resume` or `init` the model is the saved one: a `model` given too must agree with it, else `VimpacError` names
       what differs.
@@ -419,6 +499,7 @@ def pretrain(
     state = _resume_state(run.out, store, model, cfg) if resume else None
     model = _pretrain_model(store, model, cfg, state, init)
     c, world = model.config, run.world
+    model.token_head.requires_grad_(cfg.mask_then_predict)  # off: frozen, outside AdamW and DDP (no update, no decay)
     plan = plan_run(cfg, len(store), run, model, _memory_inputs(c, cfg), sample="clip pair", least=-(-2 // world))
     _check_groups(cfg, plan.micro * world)
     eng = Engine(model, cfg, plan.steps, run)
@@ -443,7 +524,9 @@ def pretrain(
         )
     log.close()
     saved = dict(asdict(cfg), batch_size=plan.batch, tokenizer=store.tokenizer_id, fps=store.fps)
-    return eng.finish({"pretrain_config.json": saved}), log.history
+    model = eng.finish({"pretrain_config.json": saved})
+    model.token_head.requires_grad_(True)
+    return model, log.history
 
 # %% ../nbs/07_pretrain.ipynb #72ebd7bb
 EVAL_MICRO_BATCH = 64  # clip pairs per forward in `evaluate_masking` when the config sets no micro-batch
@@ -463,8 +546,9 @@ def evaluate_masking(
     masked tokens. Each batch of `cfg.batch_size` pairs is masked at once, then goes through the model
     `micro_batch_size` pairs at a time (default: `cfg.micro_batch_size`, else `EVAL_MICRO_BATCH`) under the autocast
     of `cfg.precision` (`inference_precision`: bf16 on a recent GPU, fp32 on a CPU); the InfoNCE accuracy is the whole
-    batch's. The counts are summed on the device and read once. Returns `mask_acc`, `majority_acc`, `cl_acc`,
-    `masked_tokens`. Raises `VimpacError` for a `micro_batch_size` below 1 or a precision the device lacks."""
+    batch's, on the masked clips, or on the unmasked ones (a second forward) when `cfg.cl_mask` is False. The counts
+    are summed on the device and read once. Returns `mask_acc`, `majority_acc`, `cl_acc`, `masked_tokens`. Raises
+    `VimpacError` for a `micro_batch_size` below 1 or a precision the device lacks."""
     cfg = cfg or PretrainConfig()
     device = next(model.parameters()).device
     amp = inference_precision(cfg.precision, device)
@@ -483,11 +567,14 @@ def evaluate_masking(
             data.set_epoch(b)
             pairs = data.batch(batch_indices(len(store), cfg.batch_size, b, seed)).to(device)
             inputs, labels, _ = mask_clip_pairs(pairs, model.config, cfg, gen)  # [c_1..c_n, c'_1..c'_n]
+            clean = inputs if cfg.cl_mask else rearrange(pairs, "n two t h w -> (two n) t h w")  # (unused with CL-Mask)
             feats = []
             for lo in range(0, len(pairs), micro):  # pairs lo.. of both halves
-                x, y = (t.unflatten(0, (2, -1))[:, lo : lo + micro].flatten(0, 1) for t in (inputs, labels))
+                x, y, z = (t.unflatten(0, (2, -1))[:, lo : lo + micro].flatten(0, 1) for t in (inputs, labels, clean))
                 with torch.autocast(device.type, amp, enabled=amp is not None):
-                    o = model(x, y)
+                    o = model(x, y, features=cfg.cl_mask)
+                    if not cfg.cl_mask:  # CL-Mask off: the features of the unmasked clips
+                        o.features = model(z, features=True).features
                 sums[:3] += torch.stack(
                     [
                         (o.logits.argmax(-1) == o.targets).sum(),

@@ -274,18 +274,22 @@ def plot_nn_fill(
 # %% ../nbs/09_viz.ipynb #410610ac
 def plot_curves(history: list[dict], path=None, baseline: float | None = None):
     """Loss, mask loss and CL loss (left) and mask / CL accuracy (right) against the step, from the metric dicts that
-    `pretrain` logs. `baseline` (the majority-token accuracy) is drawn as a dashed line. Saves a PNG to `path`."""
+    `pretrain` logs; a curve whose field the records lack is left out (a run that masks nothing logs no `mask_loss`
+    nor `mask_acc`: `PretrainConfig.masks`). `baseline` (the majority-token accuracy) is drawn as a dashed line.
+    Saves a PNG to `path`."""
     if not history:
         raise VimpacError("plot_curves: the history is empty")
     s = [h["step"] for h in history]
     fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.6))
     for k, lab in [("loss", "L = L_mask + αγ L_cl"), ("mask_loss", "L_mask"), ("cl_loss", "L_cl")]:
-        a.plot(s, [h[k] for h in history], label=lab)
+        if k in history[0]:
+            a.plot(s, [h[k] for h in history], label=lab)
     a.set_xlabel("step")
     a.set_ylabel("loss")
     a.legend()
     a.grid(alpha=0.3)
-    b.plot(s, [h["mask_acc"] for h in history], label="mask accuracy (train)")
+    if "mask_acc" in history[0]:
+        b.plot(s, [h["mask_acc"] for h in history], label="mask accuracy (train)")
     b.plot(s, [h["cl_acc"] for h in history], label="CL accuracy (train)")
     if baseline is not None:
         b.axhline(baseline, ls="--", c="k", lw=1, label="majority-token baseline")
