@@ -13,14 +13,41 @@ from fractions import Fraction
 from pathlib import Path
 import numpy as np
 import av
+import torch
 from tqdm.auto import tqdm
+from .tokenizer import check_codes, check_frame_size, to_float_frames
 from .utils import VimpacError, atomic_path, check_number, read_json, renamed_kwargs, write_json
 
 # %% auto #0
-__all__ = ['SATURATED', 'SHAPES', 'BACKGROUNDS', 'TEMPORAL_CLASSES', 'SPATIAL_CLASSES', 'LABELLED_VARIANTS', 'ACTOR_SHAPES',
-           'LABELLED_FORMAT', 'hsv_to_rgb', 'random_color', 'Shape', 'Background', 'Scene', 'random_scene',
-           'render_background', 'shape_sdf', 'render', 'pan_zoom', 'write_video', 'labelled_scene',
-           'write_labelled_dataset']
+__all__ = [
+    "SATURATED",
+    "SHAPES",
+    "BACKGROUNDS",
+    "TEMPORAL_CLASSES",
+    "SPATIAL_CLASSES",
+    "LABELLED_VARIANTS",
+    "ACTOR_SHAPES",
+    "LABELLED_FORMAT",
+    "MOTION_CLASSES",
+    "MOTION_STEPS",
+    "MOTION_FORMAT",
+    "hsv_to_rgb",
+    "random_color",
+    "Shape",
+    "Background",
+    "Scene",
+    "random_scene",
+    "render_background",
+    "shape_sdf",
+    "render",
+    "pan_zoom",
+    "write_video",
+    "labelled_scene",
+    "write_labelled_dataset",
+    "moving_pattern",
+    "CellColourTokenizer",
+    "write_motion_dataset",
+]
 
 # %% ../nbs/06a_synthetic.ipynb #97cd6a6c
 SATURATED = (
@@ -45,6 +72,7 @@ def hsv_to_rgb(hsv) -> np.ndarray:
     rgb = v[..., None] - v[..., None] * s[..., None] * np.clip(np.minimum(k, 4 - k), 0, 1)
     return np.round(rgb * 255).astype(np.uint8)
 
+
 # %% ../nbs/06a_synthetic.ipynb #0066efc9
 def random_color(rng: np.random.Generator, saturated: bool) -> tuple[int, int, int]:
     """One RGB colour: a fully saturated primary / secondary (or white, black, orange, violet) when `saturated`, else a
@@ -52,6 +80,7 @@ def random_color(rng: np.random.Generator, saturated: bool) -> tuple[int, int, i
     if saturated:
         return SATURATED[rng.integers(len(SATURATED))]
     return tuple(int(c) for c in hsv_to_rgb([rng.random(), rng.uniform(0.1, 0.6), rng.uniform(0.25, 0.9)]))
+
 
 # %% ../nbs/06a_synthetic.ipynb #11080342
 SHAPES = ("circle", "square", "triangle", "ring", "diamond", "cross")
@@ -91,6 +120,7 @@ class Shape:
             self.angle + self.spin * t,
         )
 
+
 # %% ../nbs/06a_synthetic.ipynb #f1fe2684
 @dataclass
 class Background:
@@ -113,6 +143,7 @@ class Scene:
 
     background: Background = field(default_factory=Background)
     shapes: list = field(default_factory=list)
+
 
 # %% ../nbs/06a_synthetic.ipynb #3104a4cf
 def random_scene(
@@ -165,6 +196,7 @@ def random_scene(
         )
     return Scene(bg, objs)
 
+
 # %% ../nbs/06a_synthetic.ipynb #77e1f7cc
 def _grid(T: int, H: int, W: int):
     "Pixel-centre coordinates as fractions of the frame: x (1, 1, W) and y (1, H, 1)."
@@ -184,6 +216,7 @@ def _bilinear(img: np.ndarray, y: np.ndarray, x: np.ndarray, wrap: bool) -> np.n
     top = img[y0, x0] * (1 - fx) + img[y0, x1] * fx
     bot = img[y1, x0] * (1 - fx) + img[y1, x1] * fx
     return top * (1 - fy) + bot * fy
+
 
 # %% ../nbs/06a_synthetic.ipynb #a1d9dbae
 @renamed_kwargs(size="frame_size")
@@ -225,6 +258,7 @@ def render_background(bg: Background, num_frames: int, frame_size) -> np.ndarray
         raise VimpacError(f"render: unknown background kind {bg.kind!r}; expected one of {BACKGROUNDS}")
     return np.broadcast_to(out, (T, H, W, 3))
 
+
 # %% ../nbs/06a_synthetic.ipynb #ece3bc93
 def shape_sdf(kind: str, u: np.ndarray, v: np.ndarray, r: np.ndarray) -> np.ndarray:
     """Signed distance (negative inside) of a shape of radius `r` centred at the origin, at offsets `u`, `v` in the
@@ -252,6 +286,7 @@ def shape_sdf(kind: str, u: np.ndarray, v: np.ndarray, r: np.ndarray) -> np.ndar
         bar = lambda a, b: np.maximum(np.abs(a) - r, np.abs(b) - 0.3 * r)
         return np.minimum(bar(u, v), bar(v, u))
     raise VimpacError(f"render: unknown shape kind {kind!r}; expected one of {SHAPES}")
+
 
 # %% ../nbs/06a_synthetic.ipynb #7621daaa
 @renamed_kwargs(size="frame_size")
@@ -281,6 +316,7 @@ def render(scene: Scene, num_frames: int, frame_size=128) -> np.ndarray:
         img += alpha[..., None] * (np.asarray(s.color, dtype=np.float64) - img)
     return np.clip(np.round(img), 0, 255).astype(np.uint8)
 
+
 # %% ../nbs/06a_synthetic.ipynb #9a0bc774
 @renamed_kwargs(size="frame_size")
 def pan_zoom(
@@ -307,6 +343,7 @@ def pan_zoom(
     xs, ys = np.broadcast_arrays(xs, ys)
     out = _bilinear(image.astype(np.float32), ys, xs, wrap=False)
     return np.clip(np.round(out), 0, 255).astype(np.uint8)
+
 
 # %% ../nbs/06a_synthetic.ipynb #7b6f4fbb
 def _same_frames(first: np.ndarray, rest: Iterator) -> Iterator[np.ndarray]:
@@ -379,6 +416,7 @@ def write_video(
             c.mux(s.encode())
     return path
 
+
 # %% ../nbs/06a_synthetic.ipynb #240c89fa
 TEMPORAL_CLASSES = (
     "moving-right",
@@ -393,6 +431,7 @@ LABELLED_VARIANTS = dict(temporal=TEMPORAL_CLASSES, spatial=SPATIAL_CLASSES)
 ACTOR_SHAPES = ("triangle", "square", "cross")  # the temporal variant's actors: kinds whose rotation shows
 _HUES = dict(warm=(-0.06, 0.15), cool=(0.45, 0.68))  # hue ranges of the spatial variant's colour families
 LABELLED_FORMAT = "vimpac-synthetic-labelled/1"  # the `format` of a written dataset's dataset.json
+
 
 # %% ../nbs/06a_synthetic.ipynb #72a26a9b
 def _muted(rng: np.random.Generator) -> tuple[int, int, int]:
@@ -433,6 +472,7 @@ def _phases(motion: int, frozen: np.ndarray, n: int) -> tuple[np.ndarray, np.nda
     factor, sign = motion // 2, (1, -1)[motion % 2]
     start[factor], rate[factor] = -sign, sign * 2 / (n - 1)
     return start, rate
+
 
 # %% ../nbs/06a_synthetic.ipynb #bbe0e98d
 def labelled_scene(variant: str, label: int, rng: np.random.Generator, num_frames: int = 16) -> Scene:
@@ -490,6 +530,7 @@ def labelled_scene(variant: str, label: int, rng: np.random.Generator, num_frame
         growth=float(math.exp(ds)),
     )
     return Scene(bg, shapes + [actor])
+
 
 # %% ../nbs/06a_synthetic.ipynb #5687f34f
 @renamed_kwargs(size="frame_size")
@@ -565,3 +606,150 @@ def write_labelled_dataset(
             write_video(render(scene, num_frames, frame_size), path, fps=fps)
         parts[("train", "test")[p]].append((path, c))
     return dict(root=out, classes=list(classes), **parts)
+
+
+# %% ../nbs/06a_synthetic.ipynb #643fdf94
+MOTION_CLASSES = ("right", "left", "down", "up")
+MOTION_STEPS = ((0, 1), (0, -1), (1, 0), (-1, 0))  # (rows, columns) the pattern moves per frame, by class
+MOTION_FORMAT = "vimpac-synthetic-motion/1"  # the `format` of a written motion dataset's dataset.json
+
+
+def moving_pattern(
+    label: int,
+    rng: np.random.Generator,
+    num_frames: int = 8,
+    frame_size: int = 32,
+    cell: int = 8,
+    cells: tuple = (3, 6),
+) -> np.ndarray:
+    """Frames uint8 (T, S, S, 3) of one video of the motion benchmark: between `cells[0]` and `cells[1]` vivid cells
+    (squares of `cell` pixels on the cell grid, distinct saturated colours) at distinct random places over a flat
+    grey-ish background, the whole pattern moving by exactly one cell per frame in direction `MOTION_CLASSES[label]`
+    (right, left, down, up; `MOTION_STEPS`) and wrapping around the frame's edges. The draws do not depend on
+    `label`, and the pattern's place is uniform on the grid, so frame 0 is the same in every class and any single
+    frame is equally likely in every class: only the motion tells the class. The colours are the bin centres of a
+    palette of 4 levels per channel, so that `CellColourTokenizer` reads every cell back exactly, even through a
+    video codec. Drawn from `rng`. Raises `VimpacError` for a label out of range, fewer than 2 frames, a
+    `frame_size` that is not a multiple of `cell`, or `cells` outside 1..(S / cell)^2."""
+    if isinstance(label, bool) or not isinstance(label, (int, np.integer)) or not 0 <= label < len(MOTION_CLASSES):
+        raise VimpacError(f"label: expected an integer in 0..{len(MOTION_CLASSES) - 1}, got {label!r}")
+    check_number("num_frames", num_frames, integer=True, ge=2)
+    check_number("cell", cell, integer=True, ge=1)
+    if (
+        isinstance(frame_size, bool)
+        or not isinstance(frame_size, (int, np.integer))
+        or frame_size % cell
+        or frame_size < cell
+    ):
+        raise VimpacError(f"frame_size: expected a positive multiple of the cell size {cell}, got {frame_size!r}")
+    n = frame_size // cell
+    if not 1 <= cells[0] <= cells[1] <= n * n:
+        raise VimpacError(f"cells: expected (low, high) with 1 <= low <= high <= {n * n}, got {cells!r}")
+    k = int(rng.integers(cells[0], cells[1] + 1))
+    levels = np.stack(np.meshgrid(*[np.arange(4)] * 3, indexing="ij"), -1).reshape(-1, 3)  # the 64 colours, 4 levels
+    spread = levels.max(1) - levels.min(1)
+    muted, vivid = levels[spread <= 1], levels[spread >= 2]  # grey-ish and saturated
+    grid = np.repeat(muted[rng.integers(len(muted))][None], n * n, 0)
+    grid[rng.choice(n * n, k, replace=False)] = vivid[rng.choice(len(vivid), k, replace=False)]
+    grid = (grid * 64 + 32).astype(np.uint8)  # bin centres: `CellColourTokenizer` reads them back exactly
+    dy, dx = MOTION_STEPS[label]
+    frames = np.stack([np.roll(grid.reshape(n, n, 3), (dy * t, dx * t), (0, 1)) for t in range(num_frames)])
+    return frames.repeat(cell, 1).repeat(cell, 2)
+
+
+# %% ../nbs/06a_synthetic.ipynb #90d247f3
+class CellColourTokenizer(torch.nn.Module):
+    """A frame tokenizer without weights for the motion benchmark (`moving_pattern`): each `cell` x `cell` block of a
+    frame becomes one token, its mean colour quantised to `levels` per channel, code = (r * levels + g) * levels + b,
+    so V = `levels`^3 (64 by default) and S = 32 gives a 4 x 4 token map. It has the interface the store and the
+    loops use (`downsample`, `vocab_size`, `identity`, `encode`, `decode`), so `vimpac.store.build_store` tokenizes
+    videos with it as with the kit's VQ-VAE (chapter 01), at no cost: a token map small enough for thousands of
+    updates on a CPU. `encode` takes uint8 (N, H, W, 3) or float (N, 3, H, W) in [0, 1] (`to_float_frames`) and
+    returns int64 (N, H / cell, W / cell); `decode` returns each code's bin centre as float (N, 3, H, W)."""
+
+    def __init__(self, cell: int = 8, levels: int = 4):
+        super().__init__()
+        check_number("cell", cell, integer=True, ge=1)
+        check_number("levels", levels, integer=True, ge=2)
+        self.downsample, self.levels, self.vocab_size = cell, levels, levels**3
+        self.identity = dict(name=f"cell-colour-{cell}x{cell}-{levels}", hash=f"cell{cell}-levels{levels}")
+
+    @torch.no_grad()
+    def encode(self, frames) -> torch.Tensor:
+        x = to_float_frames(frames)
+        check_frame_size(x, self.downsample)
+        q = (torch.nn.functional.avg_pool2d(x, self.downsample) * self.levels).long().clamp(0, self.levels - 1)
+        return (q[:, 0] * self.levels + q[:, 1]) * self.levels + q[:, 2]
+
+    @torch.no_grad()
+    def decode(self, tokens) -> torch.Tensor:
+        t = check_codes(tokens, self.vocab_size)
+        rgb = torch.stack([t // self.levels**2, t // self.levels % self.levels, t % self.levels], 1)
+        return (
+            ((rgb.float() + 0.5) / self.levels)
+            .repeat_interleave(self.downsample, -2)
+            .repeat_interleave(self.downsample, -1)
+        )
+
+
+# %% ../nbs/06a_synthetic.ipynb #614d3243
+def _motion_jobs(out: Path, pool: int, train_per_class: int, test_per_class: int) -> list[tuple[Path, int, int, int]]:
+    "(path, part, label, index) of every video of a motion dataset: part 0 the pool (label drawn), 1 train, 2 test."
+    jobs = [(out / "pool" / f"{i:05d}.mp4", 0, -1, i) for i in range(pool)]
+    for p, (part, count) in enumerate((("train", train_per_class), ("test", test_per_class)), 1):
+        jobs += [(out / part / c / f"{i:04d}.mp4", p, k, i) for k, c in enumerate(MOTION_CLASSES) for i in range(count)]
+    return jobs
+
+
+def write_motion_dataset(
+    out,
+    pool: int = 1000,
+    train_per_class: int = 4,
+    test_per_class: int = 40,
+    seed: int = 0,
+    num_frames: int = 8,
+    frame_size: int = 32,
+    fps: float = 8.0,
+    cells: tuple = (3, 6),
+    progress: bool = False,
+) -> dict:
+    """Write the motion benchmark (`moving_pattern`) as H.264 videos: `out/pool/NNNNN.mp4`, `pool` unlabelled videos
+    of random directions for pre-training, and a labelled set in the `folder` layout of `vimpac.data.read_split`,
+    `out/train/<class>/NNNN.mp4` and `out/test/<class>/NNNN.mp4` with `train_per_class` and `test_per_class` videos
+    per class of `MOTION_CLASSES`: the few-labels regime where self-supervision matters. Each video is `num_frames`
+    frames of S = `frame_size` (a multiple of 8, the cell size) at `fps`, drawn from its own generator keyed by
+    (`seed`, part, class, index), so a video does not depend on how many others are asked for; `out/dataset.json`
+    records the arguments (`format` = `MOTION_FORMAT`). A re-run with the same arguments writes only the missing
+    videos; a folder written with other arguments is refused. Returns a dict with `root`, `classes`, `pool` (paths)
+    and `train` / `test`, lists of (path, label). Raises `VimpacError` for bad arguments, an `out` that is a file,
+    or a folder of another dataset."""
+    for name, v, lo in (
+        ("pool", pool, 0),
+        ("train_per_class", train_per_class, 1),
+        ("test_per_class", test_per_class, 0),
+    ):
+        check_number(name, v, integer=True, ge=lo)
+    check_number("seed", seed, integer=True)
+    check_number("fps", fps, gt=0)
+    moving_pattern(0, np.random.default_rng(0), num_frames, frame_size, cells=cells)  # checks the arguments
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise VimpacError(f"{out}: is a file, expected a dataset folder (or a new path)")
+    spec = dict(format=MOTION_FORMAT, pool=pool, train_per_class=train_per_class, test_per_class=test_per_class)
+    spec.update(seed=seed, num_frames=num_frames, frame_size=frame_size, fps=float(fps), cells=list(cells))
+    if (meta := out / "dataset.json").is_file() and (old := read_json(meta, "synthetic dataset description")) != spec:
+        diff = next(k for k in spec if old.get(k) != spec[k])
+        raise VimpacError(
+            f"{out}: holds a dataset with {diff}={old.get(diff)!r}, not {spec[diff]!r}; use another folder"
+        )
+    out.mkdir(parents=True, exist_ok=True)
+    write_json(meta, spec)  # first, so that an interrupted run is resumed, not mixed
+    parts = dict(pool=[], train=[], test=[])
+    for path, part, label, i in tqdm(_motion_jobs(out, pool, train_per_class, test_per_class), disable=not progress):
+        rng = np.random.default_rng([seed, part, max(label, 0), i])
+        label = int(rng.integers(len(MOTION_CLASSES))) if part == 0 else label
+        if not path.is_file():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_video(moving_pattern(label, rng, num_frames, frame_size, cells=cells), path, fps=fps)
+        parts[("pool", "train", "test")[part]].append(path if part == 0 else (path, label))
+    return dict(root=out, classes=list(MOTION_CLASSES), **parts)
