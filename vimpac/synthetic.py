@@ -19,35 +19,10 @@ from .tokenizer import check_codes, check_frame_size, to_float_frames
 from .utils import VimpacError, atomic_path, check_number, read_json, renamed_kwargs, write_json
 
 # %% auto #0
-__all__ = [
-    "SATURATED",
-    "SHAPES",
-    "BACKGROUNDS",
-    "TEMPORAL_CLASSES",
-    "SPATIAL_CLASSES",
-    "LABELLED_VARIANTS",
-    "ACTOR_SHAPES",
-    "LABELLED_FORMAT",
-    "MOTION_CLASSES",
-    "MOTION_STEPS",
-    "MOTION_FORMAT",
-    "hsv_to_rgb",
-    "random_color",
-    "Shape",
-    "Background",
-    "Scene",
-    "random_scene",
-    "render_background",
-    "shape_sdf",
-    "render",
-    "pan_zoom",
-    "write_video",
-    "labelled_scene",
-    "write_labelled_dataset",
-    "moving_pattern",
-    "CellColourTokenizer",
-    "write_motion_dataset",
-]
+__all__ = ['SATURATED', 'SHAPES', 'BACKGROUNDS', 'TEMPORAL_CLASSES', 'SPATIAL_CLASSES', 'LABELLED_VARIANTS', 'ACTOR_SHAPES',
+           'LABELLED_FORMAT', 'MOTION_CLASSES', 'MOTION_STEPS', 'MOTION_FORMAT', 'hsv_to_rgb', 'random_color', 'Shape',
+           'Background', 'Scene', 'random_scene', 'render_background', 'shape_sdf', 'render', 'pan_zoom', 'write_video',
+           'labelled_scene', 'write_labelled_dataset', 'moving_pattern', 'CellColourTokenizer', 'write_motion_dataset']
 
 # %% ../nbs/06a_synthetic.ipynb #97cd6a6c
 SATURATED = (
@@ -72,7 +47,6 @@ def hsv_to_rgb(hsv) -> np.ndarray:
     rgb = v[..., None] - v[..., None] * s[..., None] * np.clip(np.minimum(k, 4 - k), 0, 1)
     return np.round(rgb * 255).astype(np.uint8)
 
-
 # %% ../nbs/06a_synthetic.ipynb #0066efc9
 def random_color(rng: np.random.Generator, saturated: bool) -> tuple[int, int, int]:
     """One RGB colour: a fully saturated primary / secondary (or white, black, orange, violet) when `saturated`, else a
@@ -80,7 +54,6 @@ def random_color(rng: np.random.Generator, saturated: bool) -> tuple[int, int, i
     if saturated:
         return SATURATED[rng.integers(len(SATURATED))]
     return tuple(int(c) for c in hsv_to_rgb([rng.random(), rng.uniform(0.1, 0.6), rng.uniform(0.25, 0.9)]))
-
 
 # %% ../nbs/06a_synthetic.ipynb #11080342
 SHAPES = ("circle", "square", "triangle", "ring", "diamond", "cross")
@@ -120,7 +93,6 @@ class Shape:
             self.angle + self.spin * t,
         )
 
-
 # %% ../nbs/06a_synthetic.ipynb #f1fe2684
 @dataclass
 class Background:
@@ -143,7 +115,6 @@ class Scene:
 
     background: Background = field(default_factory=Background)
     shapes: list = field(default_factory=list)
-
 
 # %% ../nbs/06a_synthetic.ipynb #3104a4cf
 def random_scene(
@@ -196,7 +167,6 @@ def random_scene(
         )
     return Scene(bg, objs)
 
-
 # %% ../nbs/06a_synthetic.ipynb #77e1f7cc
 def _grid(T: int, H: int, W: int):
     "Pixel-centre coordinates as fractions of the frame: x (1, 1, W) and y (1, H, 1)."
@@ -216,7 +186,6 @@ def _bilinear(img: np.ndarray, y: np.ndarray, x: np.ndarray, wrap: bool) -> np.n
     top = img[y0, x0] * (1 - fx) + img[y0, x1] * fx
     bot = img[y1, x0] * (1 - fx) + img[y1, x1] * fx
     return top * (1 - fy) + bot * fy
-
 
 # %% ../nbs/06a_synthetic.ipynb #a1d9dbae
 @renamed_kwargs(size="frame_size")
@@ -258,7 +227,6 @@ def render_background(bg: Background, num_frames: int, frame_size) -> np.ndarray
         raise VimpacError(f"render: unknown background kind {bg.kind!r}; expected one of {BACKGROUNDS}")
     return np.broadcast_to(out, (T, H, W, 3))
 
-
 # %% ../nbs/06a_synthetic.ipynb #ece3bc93
 def shape_sdf(kind: str, u: np.ndarray, v: np.ndarray, r: np.ndarray) -> np.ndarray:
     """Signed distance (negative inside) of a shape of radius `r` centred at the origin, at offsets `u`, `v` in the
@@ -286,7 +254,6 @@ def shape_sdf(kind: str, u: np.ndarray, v: np.ndarray, r: np.ndarray) -> np.ndar
         bar = lambda a, b: np.maximum(np.abs(a) - r, np.abs(b) - 0.3 * r)
         return np.minimum(bar(u, v), bar(v, u))
     raise VimpacError(f"render: unknown shape kind {kind!r}; expected one of {SHAPES}")
-
 
 # %% ../nbs/06a_synthetic.ipynb #7621daaa
 @renamed_kwargs(size="frame_size")
@@ -316,7 +283,6 @@ def render(scene: Scene, num_frames: int, frame_size=128) -> np.ndarray:
         img += alpha[..., None] * (np.asarray(s.color, dtype=np.float64) - img)
     return np.clip(np.round(img), 0, 255).astype(np.uint8)
 
-
 # %% ../nbs/06a_synthetic.ipynb #9a0bc774
 @renamed_kwargs(size="frame_size")
 def pan_zoom(
@@ -343,7 +309,6 @@ def pan_zoom(
     xs, ys = np.broadcast_arrays(xs, ys)
     out = _bilinear(image.astype(np.float32), ys, xs, wrap=False)
     return np.clip(np.round(out), 0, 255).astype(np.uint8)
-
 
 # %% ../nbs/06a_synthetic.ipynb #7b6f4fbb
 def _same_frames(first: np.ndarray, rest: Iterator) -> Iterator[np.ndarray]:
@@ -416,7 +381,6 @@ def write_video(
             c.mux(s.encode())
     return path
 
-
 # %% ../nbs/06a_synthetic.ipynb #240c89fa
 TEMPORAL_CLASSES = (
     "moving-right",
@@ -431,7 +395,6 @@ LABELLED_VARIANTS = dict(temporal=TEMPORAL_CLASSES, spatial=SPATIAL_CLASSES)
 ACTOR_SHAPES = ("triangle", "square", "cross")  # the temporal variant's actors: kinds whose rotation shows
 _HUES = dict(warm=(-0.06, 0.15), cool=(0.45, 0.68))  # hue ranges of the spatial variant's colour families
 LABELLED_FORMAT = "vimpac-synthetic-labelled/1"  # the `format` of a written dataset's dataset.json
-
 
 # %% ../nbs/06a_synthetic.ipynb #72a26a9b
 def _muted(rng: np.random.Generator) -> tuple[int, int, int]:
@@ -472,7 +435,6 @@ def _phases(motion: int, frozen: np.ndarray, n: int) -> tuple[np.ndarray, np.nda
     factor, sign = motion // 2, (1, -1)[motion % 2]
     start[factor], rate[factor] = -sign, sign * 2 / (n - 1)
     return start, rate
-
 
 # %% ../nbs/06a_synthetic.ipynb #bbe0e98d
 def labelled_scene(variant: str, label: int, rng: np.random.Generator, num_frames: int = 16) -> Scene:
@@ -530,7 +492,6 @@ def labelled_scene(variant: str, label: int, rng: np.random.Generator, num_frame
         growth=float(math.exp(ds)),
     )
     return Scene(bg, shapes + [actor])
-
 
 # %% ../nbs/06a_synthetic.ipynb #5687f34f
 @renamed_kwargs(size="frame_size")
@@ -607,7 +568,6 @@ def write_labelled_dataset(
         parts[("train", "test")[p]].append((path, c))
     return dict(root=out, classes=list(classes), **parts)
 
-
 # %% ../nbs/06a_synthetic.ipynb #643fdf94
 MOTION_CLASSES = ("right", "left", "down", "up")
 MOTION_STEPS = ((0, 1), (0, -1), (1, 0), (-1, 0))  # (rows, columns) the pattern moves per frame, by class
@@ -656,7 +616,6 @@ def moving_pattern(
     frames = np.stack([np.roll(grid.reshape(n, n, 3), (dy * t, dx * t), (0, 1)) for t in range(num_frames)])
     return frames.repeat(cell, 1).repeat(cell, 2)
 
-
 # %% ../nbs/06a_synthetic.ipynb #90d247f3
 class CellColourTokenizer(torch.nn.Module):
     """A frame tokenizer without weights for the motion benchmark (`moving_pattern`): each `cell` x `cell` block of a
@@ -690,7 +649,6 @@ class CellColourTokenizer(torch.nn.Module):
             .repeat_interleave(self.downsample, -2)
             .repeat_interleave(self.downsample, -1)
         )
-
 
 # %% ../nbs/06a_synthetic.ipynb #614d3243
 def _motion_jobs(out: Path, pool: int, train_per_class: int, test_per_class: int) -> list[tuple[Path, int, int, int]]:
