@@ -337,3 +337,40 @@ def test_hmdb51_classes_are_sorted_by_name_not_by_split_file_name(tmp_path):
     by_files = [f.name[: -len("_test_split1.txt")] for f in sorted(d.iterdir())]
     moved = [c for i, c in enumerate(by_files) if s.classes[i] != c]
     assert sorted(moved) == ["climb", "climb_stairs", "kick", "kick_ball", "sword", "sword_exercise"]
+
+
+# UCF101's classInd.txt as the dataset ships it (1-based indices, CRLF lines): the case-insensitive order of the names
+UCF101_CLASSES = """ApplyEyeMakeup ApplyLipstick Archery BabyCrawling BalanceBeam BandMarching BaseballPitch Basketball
+BasketballDunk BenchPress Biking Billiards BlowDryHair BlowingCandles BodyWeightSquats Bowling BoxingPunchingBag
+BoxingSpeedBag BreastStroke BrushingTeeth CleanAndJerk CliffDiving CricketBowling CricketShot CuttingInKitchen Diving
+Drumming Fencing FieldHockeyPenalty FloorGymnastics FrisbeeCatch FrontCrawl GolfSwing Haircut Hammering HammerThrow
+HandstandPushups HandstandWalking HeadMassage HighJump HorseRace HorseRiding HulaHoop IceDancing JavelinThrow
+JugglingBalls JumpingJack JumpRope Kayaking Knitting LongJump Lunges MilitaryParade Mixing MoppingFloor Nunchucks
+ParallelBars PizzaTossing PlayingCello PlayingDaf PlayingDhol PlayingFlute PlayingGuitar PlayingPiano PlayingSitar
+PlayingTabla PlayingViolin PoleVault PommelHorse PullUps Punch PushUps Rafting RockClimbingIndoor RopeClimbing Rowing
+SalsaSpin ShavingBeard Shotput SkateBoarding Skiing Skijet SkyDiving SoccerJuggling SoccerPenalty StillRings
+SumoWrestling Surfing Swing TableTennisShot TaiChi TennisSwing ThrowDiscus TrampolineJumping Typing UnevenBars
+VolleyballSpiking WalkingWithDog WallPushups WritingOnBoard YoYo""".split()
+
+
+def test_ucf101_class_indices_are_classind_order(tmp_path):
+    """A split written exactly as UCF101 ships it, one video per class: every label is the class's classInd.txt index
+    minus 1, which is the sort by class name ignoring case; a case-sensitive sort would swap Hammering / HammerThrow
+    and JumpingJack / JumpRope."""
+    root, d = tmp_path / "UCF-101", tmp_path / "ucfTrainTestlist"
+    d.mkdir()
+    (d / "classInd.txt").write_bytes("".join(f"{i} {c}\r\n" for i, c in enumerate(UCF101_CLASSES, 1)).encode())
+    train = [f"{c}/v_{c}_g08_c01.avi" for c in UCF101_CLASSES]
+    test = [f"{c}/v_{c}_g01_c01.avi" for c in UCF101_CLASSES]
+    (d / "trainlist01.txt").write_bytes("".join(f"{v} {i}\r\n" for i, v in enumerate(train, 1)).encode())
+    (d / "testlist01.txt").write_bytes("".join(f"{v}\r\n" for v in test).encode())
+    for v in train + test:
+        (root / v).parent.mkdir(parents=True, exist_ok=True)
+        (root / v).write_bytes(b"")  # listed files only; nothing is decoded
+    s = read_split("ucf101", root, d, 1)
+    assert len(UCF101_CLASSES) == 101 and s.classes == UCF101_CLASSES
+    assert s.classes == sorted(UCF101_CLASSES, key=str.lower)
+    for part in (s.train, s.test):
+        assert [(p.parent.name, y) for p, y in part] == [(c, i) for i, c in enumerate(UCF101_CLASSES)]
+    swapped = [c for c, k in zip(UCF101_CLASSES, sorted(UCF101_CLASSES)) if c != k]
+    assert swapped == ["Hammering", "HammerThrow", "JumpingJack", "JumpRope"]
