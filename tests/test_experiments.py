@@ -200,3 +200,23 @@ def test_slurm_array_job_is_valid():
     assert (a.names, a.scale, a.rows, a.seeds) == (["masking_ratio"], "cluster", ["3"], [0])
     stores = yaml.safe_load((ROOT / "examples/slurm/stores.yaml").read_text())["stores"]
     assert set(stores) == {"pretrain", "ucf101"} and set(stores["ucf101"][128]) == {"train", "test"}
+
+
+def test_a_row_run_with_other_settings_runs_again(tmp_path, monkeypatch):
+    "A row's results carry the key of its settings: after the row or the setup changed it runs again, with a warning."
+    out = tmp_path / "exp"
+    run_experiment("cl_weight", "toy", seeds=[0], out=out, rows=["α 2"])
+    f = out / "cl_weight" / slug("α 2") / "seed0.json"
+    saved = json.loads(f.read_text())
+    f.write_text(json.dumps(dict(saved, key="older")))
+    import vimpac.experiments as ex
+
+    def refuse(*a, **k):
+        raise RuntimeError("ran again")
+
+    with pytest.warns(UserWarning, match="written with other settings"):  # its runs' folders are keyed: reused
+        again = run_experiment("cl_weight", "toy", seeds=[0], out=out, rows=["α 2"])
+    assert json.loads(f.read_text()) == saved and again.results == saved["results"]
+    monkeypatch.setattr(ex, "finetune", refuse)
+    with pytest.raises(RuntimeError, match="ran again"):  # a changed setup: the fine-tuning runs again
+        run_experiment("cl_weight", "toy", seeds=[0], out=out, rows=["α 2"], finetune=dict(steps=3))
