@@ -9,6 +9,18 @@ def run(*argv, timeout=300, **kwargs):
     return subprocess.run([str(a) for a in argv], capture_output=True, text=True, timeout=timeout, **kwargs)
 
 
+def run_in_process(main, argv, capsys):
+    "(exit status, stdout, stderr) of a console script's `main` run in this process on `argv` (each part passed"
+    "through `str`), its output read from pytest's `capsys`."
+    try:
+        main([str(a) for a in argv])
+        code = 0
+    except SystemExit as e:
+        code = e.code
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
 def error_line(r, code=2):
     "Asserts the finished command `r` exited with `code` (2: a usage or data error) and returns its last stderr line."
     assert r.returncode == code, r.stderr

@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 from safetensors import safe_open
 import helpers
+from helpers import run_in_process
 from vimpac.cli import predict_main, features_main, evaluate_main, tokenize_main, finetune_main
 from vimpac.evaluate import (
     SPATIAL_CROPS,
@@ -100,17 +101,6 @@ def data(tmp_path_factory):
     pre.save_pretrained(d / "pre")
     (d / "pre" / "pretrain_config.json").write_text(json.dumps(dict(tokenizer=tok.identity)))
     return dict(dir=d, videos=vids, tok=tok, clf=clf, pre=pre, cfg=cfg)
-
-
-def run(main, argv, capsys):
-    "(exit status, stdout, stderr) of a console script's main, in this process."
-    try:
-        main([str(a) for a in argv])
-        code = 0
-    except SystemExit as e:
-        code = e.code
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 # --- multi-view averaging ------------------------------------------------------------------------------------------
@@ -225,7 +215,7 @@ def fine_tuned(d):
 
 def test_evaluate_cli_writes_metrics_csv_and_figures(data, capsys):
     d = data["dir"]
-    code, out, err = run(
+    code, out, err = run_in_process(
         evaluate_main, [*fine_tuned(d), "--views", "3x2", "--out", d / "ev", "--retrieval", "2"], capsys
     )
     assert code == 0, err
@@ -242,7 +232,7 @@ def test_evaluate_cli_writes_metrics_csv_and_figures(data, capsys):
 def test_evaluate_cli_probes(data, capsys):
     d = data["dir"]
     for probe in ("knn", "linear"):
-        code, out, err = run(
+        code, out, err = run_in_process(
             evaluate_main,
             [
                 "--checkpoint",
@@ -294,7 +284,7 @@ def test_evaluate_cli_refuses_in_one_line(data, capsys, option, value, message):
         VimpacForVideoClassification(data["cfg"], num_classes=5).save_pretrained(d / "ft5")
     argv = {"--checkpoint": str(d / "ft"), "--test": str(d / "test")}
     argv[option] = value.format(ft5=d / "ft5", pre=d / "pre", centre=d / "centre", train=d / "train", plain=d / "plain")
-    code, out, err = run(evaluate_main, [x for kv in argv.items() for x in kv], capsys)
+    code, out, err = run_in_process(evaluate_main, [x for kv in argv.items() for x in kv], capsys)
     assert code == 2 and out == ""
     assert err.count("\n") == 1 and err.startswith("vimpac-evaluate: error: ") and message in err, err
 
@@ -302,7 +292,7 @@ def test_evaluate_cli_refuses_in_one_line(data, capsys, option, value, message):
 def test_predict_cli_prints_top_classes(data, capsys):
     d = data["dir"]
     vids = list(data["videos"]["test"])
-    code, out, err = run(
+    code, out, err = run_in_process(
         predict_main, [*vids, "--checkpoint", d / "ft", "--views", "3x2", "--csv", d / "p.csv"], capsys
     )
     assert code == 0, err
@@ -335,13 +325,13 @@ def test_predict_cli_refusals(data, capsys, tmp_path):
         ([tmp_path / "missing.mp4", "--checkpoint", d / "ft"], "missing.mp4: no such file or directory"),
         ([v, "--checkpoint", tmp_path], "not a saved vimpac model"),
     ]:
-        code, out, err = run(predict_main, argv, capsys)
+        code, out, err = run_in_process(predict_main, argv, capsys)
         assert code == 2 and err.count("\n") == 1 and message in err, err
 
 
 def test_features_cli_store_and_videos(data, capsys, tmp_path):
     d = data["dir"]
-    code, out, err = run(
+    code, out, err = run_in_process(
         features_main,
         [d / "test", "--checkpoint", d / "pre", "--out", tmp_path / "s.safetensors", "--views", "1x2"],
         capsys,
@@ -351,7 +341,7 @@ def test_features_cli_store_and_videos(data, capsys, tmp_path):
     with safe_open(str(tmp_path / "s.safetensors"), "pt") as f:  # any safetensors reader gets features and keys
         assert f.get_tensor("features").shape == (3, 128)
         assert json.loads(f.metadata()["keys"]) == TokenStore(d / "test").keys()
-    code, out, err = run(
+    code, out, err = run_in_process(
         features_main,
         [
             *data["videos"]["test"],
@@ -366,7 +356,7 @@ def test_features_cli_store_and_videos(data, capsys, tmp_path):
     assert code == 0, err
     a, b = Features.load(tmp_path / "s.safetensors"), Features.load(tmp_path / "v.safetensors")
     torch.testing.assert_close(a.features, b.features[[b.keys.index(k) for k in a.keys]], atol=1e-4, rtol=1e-4)
-    code, out, err = run(
+    code, out, err = run_in_process(
         features_main, [d / "test", d / "train", "--checkpoint", d / "pre", "--out", tmp_path / "x"], capsys
     )
     assert code == 2 and "a token store is given alone" in err
@@ -408,19 +398,19 @@ def test_end_to_end_tokenize_finetune_evaluate_predict(tmp_path, capsys):
             for i in range(n):
                 square_video(root / split / name / f"{name}{i}.mp4", RGB[c], 50 + 10 * c + i + 5 * (split == "test"))
     st, ft = tmp_path / "stores", tmp_path / "ft"
-    code, out, err = run(
+    code, out, err = run_in_process(
         tokenize_main,
         [root, "--dataset", "folder", "--out", st, *"--frame-size 32 --fps 4 --views noflip".split()],
         capsys,
     )
     assert code == 0, err
-    code, out, err = run(
+    code, out, err = run_in_process(
         finetune_main,
         ["--store", st / "train", "--out", ft, *"--steps 3 --batch-size 6 --clip-len 4 --lr 1e-3".split()],
         capsys,
     )
     assert code == 0, err
-    code, out, err = run(
+    code, out, err = run_in_process(
         evaluate_main, ["--checkpoint", ft, "--test", st / "test", "--views", "3x2", "--out", tmp_path / "ev"], capsys
     )
     assert code == 0, err
@@ -429,17 +419,19 @@ def test_end_to_end_tokenize_finetune_evaluate_predict(tmp_path, capsys):
     rows = list(csv.DictReader(open(tmp_path / "ev" / "predictions.csv")))
     assert {r["label_name"] for r in rows} == set(CLASSES) and all(r["pred_name"] in CLASSES for r in rows)
     video = root / "test" / "red" / "red0.mp4"
-    code, out, err = run(predict_main, [video, "--checkpoint", ft, *"--views 3x2 --fps 4".split()], capsys)
+    code, out, err = run_in_process(predict_main, [video, "--checkpoint", ft, *"--views 3x2 --fps 4".split()], capsys)
     assert code == 0 and "warning" not in err, err
     lines = out.splitlines()
     assert lines[0] == str(video) and {l.split()[-1] for l in lines[1:]} == set(CLASSES)
-    code, out, err = run(predict_main, [video, "--checkpoint", ft, "--views", "1x1"], capsys)  # at the run's 4 FPS
+    code, out, err = run_in_process(
+        predict_main, [video, "--checkpoint", ft, "--views", "1x1"], capsys
+    )  # at the run's 4 FPS
     assert code == 0 and "warning" not in err, err
     rec = json.loads((ft / "finetune_config.json").read_text())
     assert rec["fps"] == 4.0
     del rec["fps"]
     (ft / "finetune_config.json").write_text(json.dumps(rec))  # a run that records no FPS
-    code, out, err = run(predict_main, [video, "--checkpoint", ft, "--views", "1x1"], capsys)
+    code, out, err = run_in_process(predict_main, [video, "--checkpoint", ft, "--views", "1x1"], capsys)
     assert code == 0 and "vimpac-predict: warning: " in err and "records no frame rate; sampled at 2 FPS" in err
     # the prediction equals the evaluation's scores for that video (same decoding, tokenizer and views)
     row = next(r for r in rows if r["label_name"] == "red")

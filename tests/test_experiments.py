@@ -19,6 +19,7 @@ from vimpac.experiments import (
 from vimpac.model import VimpacConfig
 from vimpac.pretrain import PretrainConfig
 from vimpac.utils import VimpacError
+from helpers import run_in_process
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.usefixtures("one_thread")  # conftest.py
@@ -47,17 +48,6 @@ def test_paper_numbers_spot_checks():
     assert EXPERIMENTS["positive_distance"].row("d_max 0").paper["top1"] == 66.7
     assert EXPERIMENTS["layout"].row("T,H|W, pre-LN").paper == dict(top1=67.6)
     assert EXPERIMENTS["masking_ratio"].base == EXPERIMENTS["masking_strategy"].base == dict(alpha=0.0)
-
-
-def run(main, argv, capsys):
-    "(exit status, stdout, stderr) of a console script's `main` run in this process."
-    try:
-        main(argv)
-        code = 0
-    except SystemExit as e:
-        code = e.code
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def _results(a, b, metric="top1"):
@@ -114,13 +104,15 @@ def test_toy_run_resumes_without_running_a_row_again(tmp_path, monkeypatch):
 
 
 def test_vimpac_experiment_cli(tmp_path, capsys):
-    code, out, err = run(experiment_main, ["--list"], capsys)
+    code, out, err = run_in_process(experiment_main, ["--list"], capsys)
     assert code == 0 and out.count("\n") == len(EXPERIMENTS) and out.startswith("model_size: Impact of model size")
-    code, out, err = run(experiment_main, ["nope", "--out", str(tmp_path)], capsys)
+    code, out, err = run_in_process(experiment_main, ["nope", "--out", str(tmp_path)], capsys)
     assert code == 2 and err.startswith("vimpac-experiment: error: NAME: expected experiments of model_size")
-    code, out, err = run(experiment_main, ["layout", "--out", str(tmp_path), "--notebooks", str(tmp_path)], capsys)
+    code, out, err = run_in_process(
+        experiment_main, ["layout", "--out", str(tmp_path), "--notebooks", str(tmp_path)], capsys
+    )
     assert code == 2 and err.count("\n") == 1 and "--notebooks: " in err
-    code, out, err = run(
+    code, out, err = run_in_process(
         experiment_main, ["negatives", "--out", str(tmp_path), "--rows", "0", "-p", "setup", "{}"], capsys
     )
     assert code == 0, err

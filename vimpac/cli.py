@@ -869,6 +869,15 @@ def _retrieval_figure(out: Path, checkpoint, features, stores, tokenizer, querie
         plt.close("all")
 
 # %% ../nbs/11_cli.ipynb #8b03b300
+def _evaluation_views(views: str | None, probe: str | None, dataset: str | None) -> tuple[str | None, str]:
+    "The views to evaluate with and where they come from: those given, else (without a probe) the `dataset` preset's"
+    "(Table 12: the centre crop x 10 for SSV2, 3x10 otherwise), else None (the method's default)."
+    if views is not None or dataset is None or probe is not None:
+        return views, "given" if views is not None else "default"
+    views = dataset_preset(dataset).test_views
+    return views, "Table 12 " + ("centre crop for SSV2" if views.startswith("1x") else "3x10")
+
+
 def evaluate_run(
     checkpoint,
     test,
@@ -896,8 +905,7 @@ def evaluate_run(
     before evaluating, for a `tokenizer` given that cannot be loaded or is not the run's (`run_tokenizer`)."""
     if probe is not None and train is None:
         raise VimpacError(f"--probe {probe}: needs --train STORE (the store the probe is fitted on)")
-    if dataset is not None and probe is None and views is None:
-        views = dataset_preset(dataset).test_views
+    views = _evaluation_views(views, probe, dataset)[0]
     dev = get_device(device)
     model, info = load_run(checkpoint, dev)
     if tokenizer is not None:
@@ -968,9 +976,8 @@ def evaluate_main(argv=None):
     if a.probe and not a.train:
         p.error(f"argument --probe: {a.probe} needs --train STORE (the store it is fitted on)")
     if a.dataset and not a.probe:
-        views = dataset_preset(a.dataset).test_views
-        source = "given" if a.views else "Table 12 " + ("centre crop for SSV2" if views.startswith("1x") else "3x10")
-        print(f"{p.prog}: dataset preset {a.dataset}: views {a.views or views} ({source})")
+        views, source = _evaluation_views(a.views, None, a.dataset)
+        print(f"{p.prog}: dataset preset {a.dataset}: views {views} ({source})")
     ev = run_main(p.prog, evaluate_run, **options_for(evaluate_run, a))
     print(ev.headline())
     if a.out:

@@ -493,6 +493,32 @@ def labelled_scene(variant: str, label: int, rng: np.random.Generator, num_frame
     )
     return Scene(bg, shapes + [actor])
 
+# %% ../nbs/06a_synthetic.ipynb #fec0c40d
+def _check_counts(seed, fps, **counts):
+    "Checks a dataset writer's numbers: each of `counts` (name: (value, least)) an integer >= least, `seed` an integer,"
+    "`fps` > 0; raises `VimpacError` naming the first bad one."
+    for name, (v, lo) in counts.items():
+        check_number(name, v, integer=True, ge=lo)
+    check_number("seed", seed, integer=True)
+    check_number("fps", fps, gt=0)
+
+
+def _dataset_folder(out, spec: dict, what: str = "dataset") -> Path:
+    """The folder `out` of a dataset described by `spec`, created, with `out/dataset.json` written first (so that an
+    interrupted run is resumed, not mixed). Raises `VimpacError` when `out` is a file or already holds a dataset of
+    other arguments (naming the first that differs)."""
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise VimpacError(f"{out}: is a file, expected a dataset folder (or a new path)")
+    if (meta := out / "dataset.json").is_file() and (old := read_json(meta, "synthetic dataset description")) != spec:
+        diff = next(k for k in spec if old.get(k) != spec[k])
+        raise VimpacError(
+            f"{out}: holds a {what} with {diff}={old.get(diff)!r}, not {spec[diff]!r}; use another folder"
+        )
+    out.mkdir(parents=True, exist_ok=True)
+    write_json(meta, spec)
+    return out
+
 # %% ../nbs/06a_synthetic.ipynb #5687f34f
 @renamed_kwargs(size="frame_size")
 def write_labelled_dataset(
@@ -517,20 +543,10 @@ def write_labelled_dataset(
     Raises `VimpacError` for bad arguments, an `out` that is a file, or a folder of another dataset."""
     if variant not in LABELLED_VARIANTS:
         raise VimpacError(f"variant: expected one of {', '.join(LABELLED_VARIANTS)}, got {variant!r}")
-    for name, v, lo in (
-        ("train_per_class", train_per_class, 1),
-        ("test_per_class", test_per_class, 0),
-        ("num_frames", num_frames, 2),
-        ("frame_size", frame_size, 2),
-    ):
-        check_number(name, v, integer=True, ge=lo)
-    check_number("seed", seed, integer=True)
-    check_number("fps", fps, gt=0)
+    counts = dict(train_per_class=(train_per_class, 1), test_per_class=(test_per_class, 0))
+    _check_counts(seed, fps, **counts, num_frames=(num_frames, 2), frame_size=(frame_size, 2))
     if frame_size % 2:
         raise VimpacError(f"frame_size: must be even (yuv420p video), got {frame_size}")
-    out = Path(out)
-    if out.exists() and not out.is_dir():
-        raise VimpacError(f"{out}: is a file, expected a dataset folder (or a new path)")
     spec = dict(
         format=LABELLED_FORMAT,
         variant=variant,
@@ -541,16 +557,7 @@ def write_labelled_dataset(
         size=frame_size,
         fps=float(fps),
     )  # key `size` kept: format /1
-    if (meta := out / "dataset.json").is_file():
-        old = read_json(meta, "synthetic dataset description")
-        if old != spec:
-            diff = next(k for k in spec if old.get(k) != spec[k])
-            raise VimpacError(
-                f"{out}: holds a synthetic dataset with {diff}={old.get(diff)!r}, not {spec[diff]!r}; use another "
-                "folder"
-            )
-    out.mkdir(parents=True, exist_ok=True)
-    write_json(meta, spec)  # first, so that an interrupted run is resumed, not mixed
+    out = _dataset_folder(out, spec, "synthetic dataset")
     classes = LABELLED_VARIANTS[variant]
     jobs = [
         (p, c, i)
@@ -681,27 +688,11 @@ def write_motion_dataset(
     videos; a folder written with other arguments is refused. Returns a dict with `root`, `classes`, `pool` (paths)
     and `train` / `test`, lists of (path, label). Raises `VimpacError` for bad arguments, an `out` that is a file,
     or a folder of another dataset."""
-    for name, v, lo in (
-        ("pool", pool, 0),
-        ("train_per_class", train_per_class, 1),
-        ("test_per_class", test_per_class, 0),
-    ):
-        check_number(name, v, integer=True, ge=lo)
-    check_number("seed", seed, integer=True)
-    check_number("fps", fps, gt=0)
+    _check_counts(seed, fps, pool=(pool, 0), train_per_class=(train_per_class, 1), test_per_class=(test_per_class, 0))
     moving_pattern(0, np.random.default_rng(0), num_frames, frame_size, cells=cells)  # checks the arguments
-    out = Path(out)
-    if out.exists() and not out.is_dir():
-        raise VimpacError(f"{out}: is a file, expected a dataset folder (or a new path)")
     spec = dict(format=MOTION_FORMAT, pool=pool, train_per_class=train_per_class, test_per_class=test_per_class)
     spec.update(seed=seed, num_frames=num_frames, frame_size=frame_size, fps=float(fps), cells=list(cells))
-    if (meta := out / "dataset.json").is_file() and (old := read_json(meta, "synthetic dataset description")) != spec:
-        diff = next(k for k in spec if old.get(k) != spec[k])
-        raise VimpacError(
-            f"{out}: holds a dataset with {diff}={old.get(diff)!r}, not {spec[diff]!r}; use another folder"
-        )
-    out.mkdir(parents=True, exist_ok=True)
-    write_json(meta, spec)  # first, so that an interrupted run is resumed, not mixed
+    out = _dataset_folder(out, spec)
     parts = dict(pool=[], train=[], test=[])
     for path, part, label, i in tqdm(_motion_jobs(out, pool, train_per_class, test_per_class), disable=not progress):
         rng = np.random.default_rng([seed, part, max(label, 0), i])
