@@ -1,5 +1,5 @@
 """Two pre-training knobs the paper varies (issue 22): `mask_strategy` (block masking, §3.1, or the i.i.d. masking
-Table 8 compares it with) and `negatives` (the negatives of an InfoNCE group, n = 1 + negatives in Table 9). Their
+Table 5 compares it with) and `negatives` (the negatives of an InfoNCE group, n = 1 + negatives in Table 8). Their
 defaults leave the loop as it was; each is checked against an independent reference."""
 
 import math

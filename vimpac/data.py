@@ -35,7 +35,7 @@ MASK_STRATEGIES = ("block", "iid")  # §3.1's block masking, the paper's; BERT's
 class MaskSpec:
     """How a pre-training clip is masked (§3.1): `strategy` "block", K blocks (`num_blocks`, or None: the count of
     `blocks_for_ratio(T, h, w, mask_ratio)`, appendix B.1), or "iid", each token masked independently when its
-    uniform is below `mask_ratio` (M_iid, Eq. 2; compared in Table 8). Raises `VimpacError` for another strategy,
+    uniform is below `mask_ratio` (M_iid, Eq. 2; compared in Table 5). Raises `VimpacError` for another strategy,
     `num_blocks` < 1 or a `mask_ratio` outside (0, 1)."""
 
     strategy: str = "block"

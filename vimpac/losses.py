@@ -61,7 +61,7 @@ def info_nce_distributed(
     of them whose most similar other clip is their positive. Dividing the sum by N (pairs over all processes) gives
     `info_nce` of the whole batch; without a process group (or with one process) it is exactly that batch.
     `group`: the negatives are only the other clips of a clip's group of `group` pairs (consecutive over all
-    processes; §5.2.2, Table 9's n), and the sum divided by N is the mean of the groups' `info_nce`; `VimpacError`
+    processes; §5.2.2, Table 8's n), and the sum divided by N is the mean of the groups' `info_nce`; `VimpacError`
     when `group` does not divide N."""
     if f1.shape != f2.shape or f1.ndim != 2:
         raise VimpacError(

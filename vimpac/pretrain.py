@@ -73,14 +73,14 @@ class PretrainConfig(TrainConfig):
         default="block",
         metadata={
             "help": "block (the paper's block masking, §3.1) or iid "
-            "(each token masked independently at mask_ratio; Table 8 compares them)"
+            "(each token masked independently at mask_ratio; Table 5 compares them)"
         },
     )
     negatives: int | None = field(
         default=None,
         metadata={
             "help": "negative clip pairs per InfoNCE group (n = 1 + "
-            "negatives, §5.2.2, Table 9; paper: 127 in its analyses); None: all the other pairs "
+            "negatives, §5.2.2, Table 8; paper: 127 in its analyses); None: all the other pairs "
             "of the global micro-batch"
         },
     )
