@@ -27,7 +27,7 @@ from .cli import MODEL_SKIP, tokenize_dataset, tokenize_videos
 __all__ = ['EXPERIMENTS', 'SCALES', 'TEMPORALLY_HEAVY', 'METRICS', 'DATASET_TITLES', 'Row', 'Claim', 'Experiment', 'Setup',
            'setup_for', 'synthetic_data', 'store_data', 'slug', 'run_row', 'row_key', 'mean_std', 'results_table',
            'verdict', 'ExperimentResult', 'experiment_rows', 'run_experiment', 'plot_experiment', 'notebooks_folder',
-           'experiment_parser', 'experiment_main']
+           'experiment_parser', 'experiment_main', 'write_index']
 
 # %% ../nbs/12_experiments.ipynb #b35cf20f
 @dataclass(frozen=True)
@@ -1020,3 +1020,29 @@ def _run_notebooks(names: list, a: argparse.Namespace) -> None:
             raise VimpacError(f"{name}: {e.evalue} (the executed notebook: {executed})") from None
         print(f"{name}: wrote {executed} and {Path(a.out) / name / 'table.md'}")
         print((Path(a.out) / name / "table.md").read_text())
+    print(f"wrote {write_index(a.out)}: the index of the tables")
+
+# %% ../nbs/12_experiments.ipynb #17f510b3
+def write_index(out) -> Path:
+    """Write `out/README.md`: every table written under `out` (`out/NAME/table.md`, by `ExperimentResult.write`), in
+    the paper's order, each with links to its folder and its executed notebook `out/NAME.ipynb` when there is one.
+    Returns its path. Raises `VimpacError` when `out` holds no table."""
+    out = Path(out)
+    names = [n for n in EXPERIMENTS if (out / n / "table.md").is_file()]
+    if not names:
+        raise VimpacError(f"{out}: holds no experiment table (NAME/table.md); expected the --out of vimpac-experiment")
+    scales = sorted({read_json(out / n / "results.json", "experiment results").get("scale", "?") for n in names})
+    text = [
+        f"# The paper's analysis tables, scale {', '.join(scales)}",
+        "",
+        f"Run by `vimpac-experiment NAME ... --out {out.name}` (`vimpac.experiments`). Each table gives the kit's "
+        "numbers (mean ± std over the seeds) beside the paper's, then the paper's claims and whether each holds here.",
+        "",
+    ]
+    for n in names:
+        table = (out / n / "table.md").read_text().strip().splitlines()
+        links = [f"[table]({n}/table.md)"] + ([f"[notebook]({n}.ipynb)"] if (out / f"{n}.ipynb").is_file() else [])
+        text += ["#" + table[0], "", " · ".join(links), "", *"\n".join(table[1:]).strip().splitlines(), ""]
+    with atomic_path(out / "README.md") as tmp:
+        tmp.write_text("\n".join(text).rstrip() + "\n")
+    return out / "README.md"
