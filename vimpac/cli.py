@@ -8,7 +8,6 @@ Docs: https://vimpac.github.io/vimpac/cli.html.md"""
 from __future__ import annotations
 import argparse, os, sys, time, warnings
 from pathlib import Path
-import matplotlib.pyplot as plt
 import torch
 from vimpac.utils import (
     VimpacError,
@@ -50,7 +49,6 @@ from vimpac.evaluate import (
     parse_views,
     write_predictions,
 )
-from .viz import plot_curves, plot_reconstruction, plot_confusion, plot_store_retrieval
 
 # %% auto #0
 __all__ = ['DATASET_FPS', 'DATASET_VIEWS', 'MODEL_SKIP', 'LOOP_OVERRIDES', 'PROBES', 'tokenize_videos', 'tokenize_dataset',
@@ -453,6 +451,8 @@ def pretrain_args(a: argparse.Namespace, progress: bool = True) -> dict | None:
         return None
     ev = evaluate_masking(model, store, cfg)
     write_json(Path(a.out) / "eval.json", ev)
+    from vimpac.viz import plot_curves  # here: matplotlib is imported for a figure only, not for `--help`
+
     plot_curves(hist, Path(a.out) / "training_curves.png", baseline=ev["majority_acc"])
     return ev
 
@@ -497,6 +497,8 @@ def run_demo(
     model, hist = pretrain(store, "tiny", cfg, device=device, out=out / "model", progress=progress)
     t2 = time.perf_counter()
     ev = evaluate_masking(model.to("cpu"), store, cfg)
+    from vimpac.viz import plot_curves, plot_reconstruction
+
     plot_curves(hist, images / "training_curves.png", baseline=ev["majority_acc"])
     clip = read_video(videos[1], fps, frame_size)[4 : 4 + cfg.clip_len]
     h = frame_size // tok.downsample
@@ -529,14 +531,27 @@ def showcase_main(argv=None):
     "Console script `vimpac-showcase`: the main job behind `make demo` (`vimpac-demo` is the Gradio app,"
     "`vimpac.demo`)."
     p = OptionParser(prog="vimpac-showcase", description="VIMPAC end to end on the bundled sample videos.")
-    p.add_argument("--out", type=folder_option, default="runs/demo")
-    p.add_argument("--images", type=folder_option, default="images")
+    p.add_argument(
+        "--out", type=folder_option, default="runs/demo", help="folder of the token store and the pre-training run"
+    )
+    p.add_argument(
+        "--images",
+        type=folder_option,
+        default="images",
+        help="folder of the figures reconstruction.png and training_curves.png",
+    )
     _frame_size_option(p)
-    p.add_argument("--fps", type=number_option(gt=0), default=2.0)
-    p.add_argument("--steps", type=number_option(integer=True, ge=1), default=400)
-    p.add_argument("--tokenizer", default="default")
-    p.add_argument("--seed", type=number_option(integer=True), default=0)
-    p.add_argument("--device", type=device_option, default=None)
+    p.add_argument("--fps", type=number_option(gt=0), default=2.0, help="frames per second sampled from the videos")
+    p.add_argument("--steps", type=number_option(integer=True, ge=1), default=400, help="pre-training steps")
+    p.add_argument(
+        "--tokenizer", default="default", help="default | dalle:ENCODER.pkl,DECODER.pkl | a saved VQ-VAE folder"
+    )
+    p.add_argument(
+        "--seed", type=number_option(integer=True), default=0, help="seed of the pre-training and of the figure's mask"
+    )
+    p.add_argument(
+        "--device", type=device_option, default=None, help="cpu, cuda or cuda:N (default: cuda when available)"
+    )
     a = p.parse_args(argv)
     s = run_main(
         p.prog,
@@ -833,6 +848,9 @@ def features_main(argv=None):
 # %% ../nbs/11_cli.ipynb #5820a29e
 def _confusion_figure(ev, out: Path, checkpoint, test_store) -> None:
     "`confusion.png` in `out`: the confusion matrix of `ev`, titled with the checkpoint, the store and the headline."
+    import matplotlib.pyplot as plt
+    from vimpac.viz import plot_confusion
+
     m = ev.metrics
     plot_confusion(
         m["confusion"],
@@ -849,6 +867,9 @@ def _retrieval_figure(out: Path, checkpoint, features, stores, tokenizer, querie
     """`retrieval.png` in `out`: `queries` test videos (`features` and `stores`: the (test, train) pair) beside their
     nearest training videos, drawn with the tokenizer `tokenizer()` loads; a failure to load or draw warns and writes
     nothing."""
+    import matplotlib.pyplot as plt
+    from vimpac.viz import plot_store_retrieval
+
     (fte, ftr), (test_store, train_store) = features, stores
     try:
         plot_store_retrieval(

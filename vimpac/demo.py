@@ -11,16 +11,9 @@ import errno, os, socket, sys
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")  # before gradio is imported: no analytics, no version check
 from pathlib import Path
 import numpy as np
-import matplotlib.pyplot as plt
-
-try:
-    import gradio as gr
-except ImportError as e:
-    raise ImportError("vimpac.demo needs gradio, which is not installed: pip install 'vimpac[demo]'") from e
 from .utils import VimpacError, OptionParser, moved_names, number_option, run_main
 from .video import sample_videos, video_info
 from .inference import FPS, load_reconstruction_model, reconstruct_video
-from .viz import plot_reconstruction, plot_nn_fill
 
 # %% auto #0
 __all__ = ['LIMITS', 'THEME_FONTS', 'check_video', 'reconstruction_figures', 'build_app', 'launch', 'check_address', 'main']
@@ -56,6 +49,8 @@ def check_video(path, limits: dict | None = None) -> dict:
 # %% ../nbs/10_demo.ipynb #9c234224
 def _to_image(fig) -> np.ndarray:
     "A matplotlib figure as a uint8 RGB array (H, W, 3); the figure is closed."
+    import matplotlib.pyplot as plt
+
     fig.canvas.draw()
     img = np.asarray(fig.canvas.buffer_rgba())[..., :3].copy()
     plt.close(fig)
@@ -71,6 +66,8 @@ def reconstruction_figures(path, model, tok, *, limits: dict | None = None, prog
     number of frames).
     `progress(fraction, desc)` is called along the way when given. Raises `VimpacError` (one line) for a video the
     demo refuses or cannot read, and for bad options."""
+    from vimpac.viz import plot_reconstruction, plot_nn_fill  # here: matplotlib only when drawing
+
     step = progress or (lambda *a, **k: None)
     step(0.05, desc="checking the video")
     check_video(path, limits)
@@ -95,6 +92,16 @@ def reconstruction_figures(path, model, tok, *, limits: dict | None = None, prog
 THEME_FONTS = dict(font=["ui-sans-serif", "system-ui", "sans-serif"], font_mono=["ui-monospace", "monospace"])
 
 
+def _gradio():
+    "The `gradio` module, imported on first use (`vimpac-demo --help` answers without it); `ImportError` naming the"
+    "extra that installs it when it is missing."
+    try:
+        import gradio
+    except ImportError as e:
+        raise ImportError("vimpac.demo needs gradio, which is not installed: pip install 'vimpac[demo]'") from e
+    return gradio
+
+
 def _samples() -> list[Path]:
     try:
         return sample_videos()
@@ -106,6 +113,9 @@ def _page_reconstruct(model, tok, lim: dict):
     """The endpoint's function: `reconstruction_figures` with the page's inputs. An input it refuses becomes a
     `gr.Error` of the kit's one line, naming the upload by its file name (not Gradio's temporary path), and one line
     in the server's log, `vimpac-demo: refused NAME: ...` (not a traceback)."""
+    import matplotlib.pyplot as plt
+
+    gr = _gradio()
 
     def run(video, strategy="block", blocks=0, ratio=0.15, seed=0, neighbour="spatial", progress=gr.Progress()):
         if video is None:
@@ -137,15 +147,16 @@ def _page_reconstruct(model, tok, lim: dict):
 # %% ../nbs/10_demo.ipynb #afee64c1
 def build_app(
     checkpoint=None, tokenizer=None, *, device="cpu", limits: dict | None = None, model=None, tok=None, official=None
-) -> gr.Blocks:
-    """The Gradio app. Loads the model (`vimpac.inference.load_reconstruction_model(checkpoint, tokenizer,
-    official=official, device=device)`) unless `model` and `tok` are given. Raises `VimpacError` when the model
-    cannot be loaded. Launch it with `launch`."""
+):
+    """The Gradio app, a `gradio.Blocks` (gradio is imported here, on first use). Loads the model
+    (`vimpac.inference.load_reconstruction_model(checkpoint, tokenizer, official=official, device=device)`) unless
+    `model` and `tok` are given. Raises `VimpacError` when the model cannot be loaded. Launch it with `launch`."""
     if model is None or tok is None:
         model, tok = load_reconstruction_model(checkpoint, tokenizer, official=official, device=device)
     lim = {**LIMITS, **(limits or {})}
     c = model.config
     frame_size = c.token_map[0] * tok.downsample
+    gr = _gradio()
     with gr.Blocks(title="VIMPAC reconstruction demo", analytics_enabled=False) as app:
         gr.Markdown(
             f"## VIMPAC: mask a video, let the model fill it in\nThe first {c.max_clip_len} frames at "
@@ -181,10 +192,10 @@ def build_app(
     return app
 
 # %% ../nbs/10_demo.ipynb #03ffced7
-def launch(app: gr.Blocks, host: str = "127.0.0.1", port: int = 7860, **kwargs):
-    """Start `app` on `host`:`port` with share, analytics and outside fonts off, uploads capped at
-    `LIMITS["max_upload_mb"]`, and the sample videos readable. `kwargs` go to `gr.Blocks.launch` (e.g.
-    `prevent_thread_lock=True`)."""
+def launch(app, host: str = "127.0.0.1", port: int = 7860, **kwargs):
+    """Start `app` (the `gradio.Blocks` of `build_app`) on `host`:`port` with share, analytics and outside fonts
+    off, uploads capped at `LIMITS["max_upload_mb"]`, and the sample videos readable. `kwargs` go to
+    `gradio.Blocks.launch` (e.g. `prevent_thread_lock=True`)."""
     allowed = sorted({str(p.parent) for p in _samples()})
     opts = dict(
         server_name=host,
@@ -194,7 +205,7 @@ def launch(app: gr.Blocks, host: str = "127.0.0.1", port: int = 7860, **kwargs):
         max_file_size=f"{int(LIMITS['max_upload_mb'])}mb",
         show_error=True,
         ssr_mode=False,
-        theme=gr.themes.Default(**THEME_FONTS),
+        theme=_gradio().themes.Default(**THEME_FONTS),
     )
     return app.launch(**{**opts, **kwargs})
 
@@ -237,7 +248,9 @@ def main(argv=None):
     "Console script `vimpac-demo` and `python -m vimpac.demo`: start the Gradio app."
     p = OptionParser(prog="vimpac-demo", description="The VIMPAC reconstruction demo, a local Gradio app.")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1, this machine only)")
-    p.add_argument("--port", type=number_option(integer=True, ge=1, le=65535), default=7860)
+    p.add_argument(
+        "--port", type=number_option(integer=True, ge=1, le=65535), default=7860, help="TCP port (default 7860)"
+    )
     which = p.add_mutually_exclusive_group()
     which.add_argument(
         "--checkpoint", default=None, help="a run folder written by vimpac-pretrain (default: the shipped demo model)"

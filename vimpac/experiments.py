@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse, contextlib, hashlib, json, math, os, re, subprocess, sys, tempfile, time, warnings
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-import matplotlib.pyplot as plt
 import numpy as np
 from .utils import VimpacError, OptionParser, atomic_path, config_argv, folder_option, number_option, read_json
 from .utils import run_main, write_json
@@ -891,6 +890,8 @@ def plot_experiment(result: ExperimentResult, path=None):
     """Two panels, one bar per row: the kit's fine-tuning top-1 (mean ± std over the seeds, each downstream dataset
     a colour) and the paper's (its UCF101 column, or each dataset's for the pre-training table). Saved to `path`
     when given; returns the figure."""
+    import matplotlib.pyplot as plt  # here: `vimpac-experiment --help` does not import matplotlib
+
     exp, res = result.experiment, result.results
     labels = [r.label for r in exp.rows if any(x["row"] == r.label for x in res)]
     datasets = sorted({x["dataset"] for x in res})

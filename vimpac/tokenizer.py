@@ -14,7 +14,6 @@ import torch
 from torch import nn
 import torch.nn.functional as F
 from tqdm.auto import tqdm
-from vector_quantize_pytorch import VectorQuantize
 from vimpac.utils import (
     VimpacError,
     moved_names,
@@ -188,6 +187,8 @@ class VQVAE(nn.Module):
             dec += [nn.ReLU(), nn.ConvTranspose2d(a, b, 4, stride=2, padding=1)]
         dec += [nn.ReLU(), nn.Conv2d(ch[0], 3, 3, padding=1)]
         self.decoder = nn.Sequential(*dec)
+        from vector_quantize_pytorch import VectorQuantize  # here: importing it pulls in torch's compiler (about 1 s)
+
         self.quantizer = VectorQuantize(
             dim=c.code_dim,
             codebook_size=c.vocab_size,
