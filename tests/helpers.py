@@ -1,6 +1,6 @@
 """Small helpers shared by the test files (imported as `from helpers import ...`: pytest puts tests/ on the path)."""
 
-import signal, subprocess, time
+import argparse, importlib, signal, subprocess, time
 
 
 def run(*argv, timeout=300, **kwargs):
@@ -72,3 +72,23 @@ class RunsCode:
         import os
 
         return (os.system, (f"touch {self.target}",))
+
+
+class _Parsed(Exception):
+    "Raised in place of parsing, carrying the parser a console script built."
+
+
+def parser_of(target: str) -> argparse.ArgumentParser:
+    "The option parser the console script `target` (`module:function`, as in pyproject.toml) builds, caught before it"
+    "parses anything."
+    module, name = target.split(":")
+    main = getattr(importlib.import_module(module), name)
+    parse = argparse.ArgumentParser.parse_args
+    try:
+        argparse.ArgumentParser.parse_args = lambda self, *a, **k: (_ for _ in ()).throw(_Parsed(self))
+        main([])
+    except _Parsed as e:
+        return e.args[0]
+    finally:
+        argparse.ArgumentParser.parse_args = parse
+    raise AssertionError(f"{target} returned without parsing its options")

@@ -35,6 +35,19 @@ def test_finetune_run_notebook(tmp_path):
         assert (out / "eval" / name).stat().st_size > 5_000
     assert len((out / "model" / "metrics.jsonl").read_text().splitlines()) >= 2
     assert json.loads((out / "model" / "classes.json").read_text()) == ev["classes"]
+    # the saved notebook keeps one line per logged step and the test accuracy, and ends with the summary table
+    nb = json.loads((tmp_path / "executed.ipynb").read_text())
+    text = "".join("".join(o.get("text", "")) for c in nb["cells"] for o in c.get("outputs", []))
+    lines = [x for x in text.splitlines() if x.startswith("fine-tune ")]
+    assert [x.split(":")[0] for x in lines] == [
+        "fine-tune step 1/3",
+        "fine-tune step 2/3",
+        "fine-tune step 3/3",
+        "fine-tune end",
+    ]
+    assert lines[-1].startswith("fine-tune end: test_acc ")
+    summary = "".join(nb["cells"][-1]["outputs"][0]["data"]["text/markdown"])
+    assert summary.startswith("| fine-tuning |") and f"| {ev['top1']:.3f} / {ev['top5']:.3f} |" in summary
 
 
 def test_finetune_run_starts_from_pretraining_and_refuses_bad_input(tmp_path):

@@ -1,6 +1,6 @@
 "The papermill run notebooks execute with injected parameters and write their outputs."
 
-import json
+import json, re
 from pathlib import Path
 import papermill as pm
 import pytest
@@ -20,13 +20,20 @@ def test_pretrain_run_notebook(tmp_path):
     )
     ev = json.loads((out / "eval.json").read_text())
     assert ev["masked_tokens"] > 0 and 0 <= ev["mask_acc"] <= 1
-    assert len((out / "model" / "metrics.jsonl").read_text().splitlines()) == 3
+    assert len((out / "model" / "metrics.jsonl").read_text().splitlines()) == 12  # log_every 1, the run's default
     assert list((out / "model" / "checkpoints").glob("step-*.pt"))
     assert (out / "training_curves.png").stat().st_size > 10_000
     # the injected parameters cell follows the tagged defaults
     nb = json.loads((tmp_path / "executed.ipynb").read_text())
     tags = [c["metadata"].get("tags", []) for c in nb["cells"]]
     assert ["parameters"] in tags and ["injected-parameters"] in tags
+    # the saved notebook keeps a line per logged step (not a progress bar's first state) and ends with the summary
+    text = "".join("".join(o.get("text", "")) for c in nb["cells"] for o in c.get("outputs", []))
+    steps = [line for line in text.splitlines() if line.startswith("pre-train step ")]
+    assert len(steps) == 12 and steps[-1].startswith("pre-train step 12/12: loss ")
+    assert not re.search(r"(?<!\d)0/12", text)  # no progress bar saved at 0/12
+    summary = "".join(nb["cells"][-1]["outputs"][0]["data"]["text/markdown"])
+    assert summary.startswith("| pre-training |") and f"mask accuracy | {ev['mask_acc']:.3f}" in summary
 
 
 def test_pretrain_run_notebook_stages(tmp_path):
@@ -70,10 +77,7 @@ def test_pretrain_run_notebook_launches_torchrun(tmp_path):
         for o in c.get("outputs", [])
     )
     assert "--nproc-per-node=2" in printed
-    assert [json.loads(l)["step"] for l in (out / "model" / "metrics.jsonl").read_text().splitlines()] == [
-        0,
-        2,
-    ]  # first, last
+    assert [json.loads(l)["step"] for l in (out / "model" / "metrics.jsonl").read_text().splitlines()] == [0, 1, 2]
 
 
 PRETRAIN_PARAMETERS = {  # name: (type, default), as papermill's own inspector reads the tagged cell
@@ -95,6 +99,7 @@ PRETRAIN_PARAMETERS = {  # name: (type, default), as papermill's own inspector r
     "batch_size": ("int", "3"),
     "micro_batch_size": ("Optional[int]", "None"),
     "lr": ("float", "0.001"),
+    "log_every": ("int", "1"),
     "save_every": ("int", "0"),
     "precision": ("str", '"auto"'),
     "compile": ("bool", "False"),

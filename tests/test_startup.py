@@ -3,9 +3,10 @@ library pulls in torch's compiler stack, about 1 s; matplotlib and gradio are im
 made), and every option of every script has a help text. The time of `vimpac-pretrain --help` is printed as a
 benchmark line, not asserted (`benchmarks/startup.py` times every script)."""
 
-import argparse, importlib, json, subprocess, sys, time, tomllib
+import json, subprocess, sys, time, tomllib
 from pathlib import Path
 import pytest
+from helpers import parser_of
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
@@ -37,28 +38,10 @@ def test_the_codebook_library_loads_when_a_tokenizer_is_built():
     assert r.stdout.strip() == "True"
 
 
-class _Parsed(Exception):
-    "Raised in place of parsing, carrying the parser a console script built."
-
-
-def _parser_of(target: str) -> argparse.ArgumentParser:
-    module, name = target.split(":")
-    main = getattr(importlib.import_module(module), name)
-    parse = argparse.ArgumentParser.parse_args
-    try:
-        argparse.ArgumentParser.parse_args = lambda self, *a, **k: (_ for _ in ()).throw(_Parsed(self))
-        main([])
-    except _Parsed as e:
-        return e.args[0]
-    finally:
-        argparse.ArgumentParser.parse_args = parse
-    raise AssertionError(f"{target} returned without parsing its options")
-
-
 @pytest.mark.parametrize("script", sorted(SCRIPTS))
 def test_every_option_has_help(script):
     "Each option and positional argument of the script has a help text (`--help` lists what it does)."
-    parser = _parser_of(SCRIPTS[script])
+    parser = parser_of(SCRIPTS[script])
     missing = [a.option_strings or [a.dest] for a in parser._actions if not a.help]
     assert missing == [], f"{script}: options without help: {missing}"
     assert parser.prog == script

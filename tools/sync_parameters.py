@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 MARKER = "# ---- generated from the configs' fields by tools/sync_parameters.py: edit the fields, then run it ----"
 # notebook: (the loop's config, its fields left out, the defaults that differ from the config's: tiny, CPU-sized runs)
 RUNS = {
-    "nbs/runs/pretrain.ipynb": (PretrainConfig, (), dict(steps=6, batch_size=3)),
+    "nbs/runs/pretrain.ipynb": (PretrainConfig, (), dict(steps=6, batch_size=3, log_every=1)),
     # `views` is the notebook's own (the stored views, all of which training uses); every loop parameter None: the
     # notebook's `schedule` gives it (toy: a few CPU seconds; table12: the dataset's preset), else the config's default
     "nbs/runs/finetune.ipynb": (

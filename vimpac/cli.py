@@ -426,11 +426,17 @@ def pretrain_parser(raise_errors: bool = False) -> argparse.ArgumentParser:
     return p
 
 # %% ../nbs/11_cli.ipynb #63d84aa7
-def pretrain_args(a: argparse.Namespace, progress: bool = True) -> dict | None:
-    """Run `vimpac-pretrain` from parsed options (`pretrain_parser().parse_args(argv)`) in this process: pre-train,
-    then (on rank 0, unless `no_eval`) evaluate and plot. Returns the evaluation dict, or None. Raises
-    `VimpacError` for bad input, so a notebook sees the kit's one line as the error. The model options, when given
-    with `--init` or `--resume`, must agree with the saved model."""
+def _progress_mode() -> bool | str:
+    "A console script's progress: a bar on a terminal, else one line per logged step (a batch job's log, a pipe)."
+    return True if sys.stderr.isatty() else "text"
+
+
+def pretrain_args(a: argparse.Namespace, progress: bool | str = True) -> dict | None:
+    """Run `vimpac-pretrain` from parsed options (`pretrain_parser().parse_args(argv)`) in this process: pre-train, then
+    (on rank 0, unless `no_eval`) evaluate and plot. `progress`: a bar (True), a line per logged step (`"text"`, for
+    batch jobs and papermill) or nothing (False), on rank 0 only. Returns the evaluation dict, or None. Raises
+    `VimpacError` for bad input, so a notebook sees the kit's one line as the error. The model options, when given with
+    `--init` or `--resume`, must agree with the saved model."""
     store_path = a.store or a.store_pos
     if store_path is None:
         raise VimpacError("the following arguments are required: --store")
@@ -445,7 +451,7 @@ def pretrain_args(a: argparse.Namespace, progress: bool = True) -> dict | None:
         out=a.out,
         resume=a.resume,
         init=a.init,
-        progress=progress and rank == 0,
+        progress=progress if rank == 0 else False,
     )
     if rank != 0 or a.no_eval:
         return None
@@ -463,7 +469,7 @@ def pretrain_main(argv=None):
     a = p.parse_args(argv)
     if (a.store or a.store_pos) is None:
         p.error("the following arguments are required: --store")
-    ev = run_main(p.prog, pretrain_args, a)
+    ev = run_main(p.prog, pretrain_args, a, progress=_progress_mode())
     if ev is not None:
         print(
             f"mask accuracy {ev['mask_acc']:.3f} (majority-token baseline {ev['majority_acc']:.3f}), "
@@ -639,10 +645,11 @@ def finetune_config(a: argparse.Namespace, prog: str = "vimpac-finetune", show: 
     return FinetuneConfig(**{**chosen, **given})
 
 # %% ../nbs/11_cli.ipynb #5e322013
-def finetune_args(a: argparse.Namespace, progress: bool = True) -> list[dict]:
+def finetune_args(a: argparse.Namespace, progress: bool | str = True) -> list[dict]:
     """Run `vimpac-finetune` from parsed options (`finetune_parser().parse_args(argv)`) in this process. Returns the
-    logged records. Raises `VimpacError` for bad input (one line), e.g. a model option with `--init`, `--official`
-    or `--resume` (they use the saved model)."""
+    logged records. `progress`: a bar (True), a line per logged step (`"text"`) or nothing (False), on rank 0 only.
+    Raises `VimpacError` for bad input (one line), e.g. a model option with `--init`, `--official` or `--resume` (they
+    use the saved model)."""
     store = TokenStore(a.store)
     test = TokenStore(a.test_store) if a.test_store else None
     rank = int(os.environ.get("RANK", "0"))
@@ -664,7 +671,7 @@ def finetune_args(a: argparse.Namespace, progress: bool = True) -> list[dict]:
         official=a.official,
         new_head=a.new_head,
         test_store=test,
-        progress=progress and rank == 0,
+        progress=progress if rank == 0 else False,
     )
     return hist
 
@@ -673,7 +680,7 @@ def finetune_main(argv=None):
     "Console script `vimpac-finetune`: prints the last training (and test) accuracy; exit status 2 for bad input."
     p = finetune_parser()
     a = p.parse_args(argv)
-    hist = run_main(p.prog, finetune_args, a)
+    hist = run_main(p.prog, finetune_args, a, progress=_progress_mode())
     train = [r for r in hist if "acc" in r]
     if train:
         test = [r["test_acc"] for r in hist if "test_acc" in r]

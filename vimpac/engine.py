@@ -1025,11 +1025,21 @@ def _open_metrics(out: Path, start: int, resume: bool):
     return open(path, "a"), tb
 
 
+def _clock(seconds: float) -> str:
+    "A duration as H:MM:SS (M:SS under an hour)."
+    m, s = divmod(int(round(seconds)), 60)
+    h, m = divmod(m, 60)
+    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
+
+
 class MetricsLog:
-    """The record of a run, on rank 0: a progress bar (`tqdm.auto`) over steps [start, steps), and per logged step one
-    JSON line in `out/metrics.jsonl`, TensorBoard scalars in `out/tensorboard` when `tensorboard` is installed, and a
-    dict in `history`. On `resume` the records of steps >= `start` (written after the checkpoint) are dropped first,
-    so no step is logged twice. `count(n)` adds n samples; `rate()` gives (samples, seconds) since the last record."""
+    """The record of a run, on rank 0: a progress bar (`tqdm.auto`) over steps [start, steps) when `progress` is True,
+    or with `progress="text"` one printed line per logged step (its shown fields, the time elapsed and an estimate of
+    the time left: a record that survives in a batch job's log and in a notebook saved by papermill, where a bar is
+    saved as its first state); per logged step one JSON line in `out/metrics.jsonl`, TensorBoard scalars in
+    `out/tensorboard` when `tensorboard` is installed, and a dict in `history`. On `resume` the records of steps >=
+    `start` (written after the checkpoint) are dropped first, so no step is logged twice. `count(n)` adds n samples;
+    `rate()` gives (samples, seconds) since the last record."""
 
     def __init__(
         self, run: Run, start: int, steps: int, resume: bool = False, desc: str = "train", progress: bool = True
@@ -1038,9 +1048,13 @@ class MetricsLog:
         self.file, self.tb = None, None
         if run.out is not None and run.rank == 0:
             self.file, self.tb = _open_metrics(run.out, start, resume)
-        quiet = not progress or run.rank != 0
+        if progress not in (True, False, "text"):
+            raise VimpacError(f"progress: expected True, False or 'text', got {progress!r}")
+        self.text = progress == "text" and run.rank == 0
+        quiet = progress is not True or run.rank != 0
         self.bar = tqdm(range(start, steps), desc=desc, disable=quiet, initial=start, total=steps)
-        self.t0, self.samples = time.perf_counter(), 0
+        self.desc, self.began = desc, time.perf_counter()
+        self.t0, self.samples = self.began, 0
 
     def __iter__(self):
         return iter(self.bar)
@@ -1072,8 +1086,22 @@ class MetricsLog:
                     self.tb.add_scalar(k, v, rec["step"])
         if show:
             self.bar.set_postfix({k: f"{rec[k]:.3f}" for k in show})
+        if self.text:
+            print(self.line(rec, show), flush=True)
         self.t0, self.samples = time.perf_counter(), 0
         return rec
+
+    def line(self, rec: dict, show=()) -> str:
+        """The text record of `rec`: `DESC step N/STEPS: field value, ... (elapsed, about T left)`, N counted from 1;
+        a record after the last step (e.g. the test accuracy) is `DESC end: field value, ... (elapsed)`."""
+        done, elapsed = rec["step"] + 1 - self.start, time.perf_counter() - self.began
+        left = elapsed / max(done, 1) * (self.steps - rec["step"] - 1)
+        fields = ", ".join(f"{k} {rec[k]:.3f}" for k in show if k in rec)
+        bad = "; skipped: " + rec["skipped"] if "skipped" in rec else ""
+        if rec["step"] >= self.steps:
+            return f"{self.desc} end: {fields}{bad} ({_clock(elapsed)})"
+        when = f"({_clock(elapsed)}, about {_clock(left)} left)"
+        return f"{self.desc} step {rec['step'] + 1}/{self.steps}: {fields}{bad} {when}"
 
     def close(self):
         "Close the record files."

@@ -322,7 +322,7 @@ def finetune(
     *,
     device=None,
     out=None,
-    progress: bool = True,
+    progress: bool | str = True,
     resume: bool = False,
     init=None,
     official=None,
@@ -342,6 +342,7 @@ def finetune(
       `store_fps`) and `classes.json` (the class names, in order).
     - `resume=True`: continue exactly from the newest checkpoint in `out` that loads. `test_store`: labelled held-out
       videos, whose `clip_accuracy` is logged at the end as `test_acc`. Returns the model (eval mode) and the records.
+    - `progress`: a progress bar (True), one printed line per logged step (`"text"`) or nothing (False).
     Raises `VimpacError`, before anything is written, for a store (or test store) without labels, a test store with
     classes the train store lacks, a store frame rate that is not a multiple of `clip_fps`, a head of another class
     count without `new_head`, a store of another vocabulary or tokenizer, the errors of `start_run` and `plan_run`,
@@ -383,9 +384,8 @@ def finetune(
             tokenizer=tok,
         )
     if test_store is not None and run.rank == 0:
-        log.write(
-            dict(step=plan.steps, test_acc=clip_accuracy(model, test_store, cfg.clip_len, classes, stride=strides[1]))
-        )
+        acc = clip_accuracy(model, test_store, cfg.clip_len, classes, stride=strides[1])
+        log.write(dict(step=plan.steps, test_acc=acc), show=("test_acc",))
     log.close()
     saved = dict(asdict(cfg), batch_size=plan.batch, tokenizer=tok, fps=fps, store_fps=store.fps)
     return eng.finish({"finetune_config.json": saved, "classes.json": classes}), log.history

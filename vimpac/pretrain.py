@@ -469,7 +469,7 @@ def pretrain(
     *,
     device=None,
     out=None,
-    progress: bool = True,
+    progress: bool | str = True,
     resume: bool = False,
     init=None,
 ) -> tuple[VimpacForPreTraining, list[dict]]:
@@ -485,6 +485,8 @@ def pretrain(
       when installed; at the end `model.safetensors`, `config.json`, `pretrain_config.json` (the `batch_size` used).
       `resume`: continue from the newest checkpoint in `out` that loads (newer ones that do not are passed over with
       one warning).
+    - `progress`: a progress bar (True), one printed line per logged step (`"text"`: batch jobs, papermill) or
+      nothing (False); `MetricsLog`.
 
     Returns the model (unwrapped, eval mode) and the logged records; a step with a non-finite loss or gradient is
     skipped and logged. Warns when `cfg.batch_size` exceeds the store's videos. Raises `VimpacError`, before anything

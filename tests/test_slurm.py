@@ -1,0 +1,136 @@
+"""The SLURM examples (`examples/slurm/*.sbatch`) run as a cluster would run them, with `srun`, `torchrun`, `scontrol`
+and the kit's console scripts replaced by stubs that record their command lines: every command a script starts must
+parse with the kit's own option parser, array tasks must split the work as their comments say, and a re-submitted job
+must resume."""
+
+import json, os, subprocess, sys, tomllib
+from pathlib import Path
+from helpers import parser_of
+
+ROOT = Path(__file__).resolve().parents[1]
+SLURM = ROOT / "examples" / "slurm"
+SCRIPTS = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+WRITE = 'import json, os, sys; open(os.environ["STUB_LOG"], "a").write(json.dumps(sys.argv[1:]) + "\\n")'
+RECORD = f"exec \"{{python}}\" -c '{WRITE}' "
+STUBS = {
+    "srun": 'exec "$@"',
+    "scontrol": "echo node-a; echo node-b",
+    # torchrun's own options (--name=value or --name value) up to the script it starts, then the script's argv
+    "torchrun": 'while [ "${1#--}" != "$1" ]; do\n'
+    + 'case "$1" in *=*) shift;; --standalone) shift;; *) shift 2;; esac\ndone\n'
+    + RECORD
+    + '"$(basename "$1")" "${@:2}"',
+}
+
+
+def run_script(name: str, args: list, tmp: Path, **env) -> list[list[str]]:
+    "Run `examples/slurm/NAME` with `args` in the folder `tmp` under stubs; returns the commands it started."
+    stubs = tmp / "stubs"
+    stubs.mkdir(exist_ok=True)
+    for tool, body in {**STUBS, **{s: RECORD + '"$(basename "$0")" "$@"' for s in SCRIPTS}}.items():
+        (stubs / tool).write_text("#!/bin/bash\n" + body.replace("{python}", sys.executable) + "\n")
+        (stubs / tool).chmod(0o755)
+    (tmp / ".venv" / "bin").mkdir(parents=True, exist_ok=True)
+    (tmp / ".venv" / "bin" / "activate").write_text(f'export PATH="{stubs}:$PATH"\n')
+    log = tmp / "commands.jsonl"
+    log.unlink(missing_ok=True)
+    slurm = dict(SLURM_JOB_ID="7", SLURM_JOB_NODELIST="node-[a-b]", SLURM_NNODES="2", SLURM_GPUS_ON_NODE="8")
+    env = {**os.environ, **slurm, "STUB_LOG": str(log), "PATH": f"{stubs}:{os.environ['PATH']}", **env}
+    r = subprocess.run(["bash", str(SLURM / name), *args], cwd=tmp, env=env, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    return [json.loads(line) for line in log.read_text().splitlines()]
+
+
+def parsed(command: list[str]):
+    "The command's options as the console script it names parses them (a bad option fails the test)."
+    return parser_of(SCRIPTS[command[0]]).parse_args(command[1:])
+
+
+def test_every_example_is_valid_bash_and_documented():
+    "Each script parses as bash and its header shows how to submit it."
+    scripts = sorted(SLURM.glob("*.sbatch"))
+    assert {s.name for s in scripts} >= {"tokenize.sbatch", "pretrain.sbatch", "finetune.sbatch", "evaluate.sbatch"}
+    for s in scripts:
+        assert subprocess.run(["bash", "-n", str(s)]).returncode == 0, s.name
+        assert "sbatch " in s.read_text() and f"examples/slurm/{s.name}" in s.read_text(), s.name
+
+
+def test_tokenize_array_task_writes_its_shard(tmp_path):
+    "Array task 3 of 0-15 writes shard 3 of 16; options after OUT reach vimpac-tokenize."
+    array = dict(SLURM_ARRAY_TASK_ID="3", SLURM_ARRAY_TASK_MIN="0", SLURM_ARRAY_TASK_COUNT="16")
+    (cmd,) = run_script("tokenize.sbatch", ["videos.txt", "runs/store128"], tmp_path, **array)
+    a = parsed(cmd)
+    assert (a.inputs, a.out, a.num_shards, a.shard_index, a.dataset) == (["videos.txt"], "runs/store128", 16, 3, None)
+    extra = ["--dataset", "ucf101", "--split-dir", "split"]
+    (cmd,) = run_script("tokenize.sbatch", ["UCF-101", "runs/ucf101", *extra], tmp_path, **array)
+    a = parsed(cmd)
+    assert (a.dataset, a.split_dir, a.shard_index) == ("ucf101", "split", 3)
+    one = dict(SLURM_ARRAY_TASK_ID="5", SLURM_ARRAY_TASK_MIN="5", SLURM_ARRAY_TASK_COUNT="1")  # --array=5
+    assert parsed(run_script("tokenize.sbatch", ["v", "o"], tmp_path, **one)[0]).shard_index == 0
+
+
+def test_pretrain_runs_torchrun_per_node_and_resumes(tmp_path):
+    "One torchrun per node through srun, rendezvous on the first node; --resume once a checkpoint exists."
+    (cmd,) = run_script("pretrain.sbatch", ["runs/store128", "runs/small"], tmp_path)
+    a = parsed(cmd)
+    assert (cmd[0], a.store, a.out, a.preset, a.batch_size, a.resume) == (
+        "vimpac-pretrain",
+        "runs/store128",
+        "runs/small",
+        "small",
+        1024,
+        False,
+    )
+    (tmp_path / "runs/small/checkpoints").mkdir(parents=True)
+    (tmp_path / "runs/small/checkpoints/step-00001000.pt").write_bytes(b"")
+    assert parsed(run_script("pretrain.sbatch", ["runs/store128", "runs/small"], tmp_path)[0]).resume
+
+
+def test_finetune_then_evaluate_with_the_dataset_preset(tmp_path):
+    "Fine-tune from a run with Table 12's preset, then evaluate with the dataset's views; a re-submission resumes."
+    args = ["ucf101", "runs/ucf101", "runs/small", "runs/ft"]
+    ft, ev = run_script("finetune.sbatch", args, tmp_path)
+    a, e = parsed(ft), parsed(ev)
+    assert (ft[0], a.dataset, a.init, a.resume, a.store, a.test_store) == (
+        "vimpac-finetune",
+        "ucf101",
+        "runs/small",
+        False,
+        "runs/ucf101/train",
+        "runs/ucf101/test",
+    )
+    assert (ev[0], e.checkpoint, e.dataset, e.test, e.out) == (
+        "vimpac-evaluate",
+        "runs/ft",
+        "ucf101",
+        "runs/ucf101/test",
+        "runs/ft/eval",
+    )
+    (tmp_path / "runs/ft/checkpoints").mkdir(parents=True)
+    (tmp_path / "runs/ft/checkpoints/step-00000500.pt").write_bytes(b"")
+    a = parsed(run_script("finetune.sbatch", args, tmp_path)[0])
+    assert a.resume and a.init is None  # the run continues; --init would be refused beside --resume's saved model
+    ft, _ = run_script("finetune.sbatch", ["ssv2", "s", "-", "o2", "--official", "c.pt"], tmp_path)
+    a = parsed(ft)
+    assert (a.official, a.init, a.dataset) == ("c.pt", None, "ssv2")  # "-": no run to start from, options instead
+
+
+def test_evaluate_a_classifier_or_a_probe(tmp_path):
+    "DATASET: multi-view evaluation with its views; linear / knn: a probe fitted on the train store."
+    (cmd,) = run_script("evaluate.sbatch", ["runs/ft", "runs/ucf101", "ssv2", "runs/ft/eval"], tmp_path)
+    a = parsed(cmd)
+    assert (a.dataset, a.probe, a.train, a.out) == ("ssv2", None, "runs/ucf101/train", "runs/ft/eval")
+    (cmd,) = run_script("evaluate.sbatch", ["runs/small", "runs/ucf101", "knn", "runs/knn", "--k", "10"], tmp_path)
+    a = parsed(cmd)
+    assert (a.probe, a.dataset, a.k) == ("knn", None, 10)
+
+
+def test_experiment_array_task_runs_its_row(tmp_path):
+    "An array task runs one row of the table at the cluster scale on this node's GPUs; the task without an index none."
+    args = ["masking_ratio", "runs/experiments", "stores.yaml", "0", "1"]
+    (cmd,) = run_script("experiment.sbatch", args, tmp_path, SLURM_ARRAY_TASK_ID="4")
+    a = parsed(cmd)
+    assert (a.names, a.scale, a.rows, a.seeds, a.f) == (["masking_ratio"], "cluster", ["4"], [0, 1], "stores.yaml")
+    assert a.p == [["setup", '{"gpus": 8}']]
+    (cmd,) = run_script("experiment.sbatch", args, tmp_path)
+    assert parsed(cmd).rows is None
