@@ -8,7 +8,7 @@ TORCH_CPU := torch==2.13.0
 DEMO_OUT ?= runs/demo
 LAB_PORT ?= 8888
 
-.PHONY: demo test lab docs readme readme-check install lint sync-check nbtest pytest export clean-venv bench-gpu bench-venv
+.PHONY: demo figures test lab docs readme readme-check install lint sync-check nbtest pytest export clean-venv bench-gpu bench-venv
 
 install: $(STAMP)
 
@@ -25,7 +25,13 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q --no-deps dall-e==0.1
 	@touch $(STAMP)
 
+# The main job; its store, model, summary and figures go under runs/demo/ (git ignores runs/).
 demo: $(STAMP)
+	$(BIN)/vimpac-showcase --out $(DEMO_OUT)
+
+# The same job, writing the README's figures (images/reconstruction.png, images/training_curves.png): tracked files,
+# changed only by this explicit target.
+figures: $(STAMP)
 	$(BIN)/vimpac-showcase --out $(DEMO_OUT) --images images
 
 # JupyterLab on the loopback interface in nbs/ (the lab extra is installed here only, so `make test` stays as fast).

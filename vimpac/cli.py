@@ -14,6 +14,7 @@ from vimpac.utils import (
     write_json,
     make_generator,
     get_device,
+    idle_cpu_threads,
     renamed_kwargs,
     check_number,
     OptionParser,
@@ -477,10 +478,50 @@ def pretrain_main(argv=None):
         )
 
 # %% ../nbs/11_cli.ipynb #88045811
+def _demo_clip(video, fps: float, frame_size: int, clip_len: int, tok) -> tuple:
+    """The figure's clip of `video`: the `clip_len` frames whose largest frame-to-frame change (the share of tokens
+    that differ) is smallest, so that it holds no scene cut; returns (frames (T, S, S, 3) uint8, first frame index)."""
+    frames = read_video(video, fps, frame_size)
+    codes = tok.encode(frames).cpu()
+    change = (codes[1:] != codes[:-1]).float().flatten(1).mean(1)
+    start = min(range(len(frames) - clip_len + 1), key=lambda s: (change[s : s + clip_len - 1].max().item(), s))
+    return frames[start : start + clip_len], start
+
+
+def _demo_mask(clip_len: int, h: int, seed: int, tries: int = 100) -> torch.Tensor:
+    """A block mask (T, h, h) at the paper's ratio (appendix B.1's block count) with a masked token in every frame:
+    the first of the seeds `seed` + 7, + 8, ... whose mask has one (else the last tried)."""
+    k = blocks_for_ratio(clip_len, h, h)
+    for i in range(tries):
+        mask = block_mask((1, clip_len, h, h), k, generator=make_generator(seed + 7 + i))[0]
+        if mask.flatten(1).any(1).all():
+            break
+    return mask
+
+
+def _demo_figures(video, tok, model, hist, ev, images: Path, fps, frame_size, steps, seed, clip_len) -> dict:
+    """`training_curves.png` and `reconstruction.png` in `images`; returns what the reconstruction shows: the video,
+    the clip's first frame, the share of its tokens masked and the share of the masked ones recovered."""
+    from vimpac.viz import plot_curves, plot_reconstruction
+    from vimpac.inference import reconstruct_tokens
+
+    plot_curves(hist, images / "training_curves.png", baseline=ev["majority_acc"])
+    clip, start = _demo_clip(video, fps, frame_size, clip_len, tok)
+    mask = _demo_mask(clip_len, frame_size // tok.downsample, seed)
+    acc = reconstruct_tokens(model, tok.encode(clip).cpu(), mask)["accuracy"]
+    name = Path(video).name
+    title = (
+        f"{name}, frames {start}-{start + clip_len - 1} at {fps:g} FPS, S={frame_size}: tiny VIMPAC after {steps} "
+        f"steps; {mask.float().mean():.0%} of the tokens masked in blocks, {acc:.0%} of those recovered"
+    )
+    plot_reconstruction(clip, tok, model, mask, images / "reconstruction.png", title=title)
+    return dict(figure_video=name, figure_start=start, figure_masked=float(mask.float().mean()), figure_acc=acc)
+
+
 @renamed_kwargs(size="frame_size")
 def run_demo(
     out="runs/demo",
-    images="images",
+    images=None,
     frame_size: int = 128,
     fps: float = 2.0,
     steps: int = 400,
@@ -489,46 +530,34 @@ def run_demo(
     device=None,
     progress: bool = True,
 ) -> dict:
-    """The main job on the bundled sample videos at `fps` and frame size S = `frame_size`; returns a summary dict
-    (final losses, mask accuracy and the majority-token baseline, timings in seconds)."""
+    """The main job on the bundled sample videos at `fps` and frame size S = `frame_size`: tokenize them into
+    `out/store`, pre-train the `tiny` model for `steps` steps into `out/model`, evaluate its mask accuracy
+    (`evaluate_masking`: fresh block masks over the three videos, beside the majority-token baseline), and draw
+    `training_curves.png` and `reconstruction.png` (one clip without a scene cut, a masked token in every frame) into
+    `images` (default `out`; the README's figures in `images/` change only when asked, `make figures`). On a CPU it
+    sets torch's threads to the cores other jobs leave idle (`idle_cpu_threads`): a busy machine runs the same job,
+    slower. Returns the summary written to `out/summary.json`: the tokenizer, first and final loss, the evaluation's
+    `mask_acc`, `majority_acc`, `cl_acc`, `masked_tokens`, the figure's `figure_video`, `figure_start`,
+    `figure_masked`, `figure_acc` (shares in [0, 1]), `threads`, and timings in seconds."""
     t0 = time.perf_counter()
-    out, images = Path(out), Path(images)
+    out = Path(out)
+    dev = get_device(device)
+    threads = idle_cpu_threads() if dev.type == "cpu" else torch.get_num_threads()
+    torch.set_num_threads(threads)
     videos = sample_videos()
-    summary, tok = tokenize_videos(
+    _, tok = tokenize_videos(
         videos, out / "store", tokenizer=tokenizer, fps=fps, frame_size=frame_size, device="cpu", progress=progress
     )
     store = TokenStore(out / "store", tokenizer=tok)
     t1 = time.perf_counter()
     cfg = PretrainConfig(steps=steps, batch_size=len(store), lr=2e-3, seed=seed)
-    model, hist = pretrain(store, "tiny", cfg, device=device, out=out / "model", progress=progress)
+    model, hist = pretrain(store, "tiny", cfg, device=dev, out=out / "model", progress=progress)
     t2 = time.perf_counter()
     ev = evaluate_masking(model.to("cpu"), store, cfg)
-    from vimpac.viz import plot_curves, plot_reconstruction
-
-    plot_curves(hist, images / "training_curves.png", baseline=ev["majority_acc"])
-    clip = read_video(videos[1], fps, frame_size)[4 : 4 + cfg.clip_len]
-    h = frame_size // tok.downsample
-    mask = block_mask(
-        (1, cfg.clip_len, h, h), blocks_for_ratio(cfg.clip_len, h, h), generator=make_generator(seed + 7)
-    )[0]
-    plot_reconstruction(
-        clip,
-        tok,
-        model,
-        mask,
-        images / "reconstruction.png",
-        title=f"bikes.mp4, {fps:g} FPS, S={frame_size}: tiny VIMPAC after {steps} steps "
-        f"(masked {100 * mask.float().mean():.0f}% in blocks)",
-    )
-    summary = dict(
-        tokenizer=tok.identity,
-        first_loss=hist[0]["loss"],
-        final_loss=hist[-1]["loss"],
-        **ev,
-        tokenize_s=t1 - t0,
-        pretrain_s=t2 - t1,
-        total_s=time.perf_counter() - t0,
-    )
+    images = out if images is None else Path(images)
+    figure = _demo_figures(videos[1], tok, model, hist, ev, images, fps, frame_size, steps, seed, cfg.clip_len)
+    summary = dict(tokenizer=tok.identity, first_loss=hist[0]["loss"], final_loss=hist[-1]["loss"], **ev, **figure)
+    summary.update(threads=threads, tokenize_s=t1 - t0, pretrain_s=t2 - t1, total_s=time.perf_counter() - t0)
     write_json(out / "summary.json", summary)
     return summary
 
@@ -543,8 +572,9 @@ def showcase_main(argv=None):
     p.add_argument(
         "--images",
         type=folder_option,
-        default="images",
-        help="folder of the figures reconstruction.png and training_curves.png",
+        default=None,
+        help="folder of the figures reconstruction.png and training_curves.png (default: --out; the README's are "
+        "images/, written by `make figures`)",
     )
     _frame_size_option(p)
     p.add_argument("--fps", type=number_option(gt=0), default=2.0, help="frames per second sampled from the videos")
@@ -571,14 +601,19 @@ def showcase_main(argv=None):
         seed=a.seed,
         device=a.device,
     )
-    print(f"tokenizer: {s['tokenizer']['name']} ({s['tokenizer']['hash']})")
+    print(f"tokenizer: {s['tokenizer']['name']} ({s['tokenizer']['hash']}); {s['threads']} CPU threads")
     print(f"pre-training loss {s['first_loss']:.3f} -> {s['final_loss']:.3f}")
     print(
-        f"mask accuracy {s['mask_acc']:.3f} vs majority-token baseline {s['majority_acc']:.3f}; "
-        f"CL accuracy {s['cl_acc']:.3f}"
+        f"mask accuracy {s['mask_acc']:.1%} of {s['masked_tokens']} masked tokens (fresh block masks over the three "
+        f"videos; copying the most frequent token: {s['majority_acc']:.1%}); CL accuracy {s['cl_acc']:.1%}"
     )
     print(
-        f"wrote {a.images}/reconstruction.png, {a.images}/training_curves.png and {a.out}/ "
+        f"the figure's clip ({s['figure_video']}, from frame {s['figure_start']}): {s['figure_masked']:.0%} of its "
+        f"tokens masked, {s['figure_acc']:.0%} of those recovered"
+    )
+    images = a.images or a.out
+    print(
+        f"wrote {images}/reconstruction.png, {images}/training_curves.png and {a.out}/ "
         f"({s['total_s']:.0f} s: tokenize {s['tokenize_s']:.0f} s, pre-train {s['pretrain_s']:.0f} s)"
     )
 

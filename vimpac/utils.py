@@ -14,12 +14,12 @@ from safetensors.torch import load_file, save_file
 
 # %% auto #0
 __all__ = ['IGNORE_INDEX', 'VimpacError', 'load_torch_file', 'read_json', 'check_fields', 'check_device', 'get_device',
-           'make_generator', 'derive_seed', 'check_number', 'coerce_parameter', 'check_parameters', 'warmup_linear',
-           'atomic_path', 'write_json', 'disk_full_error', 'save_weights', 'load_weights', 'VimpacDeprecationWarning',
-           'renamed_kwargs', 'moved_names', 'one_line', 'Terminated', 'run_main', 'options_for', 'OptionParser',
-           'checked_option', 'number_option', 'device_option', 'folder_option', 'config_fields', 'field_help',
-           'field_default', 'field_kind', 'option_name', 'add_config_options', 'config_values', 'config_from_options',
-           'config_argv', 'parameter_lines']
+           'make_generator', 'derive_seed', 'idle_cpu_threads', 'check_number', 'coerce_parameter', 'check_parameters',
+           'warmup_linear', 'atomic_path', 'write_json', 'disk_full_error', 'save_weights', 'load_weights',
+           'VimpacDeprecationWarning', 'renamed_kwargs', 'moved_names', 'one_line', 'Terminated', 'run_main',
+           'options_for', 'OptionParser', 'checked_option', 'number_option', 'device_option', 'folder_option',
+           'config_fields', 'field_help', 'field_default', 'field_kind', 'option_name', 'add_config_options',
+           'config_values', 'config_from_options', 'config_argv', 'parameter_lines']
 
 # %% ../nbs/00_utils.ipynb #6eaf13c8
 class VimpacError(ValueError):
@@ -150,6 +150,16 @@ def derive_seed(*keys: int | str) -> int:
     "tuple."
     h = hashlib.blake2b("/".join(map(str, keys)).encode(), digest_size=8).digest()
     return int.from_bytes(h, "little") & ((1 << 63) - 1)
+
+# %% ../nbs/00_utils.ipynb #30370581
+def idle_cpu_threads(cores: int | None = None, load: float | None = None) -> int:
+    """The number of CPU threads to use on a shared machine: its `cores` (default `os.cpu_count()`) less the 1-minute
+    load average `load` of the other jobs (default `os.getloadavg()`, 0 where the system has none), rounded, at least
+    1. Used as `torch.set_num_threads` by jobs that run on the CPU (`vimpac-showcase`)."""
+    cores = cores or os.cpu_count() or 1
+    if load is None:
+        load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
+    return max(1, min(cores, round(cores - load)))
 
 # %% ../nbs/00_utils.ipynb #68a013c8
 def check_number(name: str | None, value, integer: bool = False, gt=None, ge=None, lt=None, le=None, hint: str = ""):

@@ -146,11 +146,12 @@ def plot_reconstruction(
 ):
     """Five rows for one clip of uint8 frames (T, S, S, 3) and its bool mask (T, S/f, S/f) (f = the tokenizer's
     downsampling): original frames, VQ-VAE reconstruction, masked input (masked tokens grey, the region outlined in
-    red), the model's prediction decoded (visible tokens kept; `vimpac.inference.reconstruct_tokens`), and per
-    masked token a heat map of `score`: `"confidence"` (the top-1 softmax probability, in [0, 1]) or `"correct"` (1
-    where the top-1 code equals the original token, 0 where not); unmasked tokens are light grey. The row's label
-    gives the mask accuracy. Saves a PNG to `path` when given. Returns the matplotlib figure (5*T frame axes, then a
-    colour bar). Raises `VimpacError` when the mask does not match the token map or `score` is unknown."""
+    red), the model's prediction decoded (visible tokens kept; `vimpac.inference.reconstruct_tokens`), and per masked
+    token a heat map of `score`: `"confidence"` (the top-1 softmax probability, in [0, 1]) or `"correct"` (1 where the
+    top-1 code equals the original token, 0 where not); unmasked tokens are light grey. The row's label gives this
+    clip's mask accuracy (the share of its masked tokens whose top-1 code is the original). Saves a PNG to `path` when
+    given. Returns the matplotlib figure (5*T frame axes, then a colour bar). Raises `VimpacError` when the mask does
+    not match the token map or `score` is unknown."""
     if score not in ("confidence", "correct"):
         raise VimpacError(f"score: {score!r} is not one of 'confidence', 'correct'")
     tokens = tokenizer.encode(frames).cpu()
@@ -173,7 +174,7 @@ def plot_reconstruction(
         ("VQ-VAE reconstruction", vq),
         ("masked input", masked),
         ("model prediction", pred),
-        (f"{label}\n(accuracy {r['accuracy']:.0%})", heat),
+        (f"{label}\n({r['accuracy']:.0%} of the {int(mask.sum())} masked\ntokens recovered)", heat),
     ]
     return _frame_grid(rows, (1.9 * len(frames) + 0.8, 10.2), 10, title, 11, path)
 
