@@ -70,3 +70,23 @@ def test_pages_typeset_formulas_with_the_sites_own_mathjax(tmp_path, monkeypatch
     assert bd.check_site(proc) == []
     mj = bd.mathjax_dir()  # what `make docs` copies, when jupyter-server-mathjax is installed
     assert mj is None or (mj / "config" / "TeX-AMS-MML_HTMLorMML-full.js").is_file()
+
+
+def test_a_widget_output_shows_its_static_snapshot_on_a_page():
+    "A page has no kernel: an output with a widget view and an HTML snapshot (the explorer's) keeps the snapshot only;"
+    "an output with a widget view alone is left as it is."
+    snap = {"application/vnd.jupyter.widget-view+json": {"model_id": "x"}, "text/html": "<p>snapshot</p>"}
+    bare = {"application/vnd.jupyter.widget-view+json": {"model_id": "y"}, "text/plain": "VBox()"}
+    cell = dict(
+        cell_type="code",
+        metadata={},
+        source="explore()",
+        outputs=[
+            dict(output_type="execute_result", data=dict(snap), metadata={}),
+            dict(output_type="display_data", data=dict(bare), metadata={}),
+        ],
+    )
+    nb = bd._clean(dict(cells=[cell]), 0)
+    first, second = nb["cells"][0]["outputs"]
+    assert first["data"] == {"text/html": "<p>snapshot</p>"}
+    assert second["data"] == bare

@@ -191,6 +191,9 @@ def _clean(nb: dict, depth: int) -> dict:
         c["source"] = "\n".join(l for l in src.splitlines() if not l.startswith("#|")).strip("\n")
         if opts.get("output") == "false":
             c["outputs"] = []
+        for o in c.get("outputs", []):  # a widget with a static snapshot (vimpac.viz.explore): a page has no kernel
+            if "text/html" in o.get("data", {}):
+                o["data"].pop("application/vnd.jupyter.widget-view+json", None)
         if opts.get("echo") == "false":
             c["metadata"]["transient"] = {"remove_source": True}  # nbconvert's "hide input"
         if not c["source"] and not c.get("outputs"):

@@ -528,7 +528,7 @@ def run_demo(
     tokenizer: str = "default",
     seed: int = 0,
     device=None,
-    progress: bool = True,
+    progress: bool | str = True,
 ) -> dict:
     """The main job on the bundled sample videos at `fps` and frame size S = `frame_size`: tokenize them into
     `out/store`, pre-train the `tiny` model for `steps` steps into `out/model`, evaluate its mask accuracy
@@ -546,7 +546,13 @@ def run_demo(
     torch.set_num_threads(threads)
     videos = sample_videos()
     _, tok = tokenize_videos(
-        videos, out / "store", tokenizer=tokenizer, fps=fps, frame_size=frame_size, device="cpu", progress=progress
+        videos,
+        out / "store",
+        tokenizer=tokenizer,
+        fps=fps,
+        frame_size=frame_size,
+        device="cpu",
+        progress=progress is True,
     )
     store = TokenStore(out / "store", tokenizer=tok)
     t1 = time.perf_counter()
@@ -600,6 +606,7 @@ def showcase_main(argv=None):
         tokenizer=a.tokenizer,
         seed=a.seed,
         device=a.device,
+        progress=_progress_mode(),
     )
     print(f"tokenizer: {s['tokenizer']['name']} ({s['tokenizer']['hash']}); {s['threads']} CPU threads")
     print(f"pre-training loss {s['first_loss']:.3f} -> {s['final_loss']:.3f}")

@@ -419,46 +419,103 @@ def _explore_controls(W, video, kw: dict, first: str, which: str) -> dict:
     )
 
 # %% ../nbs/09_viz.ipynb #54fb8603
-def explore(model=None, tokenizer=None, video=None, *, fps: float = 2.0, start: int = 0, official=None, **kw):
+def _figure_png(fig) -> str:
+    "A matplotlib figure as base64 PNG text (for an `<img>` in HTML)."
+    import base64, io
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=50, bbox_inches="tight")
+    return base64.b64encode(buf.getvalue()).decode()
+
+
+def _explorer_class(W):
+    "The explorer's widget: a `VBox` whose saved output also holds a static snapshot (the status and both figures)."
+
+    class Explorer(W.VBox):
+        snapshot = ""
+
+        def _repr_mimebundle_(self, **kwargs):
+            bundle = super()._repr_mimebundle_(**kwargs)  # the live widget in JupyterLab
+            if self.snapshot:  # a notebook viewer or the docs site, which have no kernel: the last state drawn
+                bundle["text/html"] = self.snapshot
+            return bundle
+
+    return Explorer
+
+
+def _explore_show(ui, s: dict) -> None:
+    "Show the `explore_state` `s` in the explorer `ui`: its accuracies in the status line, its figures, the snapshot."
+    ui.status.value = (
+        f"mask accuracy: model <b>{s['model_accuracy']:.1%}</b>, copying the nearest visible token "
+        f"<b>{s['copy_accuracy']:.1%}</b>"
+    )
+    figs = s["reconstruction"], s["nearest_neighbour"]
+    ui.snapshot = f"<p>{ui.status.value}</p>" + "".join(
+        f'<img src="data:image/png;base64,{_figure_png(f)}" style="max-width:100%">' for f in figs
+    )
+    ui.output.clear_output(wait=True)
+    for f in figs:
+        ui.output.append_display_data(f)
+        plt.close(f)
+
+
+def explore(
+    model=None, tokenizer=None, video=None, *, fps: float = 2.0, start: int = 0, official=None, delay=0.4, **kw
+):
     """An ipywidgets explorer (JupyterLab, `make lab`) of `explore_state`: pick the video (a sample or a path), the
-    strategy, blocks or ratio, seed, neighbour mode and model; the figures and accuracies update. The model: `model`
-    (a `VimpacForPreTraining` or a `save_pretrained` folder), `official` (an authors' pre-training `classifier.pt`,
+    strategy, blocks or ratio, seed, neighbour mode and model; the figures and accuracies update. The model: `model` (a
+    `VimpacForPreTraining` or a `save_pretrained` folder), `official` (an authors' pre-training `classifier.pt`,
     `tokenizer="dalle:ENCODER.pkl,DECODER.pkl"`), or the shipped demo model; the model box takes another
     (`vimpac.inference.load_reconstruction_model`). `kw`: the controls' first values; `fps`, `start`: the frames.
-    Returns the widget (`controls`, `status`, `update()`). Raises `VimpacError` without ipywidgets, or as the loader."""
+    Changes are debounced: the status says "updating" at once, and one update runs `delay` seconds after the last change
+    (keyboard steps on a slider make one update, not one each); `delay=0` updates at each change, in the caller's
+    thread. The saved output holds a static snapshot for viewers without a kernel. Returns the widget (`controls`,
+    `status`, `update()`: an update now, `updates`: the count run, `shown`: the options of what it shows). Raises
+    `VimpacError` without ipywidgets, or as the loader."""
     try:
         import ipywidgets as W
-        from IPython.display import display
     except ImportError:
         raise VimpacError(
             "explore: needs ipywidgets; install it with `pip install 'vimpac[lab]'` (or `make lab`)"
         ) from None
+    import threading
+
     load, tok, first, which = _explore_models(model, tokenizer, official)
     ctl = _explore_controls(W, video, kw, first, which)
     status, out = W.HTML(), W.Output()
+    state = dict(timer=None, asked=0, lock=threading.Lock())
 
     def update(*_):
-        args = {k: w.value for k, w in ctl.items() if k not in ("checkpoint", "video")}
-        try:
-            m = load(ctl["checkpoint"].value.strip())
-            s = explore_state(m, tok, ctl["video"].value.strip() or None, fps=fps, start=start, **args)
-        except VimpacError as e:
-            status.value = f"<b>error:</b> {html.escape(str(e))}"
-            return None
-        status.value = (
-            f"mask accuracy: model <b>{s['model_accuracy']:.1%}</b>, copying the nearest visible token "
-            f"<b>{s['copy_accuracy']:.1%}</b>"
-        )
-        with out:
-            out.clear_output(wait=True)
-            display(s["reconstruction"], s["nearest_neighbour"])
-        plt.close(s["reconstruction"])
-        plt.close(s["nearest_neighbour"])
-        return s
+        asked = state["asked"]
+        with state["lock"]:
+            if asked != state["asked"]:  # a newer change came while this one waited: it updates
+                return None
+            ui.updates += 1
+            args = {k: w.value for k, w in ctl.items() if k not in ("checkpoint", "video")}
+            try:
+                m = load(ctl["checkpoint"].value.strip())
+                s = explore_state(m, tok, ctl["video"].value.strip() or None, fps=fps, start=start, **args)
+            except VimpacError as e:
+                status.value = f"<b>error:</b> {html.escape(str(e))}"
+                return None
+            ui.shown = args
+            _explore_show(ui, s)
+            return s
+
+    def changed(*_):
+        state["asked"] += 1
+        if not delay:
+            return update()
+        status.value = "<i>updating…</i>"  # busy at once; the figures follow the last change
+        if state["timer"] is not None:
+            state["timer"].cancel()
+        state["timer"] = threading.Timer(delay, update)
+        state["timer"].daemon = True
+        state["timer"].start()
 
     for w in ctl.values():
-        w.observe(update, names="value")
-    ui = W.VBox(
+        w.observe(changed, names="value")
+    ui = _explorer_class(W)(
         [
             W.HBox([ctl["video"], ctl["checkpoint"]]),
             W.HBox([ctl["strategy"], ctl["neighbour"]]),
@@ -467,7 +524,7 @@ def explore(model=None, tokenizer=None, video=None, *, fps: float = 2.0, start: 
             out,
         ]
     )
-    ui.controls, ui.status, ui.update = ctl, status, update
+    ui.controls, ui.status, ui.output, ui.update, ui.updates, ui.shown = ctl, status, out, update, 0, None
     update()
     return ui
 
