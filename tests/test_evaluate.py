@@ -296,7 +296,10 @@ def test_predict_cli_prints_top_classes(data, capsys):
         predict_main, [*vids, "--checkpoint", d / "ft", "--views", "3x2", "--csv", d / "p.csv"], capsys
     )
     assert code == 0, err
-    lines = out.splitlines()
+    model_line, *lines = out.splitlines()
+    assert model_line == f"model: {d / 'ft'}: classifier of 3 classes; tokens of {data['tok'].identity['name']} " + (
+        f"({data['tok'].identity['hash']}) at 4 FPS; training data not recorded"
+    )  # the line names the model; this hand-made run records no store
     assert lines[0] == str(vids[0]) and len(lines) == 3 * 4  # 3 classes: top-3 under each path
     names = [l.split()[-1] for l in lines[1:4]]
     scores = [float(l.split()[1]) for l in lines[1:4]]
@@ -369,7 +372,8 @@ def test_predict_console_script(data, bin_dir):
     r = helpers.run(bin_dir / "vimpac-predict", v, "--checkpoint", d / "ft", *"--views 1x2 --top 2".split(), env=ENV)
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
-    assert lines[0] == str(v) and len(lines) == 3 and lines[1].startswith("  1. ")
+    assert lines[0].startswith(f"model: {d / 'ft'}: classifier of 3 classes;")
+    assert lines[1] == str(v) and len(lines) == 4 and lines[2].startswith("  1. ")
     r = helpers.run(bin_dir / "vimpac-evaluate", "--checkpoint", d / "pre", "--test", d / "test", env=ENV)
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
 
@@ -420,13 +424,17 @@ def test_end_to_end_tokenize_finetune_evaluate_predict(tmp_path, capsys):
     assert {r["label_name"] for r in rows} == set(CLASSES) and all(r["pred_name"] in CLASSES for r in rows)
     video = root / "test" / "red" / "red0.mp4"
     code, out, err = run_in_process(predict_main, [video, "--checkpoint", ft, *"--views 3x2 --fps 4".split()], capsys)
-    assert code == 0 and "warning" not in err, err
-    lines = out.splitlines()
+    assert code == 0 and "records no frame rate" not in err, err
+    assert "every prediction is near chance" in err  # 3 steps of fine-tuning: near-uniform scores, and a warning
+    model_line, *lines = out.splitlines()
+    tok_hash = load_tokenizer("default").identity["hash"]
+    want = f"model: {ft}: classifier of 3 classes; tokens of vimpac-vqvae ({tok_hash}) at 4 FPS; trained on "
+    assert model_line == want + f"{st / 'train'} (6 videos)"  # a run of vimpac-finetune records its store
     assert lines[0] == str(video) and {l.split()[-1] for l in lines[1:]} == set(CLASSES)
     code, out, err = run_in_process(
         predict_main, [video, "--checkpoint", ft, "--views", "1x1"], capsys
     )  # at the run's 4 FPS
-    assert code == 0 and "warning" not in err, err
+    assert code == 0 and "records no frame rate" not in err, err
     rec = json.loads((ft / "finetune_config.json").read_text())
     assert rec["fps"] == 4.0
     del rec["fps"]
@@ -475,3 +483,23 @@ def test_evaluate_empty_store_refused_in_one_line(data, bin_dir, tmp_path):
         assert (
             r.stderr == f"vimpac-evaluate: error: {tmp_path / 'empty'}: holds no video; expected a labelled store\n"
         ), r.stderr
+
+
+def test_predict_warns_when_every_prediction_is_near_chance(data, tmp_path, capsys):
+    "A classifier whose head is zero gives uniform scores: one warning line says so; a trained head gives none."
+    d, vids = data["dir"], list(data["videos"]["test"])
+    flat = VimpacForVideoClassification(data["cfg"], num_classes=3)
+    torch.nn.init.zeros_(flat.fc.weight)
+    torch.nn.init.zeros_(flat.fc.bias)
+    flat.eval().save_pretrained(tmp_path / "flat")
+    for f in ("finetune_config.json", "classes.json"):
+        (tmp_path / "flat" / f).write_text((d / "ft" / f).read_text())
+    code, out, err = run_in_process(predict_main, [*vids, "--checkpoint", tmp_path / "flat", "--views", "1x1"], capsys)
+    assert code == 0, err
+    warning = [l for l in err.splitlines() if "near chance" in l]
+    assert warning == [
+        f"vimpac-predict: warning: {tmp_path / 'flat'}: every prediction is near chance (the highest top-1 score is "
+        "0.333; chance 1/3 = 0.333): the model may be under-trained, or these videos unlike its training data"
+    ]
+    code, out, err = run_in_process(predict_main, [*vids, "--checkpoint", d / "ft", "--views", "1x1"], capsys)
+    assert code == 0 and "near chance" not in err, err

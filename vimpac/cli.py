@@ -41,6 +41,7 @@ from .pretrain import PRECISIONS, PretrainConfig, pretrain, evaluate_masking
 from .finetune import FinetuneConfig, finetune
 from vimpac.evaluate import (
     Features,
+    describe_run,
     load_run,
     run_tokenizer,
     predict,
@@ -791,7 +792,20 @@ def predict_videos(
         warnings.warn(
             f"{checkpoint}: records no frame rate; sampled at 2 FPS (pass --fps, e.g. 4 for HMDB51, SSV2, Diving48)"
         )
+    _warn_near_chance(checkpoint, preds)
     return preds, info
+
+
+def _warn_near_chance(checkpoint, preds: list[dict]) -> None:
+    "One warning when every video's top score is under 1.5 x chance (1/C): a model that tells classes apart does not"
+    "give near-uniform scores to every video."
+    c = len(preds[0]["scores"]) if preds else 0
+    best = max((float(r["scores"].max()) for r in preds), default=0.0)
+    if c > 1 and best < 1.5 / c:
+        warnings.warn(
+            f"{checkpoint}: every prediction is near chance (the highest top-1 score is {best:.3f}; chance 1/{c} = "
+            f"{1 / c:.3f}): the model may be under-trained, or these videos unlike its training data"
+        )
 
 
 def predict_main(argv=None):
@@ -808,6 +822,7 @@ def predict_main(argv=None):
     p.add_argument("--csv", default=None, help="also write the predictions to this CSV file")
     a = p.parse_args(argv)
     preds, info = run_main(p.prog, predict_videos, **options_for(predict_videos, a))
+    print(f"model: {describe_run(info)}")
     for r in preds:
         print(r["path"])
         for i, (name, s) in enumerate(r["top"]):

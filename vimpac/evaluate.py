@@ -29,8 +29,8 @@ __all__ = ['SPATIAL_CROPS', 'FEATURES_FORMAT', 'RUN_RECORDS', 'parse_views', 'te
            'pooled_views', 'multiview_scores', 'ranked_classes', 'classification_metrics', 'top_classes',
            'write_predictions', 'knn_scores', 'LinearProbe', 'fit_linear_probe', 'probe_scores',
            'check_store_for_model', 'store_videos', 'store_labels', 'video_tokens', 'Features', 'extract_features',
-           'read_run', 'load_run', 'run_tokenizer', 'check_classes', 'predict', 'Evaluation', 'evaluate',
-           'match_classes', 'evaluate_probe', 'nearest_neighbours', 'store_frames']
+           'read_run', 'describe_run', 'load_run', 'run_tokenizer', 'check_classes', 'predict', 'Evaluation',
+           'evaluate', 'match_classes', 'evaluate_probe', 'nearest_neighbours', 'store_frames']
 
 # %% ../nbs/08a_evaluate.ipynb #50bcbb5a
 SPATIAL_CROPS = {1: (CENTER_VIEW,), 3: ("1x-topleft", CENTER_VIEW, "1x-bottomright")}
@@ -582,12 +582,12 @@ RUN_RECORDS = ("finetune_config.json", "training.json", "pretrain_config.json")
 
 
 def read_run(path) -> dict:
-    """What a checkpoint folder records: `path`, `kind` ("vimpac-classification" or "vimpac-pretraining"),
-    `num_classes` (or None), `classes` (names, or None when not recorded), `tokenizer` (the `{name, hash}` identity,
-    or None) and `fps` (frames/s of its training tokens, or None), read from `config.json`, `classes.json` (the list
-    `finetune` writes) and the records `RUN_RECORDS` (first found wins). Raises `VimpacError` for a folder without
-    `config.json` or
-    `model.safetensors`, or invalid JSON."""
+    """What a checkpoint folder records: `path`, `kind` ("vimpac-classification" or "vimpac-pretraining"), `num_classes`
+    (or None), `classes` (names, or None when not recorded), `tokenizer` (the `{name, hash}` identity, or None), `fps`
+    (frames/s of its training tokens, or None) and `store`, `videos` (the token store it was trained on and its number
+    of videos, or None: runs before they were recorded), `data` (a model card's list of its videos, or None), read from
+    `config.json`, `classes.json` (the list `finetune` writes) and the records `RUN_RECORDS` (first found wins). Raises
+    `VimpacError` for a folder without `config.json` or `model.safetensors`, or invalid JSON."""
     path = Path(path)
     if not (path / "config.json").is_file() or not (path / "model.safetensors").is_file():
         raise VimpacError(f"{path}: not a saved vimpac model (expected config.json and model.safetensors)")
@@ -607,7 +607,30 @@ def read_run(path) -> dict:
         classes=classes,
         tokenizer=first("tokenizer"),
         fps=float(fps) if isinstance(fps, (int, float)) else None,
+        store=first("store"),
+        videos=first("videos"),
+        data=first("data"),
     )
+
+
+def describe_run(info: dict) -> str:
+    """One line naming a loaded model (`read_run`'s `info`) and what it saw, for every surface that uses one: its
+    folder, its kind and classes, its tokenizer and frame rate, and its training store (or that it is not recorded)."""
+    kind = "pre-trained model" if info["kind"] == "vimpac-pretraining" else "classifier"
+    if info.get("num_classes"):
+        kind += f" of {info['num_classes']} classes"
+    tok = info.get("tokenizer") or {}
+    seen = f"tokens of {tok.get('name', 'an unrecorded tokenizer')}" + (f" ({tok['hash']})" if tok.get("hash") else "")
+    if info.get("fps"):
+        seen += f" at {info['fps']:g} FPS"
+    names = info.get("data") if isinstance(info.get("data"), list) else None  # a model card's list of videos
+    if info.get("store") and info.get("videos"):
+        data = f"trained on {info['store']} ({info['videos']} videos)"
+    elif names:
+        data = f"trained on {len(names)} videos: {', '.join(map(str, names[:5]))}" + (", ..." if len(names) > 5 else "")
+    else:
+        data = "training data not recorded"
+    return f"{info['path']}: {kind}; {seen}; {data}"
 
 # %% ../nbs/08a_evaluate.ipynb #ed4ff210
 def _read_classes(f: Path) -> list:

@@ -339,7 +339,8 @@ def finetune(
     - `out`: the run folder: `metrics.jsonl`, `checkpoints/`, TensorBoard, and at the end `model.safetensors`,
       `config.json` (with `num_classes`), `finetune_config.json` (the settings with the `batch_size` used, the
       tokenizer identity, the clips' frame rate `fps` for `vimpac-predict` and `vimpac-evaluate`, the store's
-      `store_fps`) and `classes.json` (the class names, in order).
+      `store_fps`, the training store's path `store` and its `videos`) and `classes.json` (the class names, in
+      order).
     - `resume=True`: continue exactly from the newest checkpoint in `out` that loads. `test_store`: labelled held-out
       videos, whose `clip_accuracy` is logged at the end as `test_acc`. Returns the model (eval mode) and the records.
     - `progress`: a progress bar (True), one printed line per logged step (`"text"`) or nothing (False).
@@ -388,4 +389,5 @@ def finetune(
         log.write(dict(step=plan.steps, test_acc=acc), show=("test_acc",))
     log.close()
     saved = dict(asdict(cfg), batch_size=plan.batch, tokenizer=tok, fps=fps, store_fps=store.fps)
+    saved.update(store=str(store.path), videos=len(store))  # what the model saw, for the surfaces that name it
     return eng.finish({"finetune_config.json": saved, "classes.json": classes}), log.history

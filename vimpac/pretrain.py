@@ -482,7 +482,8 @@ def pretrain(
     - `init`: a folder saved by `save_pretrained` to start from, its positional tables interpolated to this store's
       token map (§4.2: the stage at S = 256 continues from the stage at S = 128).
     - `out`: the run folder: `metrics.jsonl` (a `step_record` per logged step), `checkpoints/`, TensorBoard events
-      when installed; at the end `model.safetensors`, `config.json`, `pretrain_config.json` (the `batch_size` used).
+      when installed; at the end `model.safetensors`, `config.json`, `pretrain_config.json` (the `batch_size` used,
+      the store's path `store` and its `videos`).
       `resume`: continue from the newest checkpoint in `out` that loads (newer ones that do not are passed over with
       one warning).
     - `progress`: a progress bar (True), one printed line per logged step (`"text"`: batch jobs, papermill) or
@@ -526,6 +527,7 @@ def pretrain(
         )
     log.close()
     saved = dict(asdict(cfg), batch_size=plan.batch, tokenizer=store.tokenizer_id, fps=store.fps)
+    saved.update(store=str(store.path), videos=len(store))  # what the model saw, for the surfaces that name it
     model = eng.finish({"pretrain_config.json": saved})
     model.token_head.requires_grad_(True)
     return model, log.history
