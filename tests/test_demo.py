@@ -206,6 +206,8 @@ def test_browser_upload_and_run(browser_server):
             page.locator("#run").click()
             for el in ("#reconstruction img", "#nn_fill img"):
                 page.locator(el).first.wait_for(state="visible", timeout=60_000)
+            text = page.locator("body").inner_text()  # the header names the model and what it was trained on
+            assert "Model:" in text and "pre-trained model; tokens of vimpac-vqvae" in text and "trained on" in text
             acc = page.locator("#model_acc input").input_value()
             assert 0 <= float(acc) <= 1
             sizes = page.evaluate(

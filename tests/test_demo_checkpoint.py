@@ -55,3 +55,15 @@ def test_default_tokenizer_card_matches_its_weights():
     assert f"hash `{tok.identity['hash']}`" in (folder / "README.md").read_text()
     assert set(report["heldout_psnr"]) == {"sample videos", "procedural scenes", "photographs", "colour test patterns"}
     assert (folder / "model.safetensors").stat().st_size <= 10e6
+
+
+def test_the_loaded_demo_model_says_what_it_saw():
+    "`load_reconstruction_model()` gives the model its `description`, which the page and the explorer show."
+    from vimpac.inference import load_reconstruction_model
+
+    model, _ = load_reconstruction_model()
+    assert model.description == (
+        "the shipped demo model (vimpac/weights/demo): pre-trained model; tokens of vimpac-vqvae (d8138a70bb773bc5) "
+        "at 2 FPS; trained on 3 videos: "
+        "bigbuckbunny.mp4, bikes.mp4, carphone_pristine.mp4"
+    )

@@ -163,7 +163,7 @@ def build_app(
             f"{FPS:g} FPS are cropped to {frame_size}x{frame_size} px and tokenized; masked tokens are "
             "predicted by the model and, as a baseline, copied from the nearest visible token. Limits: "
             f"{lim['max_upload_mb']:g} MB, {lim['max_seconds']:g} s, {lim['max_pixels'] / 1e6:.1f} "
-            "megapixels per frame."
+            f"megapixels per frame.\n\n**Model:** {getattr(model, 'description', 'a model given by the caller')}"
         )
         with gr.Row():
             with gr.Column(scale=1):

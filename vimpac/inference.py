@@ -15,6 +15,7 @@ from .tokenizer import load_tokenizer
 from .masking import apply_mask, block_mask, blocks_for_ratio, iid_mask, copy_accuracy
 from .model import VimpacForPreTraining
 from .official import load_official_pretraining
+from .evaluate import describe_run, read_run
 
 # %% auto #0
 __all__ = ['DEMO_CHECKPOINT', 'FPS', 'load_reconstruction_model', 'reconstruct_tokens', 'predict_masked', 'make_mask',
@@ -85,7 +86,8 @@ def load_reconstruction_model(checkpoint=None, tokenizer=None, *, official=None,
     checkpoint is installed and none is given, when `official` has no tokenizer or is a fine-tuned classifier (no
     token head, appendix A.2), when the tokenizer has no decoder, its vocabulary differs from the model's or it is
     not the one a run was trained with, when the model's token map is not square (the frames are centre-cropped
-    squares), and for missing or unreadable files."""
+    squares), and for missing or unreadable files. The model's `description` names it and what it was trained on
+    (`vimpac.evaluate.describe_run`)."""
     if checkpoint is not None and official is not None:
         raise VimpacError(
             "give a kit checkpoint (--checkpoint DIR) or an authors' classifier.pt (--official FILE), not both"
@@ -104,6 +106,13 @@ def load_reconstruction_model(checkpoint=None, tokenizer=None, *, official=None,
     name = "default" if tokenizer is None else tokenizer
     tok = load_tokenizer(name, device=device) if isinstance(name, (str, Path)) else name
     _check_tokenizer(model.eval(), tok, name, src, run=official is None)
+    model.description = (  # what every surface that shows the model says of it (the page, the explorer)
+        f"{src}: the authors' pre-training classifier.pt, converted (their weights; §4.1 pre-trains on HowTo100M)"
+        if official is not None
+        else describe_run(
+            {**read_run(src), **({} if checkpoint else {"path": "the shipped demo model (vimpac/weights/demo)"})}
+        )
+    )
     return model, tok
 
 # %% ../nbs/08b_inference.ipynb #ed550baa

@@ -6,7 +6,7 @@ Docs: https://vimpac.github.io/vimpac/viz.html.md"""
 
 # %% ../nbs/09_viz.ipynb #0c4de8bd
 from __future__ import annotations
-import html
+import html, threading
 from pathlib import Path
 import numpy as np
 import torch
@@ -443,6 +443,14 @@ def _explorer_class(W):
     return Explorer
 
 
+def _explorer_layout(W, ctl: dict, named, status, out):
+    "The explorer's widget: the controls in three rows, then the model's line, the status line and the figures."
+    rows = [["video", "checkpoint"], ["strategy", "neighbour"], ["num_blocks", "ratio", "seed"]]
+    ui = _explorer_class(W)([*(W.HBox([ctl[k] for k in r]) for r in rows), named, status, out])
+    ui.controls, ui.status, ui.output, ui.model_line, ui.updates, ui.shown = ctl, status, out, named, 0, None
+    return ui
+
+
 def _explore_show(ui, s: dict) -> None:
     "Show the `explore_state` `s` in the explorer `ui`: its accuracies in the status line, its figures, the snapshot."
     ui.status.value = (
@@ -450,7 +458,7 @@ def _explore_show(ui, s: dict) -> None:
         f"<b>{s['copy_accuracy']:.1%}</b>"
     )
     figs = s["reconstruction"], s["nearest_neighbour"]
-    ui.snapshot = f"<p>{ui.status.value}</p>" + "".join(
+    ui.snapshot = f"<p>{ui.model_line.value}<br>{ui.status.value}</p>" + "".join(
         f'<img src="data:image/png;base64,{_figure_png(f)}" style="max-width:100%">' for f in figs
     )
     ui.output.clear_output(wait=True)
@@ -478,11 +486,9 @@ def explore(
         raise VimpacError(
             "explore: needs ipywidgets; install it with `pip install 'vimpac[lab]'` (or `make lab`)"
         ) from None
-    import threading
-
     load, tok, first, which = _explore_models(model, tokenizer, official)
     ctl = _explore_controls(W, video, kw, first, which)
-    status, out = W.HTML(), W.Output()
+    status, out, named = W.HTML(), W.Output(), W.HTML()
     state = dict(timer=None, asked=0, lock=threading.Lock())
 
     def update(*_):
@@ -494,6 +500,7 @@ def explore(
             args = {k: w.value for k, w in ctl.items() if k not in ("checkpoint", "video")}
             try:
                 m = load(ctl["checkpoint"].value.strip())
+                named.value = f"model: {html.escape(getattr(m, 'description', 'the model given'))}"
                 s = explore_state(m, tok, ctl["video"].value.strip() or None, fps=fps, start=start, **args)
             except VimpacError as e:
                 status.value = f"<b>error:</b> {html.escape(str(e))}"
@@ -515,16 +522,8 @@ def explore(
 
     for w in ctl.values():
         w.observe(changed, names="value")
-    ui = _explorer_class(W)(
-        [
-            W.HBox([ctl["video"], ctl["checkpoint"]]),
-            W.HBox([ctl["strategy"], ctl["neighbour"]]),
-            W.HBox([ctl["num_blocks"], ctl["ratio"], ctl["seed"]]),
-            status,
-            out,
-        ]
-    )
-    ui.controls, ui.status, ui.output, ui.update, ui.updates, ui.shown = ctl, status, out, update, 0, None
+    ui = _explorer_layout(W, ctl, named, status, out)
+    ui.update = update
     update()
     return ui
 
