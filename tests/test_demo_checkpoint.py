@@ -67,3 +67,17 @@ def test_the_loaded_demo_model_says_what_it_saw():
         "at 2 FPS; trained on 3 videos: "
         "bigbuckbunny.mp4, bikes.mp4, carphone_pristine.mp4"
     )
+
+
+def test_the_model_card_command_uses_the_notebook_parameters():
+    "Every `-p NAME` of the card's 'Made with' command is a parameter of the notebook it runs (a renamed one would be"
+    "refused)."
+    import json, re
+
+    card = (DEMO / "README.md").read_text()
+    command = card.split("Made with", 1)[1].split("```bash", 1)[1].split("```", 1)[0]
+    names = re.findall(r"-p (\w+) ", command)
+    nb = json.loads((Path(vimpac.__file__).parents[1] / "nbs/runs/pretrain.ipynb").read_text())
+    cell = next(c for c in nb["cells"] if "parameters" in c["metadata"].get("tags", []))
+    declared = set(re.findall(r"^(\w+):", "".join(cell["source"]), re.M))
+    assert names and set(names) <= declared, set(names) - declared

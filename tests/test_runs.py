@@ -185,6 +185,33 @@ def test_kit_error_is_the_error_papermill_reports(tmp_path):
     assert not (tmp_path / "run2" / "model").exists()
 
 
+@pytest.mark.parametrize(
+    "nb,name,hint",
+    [
+        ("pretrain", "size", "frame_size or hidden_size or mlp_size"),
+        ("finetune", "stepz", "steps"),
+        ("pretrain", "qq", None),
+    ],
+)
+def test_a_parameter_the_notebook_lacks_is_refused(tmp_path, nb, name, hint):
+    "papermill only logs a warning for an unknown parameter and the run goes on with the default (issue 24: a model"
+    "card's `-p size 128` trained at S = 64): the run stops at once with one line naming it and the closest ones."
+    with pytest.raises(PapermillExecutionError) as e:
+        pm.execute_notebook(
+            str(ROOT / f"nbs/runs/{nb}.ipynb"),
+            str(tmp_path / "executed.ipynb"),
+            parameters={"out": str(tmp_path / "run"), name: 1},
+            kernel_name="python3",
+            progress_bar=False,
+        )
+    said = f" (did you mean {hint}?)" if hint else ""
+    assert (e.value.ename, e.value.evalue) == (
+        "VimpacError",
+        f"parameter {name}: not a parameter of this notebook{said}; see its parameters cell",
+    )
+    assert not (tmp_path / "run").exists()  # stopped before anything was written
+
+
 def test_parameters_are_coerced_to_their_declared_types():
     "issue 21: papermill's `-p` text, coerced to the parameters cell's types; a value of another type is one line."
     from typing import Optional

@@ -7,7 +7,7 @@ Docs: https://vimpac.github.io/vimpac/utils.html.md"""
 # %% ../nbs/00_utils.ipynb #b36c610f
 from __future__ import annotations
 import argparse, contextlib, dataclasses, errno, functools, hashlib, json, math, numbers, os, pickletools, re, shutil
-import importlib, inspect, signal, sys, tempfile, threading, types, typing, warnings
+import ast, difflib, importlib, inspect, signal, sys, tempfile, threading, types, typing, warnings
 from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
@@ -260,12 +260,31 @@ def coerce_parameter(name: str, value, kind):
     return value
 
 # %% ../nbs/00_utils.ipynb #afdb2cd1
+def _injected_names(namespace: dict) -> list[str]:
+    "The names papermill's injected-parameters cell assigns (its source starts `# Parameters`), read from IPython's"
+    "input history `In` in `namespace`; [] outside a papermill run."
+    cells = [c for c in namespace.get("In", []) if isinstance(c, str) and c.lstrip().startswith("# Parameters")]
+    try:
+        tree = ast.parse(cells[-1]) if cells else None
+    except SyntaxError:
+        return []
+    targets = [t for node in (tree.body if tree else []) if isinstance(node, ast.Assign) for t in node.targets]
+    return [t.id for t in targets if isinstance(t, ast.Name)]
+
+
 def check_parameters(namespace: dict) -> dict:
     """Coerce, in place, every parameter of a run notebook's `namespace` (its `globals()`, after papermill's injected
     cell) that the parameters cell annotates (`namespace["__annotations__"]`) to its type (`coerce_parameter`).
-    Returns {name: value} of those parameters. Raises `VimpacError` "parameter NAME: expected ..., got VALUE" for
-    the first one that is not of its type."""
+    Returns {name: value} of those parameters. Raises `VimpacError` "parameter NAME: not a parameter of this
+    notebook" for a name papermill injected that the parameters cell does not declare (papermill itself only logs a
+    warning, and the run would go on with the default), naming the closest parameter; and "parameter NAME: expected
+    ..., got VALUE" for the first value that is not of its type."""
     kinds = namespace.get("__annotations__", {})
+    for name in _injected_names(namespace):
+        if name not in kinds:
+            close = [k for k in kinds if name in k.split("_")] or difflib.get_close_matches(name, list(kinds), 1, 0.6)
+            hint = f" (did you mean {' or '.join(close[:3])}?)" if close else ""
+            raise VimpacError(f"parameter {name}: not a parameter of this notebook{hint}; see its parameters cell")
     for name, kind in kinds.items():
         if name in namespace:
             namespace[name] = coerce_parameter(name, namespace[name], kind)
