@@ -756,7 +756,8 @@ def results_table(exp: Experiment, results: list) -> str:
             continue
         cells = [mean_std(_values(results, row.label, m, d)) for m, d in kit]
         cells += [f"{row.paper[c]:g}" if c in row.paper else "-" for c in exp.columns]
-        lines.append(f"| {row.label} | {n} | " + " | ".join(cells) + " |")
+        label = row.label.replace("|", "\\|")  # a layout's `T,H|W` must not split the Markdown cell
+        lines.append(f"| {label} | {n} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 # %% ../nbs/12_experiments.ipynb #3cc826e9
