@@ -783,7 +783,7 @@ def verdict(claim: Claim, results: list) -> list[str]:
             continue
         diff = (b.mean() - a.mean()) if lower else (a.mean() - b.mean())
         if min(len(a), len(b)) < 2:
-            word = "holds in direction" if diff > 0 else "reversed in direction"
+            word = "holds in direction" if diff > 0 else "reversed in direction" if diff < 0 else "tied"
             out.append(f"{claim.text}{where}: {word} ({diff:+.2f}; one seed, no error bar)")
             continue
         se = math.sqrt(a.var(ddof=1) / len(a) + b.var(ddof=1) / len(b))
