@@ -214,10 +214,16 @@ def test_explore_official(files, tmp_path):
     pytest.importorskip("ipywidgets")
     from vimpac.viz import explore
 
-    ui = explore(
-        official=files["pretrain"], tokenizer=files["dalle"], video="carphone_pristine.mp4", strategy="iid", ratio=0.4
+    ui = explore(  # delay=0: each change updates at once, in this thread (the test reads the status right after)
+        official=files["pretrain"],
+        tokenizer=files["dalle"],
+        video="carphone_pristine.mp4",
+        strategy="iid",
+        ratio=0.4,
+        delay=0,
     )
     assert ui.status.value.startswith("mask accuracy: model"), ui.status.value
+    assert "pre-training classifier.pt, converted" in ui.model_line.value, ui.model_line.value  # it names the model
     assert ui.controls["checkpoint"].value == str(files["pretrain"])
     ui.controls["checkpoint"].value = str(files["finetuned"])
     assert ui.status.value.startswith("<b>error:</b>") and "no token head" in ui.status.value, ui.status.value
