@@ -106,13 +106,16 @@ def load_reconstruction_model(checkpoint=None, tokenizer=None, *, official=None,
     name = "default" if tokenizer is None else tokenizer
     tok = load_tokenizer(name, device=device) if isinstance(name, (str, Path)) else name
     _check_tokenizer(model.eval(), tok, name, src, run=official is None)
-    model.description = (  # what every surface that shows the model says of it (the page, the explorer)
-        f"{src}: the authors' pre-training classifier.pt, converted (their weights; §4.1 pre-trains on HowTo100M)"
-        if official is not None
-        else describe_run(
-            {**read_run(src), **({} if checkpoint else {"path": "the shipped demo model (vimpac/weights/demo)"})}
+    # what every surface that shows the model says of it (the page, the explorer)
+    if official is not None:
+        model.description = (
+            f"{src}: the authors' pre-training classifier.pt, converted (their weights; §4.1 pre-trains on HowTo100M)"
         )
-    )
+    else:
+        info = read_run(src)
+        if checkpoint is None:
+            info["path"] = "the shipped demo model (vimpac/weights/demo)"
+        model.description = describe_run(info)
     return model, tok
 
 # %% ../nbs/08b_inference.ipynb #ed550baa
