@@ -23,6 +23,9 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q -e ".[dev]"
 	@# dev-only reference for the DALL-E parity test; --no-deps skips its torchvision pin (it imports only attr, requests, torch)
 	$(BIN)/python -m pip install -q --no-deps dall-e==0.1
+	@# MathJax's static files for the docs (see `docs`), here too so that tests/test_docs.py checks the formulas' files
+	$(BIN)/python -m pip install -q --no-deps "jupyter-server-mathjax>=0.2.6,<0.3" \
+	|| echo "install: could not install jupyter-server-mathjax; the docs' formulas will show as TeX"
 	@touch $(STAMP)
 
 # The main job; its store, model, summary and figures go under runs/demo/ (git ignores runs/).
@@ -42,7 +45,10 @@ lab: $(STAMP)
 
 # The documentation site in _docs/ (tools/build_docs.py): nbdev's doc processing of nbs/, rendered by Quarto where
 # `quarto` is installed (the docs extra: pip install -e ".[docs]"; its package downloads the Quarto binary, which this
-# offline machine cannot), else by nbconvert. A broken page (an error output, a missing image, a dead link) fails it.
+# offline machine cannot), else by nbconvert: pages with a sidebar, a search box (a JSON index of headings, text and
+# API names written at build time, searched by the site's own script), on-page contents, previous/next links, an API
+# index (api.html) with source links to pyproject's Repository, and formulas by the site's own MathJax and fonts.
+# A broken page (an error output, a missing image or script, a dead link or anchor) fails it.
 docs: $(STAMP)
 	@# MathJax for the formulas: the static files of jupyter-server-mathjax, without the Jupyter server it would pull in
 	@$(BIN)/python -c "import importlib.util as u, sys; sys.exit(u.find_spec('jupyter_server_mathjax') is None)" 2>/dev/null \
