@@ -28,7 +28,7 @@ JSON written at build time; it loads from a file:// page too, and calls nothing 
 contents (its h2 and h3 headings) and previous/next links in the sidebar's order; and an API index (`api.html`) of
 every public name in `vimpac._modidx` with links to its entry and its source. Headings' ids are in lower case, as
 Quarto writes them, so that nbdev's links to `page.html#name` land; a link to a name that has no entry on its page (a
-private helper, a method without a `show_doc`) goes to its source instead.
+private helper, a method without a `show_doc`) goes to its class's entry, else to its source.
 A page is broken, and the build exits 1 naming it, when processing a notebook raises, a saved output is an error, an
 image or script it loads is missing, or a link goes to no page or (nbconvert's pages) to an anchor the page lacks.
 """
@@ -293,6 +293,7 @@ SEARCH_JS = r"""(function () {
         else if (t.indexOf(w) >= 0) score += 1;
         else return;
       }
+      if (words.length > 1 && h.indexOf(words.join(" ")) >= 0) score += 60;  // the phrase in the heading
       if (e.k === "api") score += 3;
       hits.push([score, e]);
     });
@@ -489,12 +490,16 @@ def public(names: dict) -> dict:
 
 def retarget(body: str, ids: dict[str, set], names: dict) -> str:
     """nbdev links every name in backticks that its index knows to `page.html#name`; where that page has no entry for
-    it (a private helper, a method or property without a `show_doc`), the link goes to the name's source instead."""
+    it (a private helper, a method or property without a `show_doc`), the link goes to its class's entry where there
+    is one, else to the name's source."""
     src = {doc: s for rows in names.values() for _, doc, s in rows}
 
     def fix(m):
         doc = f"{m[2]}#{m[3]}"
         if m[2] in ids and m[3] not in ids[m[2]] and doc in src:
+            up = next((a for a in _parents(m[3]) if a in ids[m[2]]), None)
+            if up:
+                return f'<a href="{m[1]}{m[2]}#{up}">'
             return f'<a href="{src[doc]}" title="no entry on {m[2]}: its source">'
         return m[0]
 
@@ -514,7 +519,7 @@ def summary(full: str, mod: str) -> str:
         obj = importlib.import_module(mod)
         for part in full[len(mod) + 1 :].split("."):
             obj = getattr(obj, part)
-        doc = " ".join((inspect.getdoc(obj) or "").split())
+        doc = " ".join(inspect.cleandoc(obj.__doc__ or "").split())  # its own (getdoc gives nn.Module.forward's)
     except Exception:
         return ""
     if isinstance(obj, (int, float, str, tuple, list, dict, frozenset, set)):  # a constant: its type's doc is not its
@@ -523,9 +528,16 @@ def summary(full: str, mod: str) -> str:
     return first if len(first) <= 140 else first[:139] + "…"
 
 
+def _parents(anchor: str) -> list[str]:
+    "`a.b.c` → [`a.b`, `a`]: the anchors of the classes a method's anchor lies in, nearest first."
+    parts = anchor.split(".")
+    return [".".join(parts[:i]) for i in range(len(parts) - 1, 0, -1)]
+
+
 def api_page(names: dict, ids: dict[str, set]) -> tuple[str, list[dict]]:
-    """The API index's body: one table a module, each name linked to its entry on the module's page (to the page
-    where the page has no entry for it), with its source link; and its search entries for names without an entry."""
+    """The API index's body: one table a module, each name with its summary, linked to its entry on the module's page
+    (a method without one: to its class's entry; else to the page), and to its source; and the search entries of the
+    modules and of the names without an entry of their own (the others are the pages' sections)."""
     parts, extra = [], []
     for mod, rows in names.items():
         page = rows[0][1].split("#")[0]
@@ -540,13 +552,18 @@ def api_page(names: dict, ids: dict[str, set]) -> tuple[str, list[dict]]:
             pg, _, anchor = doc.partition("#")
             here = anchor in ids.get(pg, set())
             short = full[len(mod) + 1 :]
-            link = f'<a href="{doc if here else pg}">{html.escape(short)}</a>' + ("" if here else " (no entry)")
+            # a method or property without an entry of its own: its class's entry, where there is one
+            up = next((a for a in _parents(anchor) if a in ids.get(pg, set())), None)
+            href = doc if here else f"{pg}#{up}" if up else pg
+            note = "" if here else f" (in {html.escape(short.rsplit('.', 1)[0])}'s entry)" if up else " (no entry)"
+            link = f'<a href="{href}">{html.escape(short)}</a>{note}'
             parts.append(
                 f'<tr id="{full}"><td>{link}</td><td>{_code(summary(full, mod))}</td>'
                 f'<td><a href="{src}" class="source-link">source</a></td></tr>'
             )
-            if not here:
-                extra.append(dict(u=f"{API_PAGE}#{full}", p=f"API index · {mod}", h=short, k="api", t=full))
+            if not here:  # searchable by its name too: to its class's entry, or to its row here
+                u = f"{pg}#{up}" if up else f"{API_PAGE}#{full}"
+                extra.append(dict(u=u, p=mod, h=short, k="api", t=full))
         parts.append("</table>")
     intro = (
         f"<p>{sum(map(len, names.values()))} public names of the {len(names)} modules, from "
