@@ -244,7 +244,8 @@ aside.toc a.l3 { padding-left: 12px; color: #4a5560; }
 table.api td { vertical-align: top; } table.api th { text-align: left; }
 table.api td:first-child { font-family: ui-monospace, monospace; font-size: 13px; }
 @media (max-width: 1180px) { aside.toc { position: static; width: auto; margin-left: 230px; border: 0;
-  padding: 12px 40px 0; } main { margin-right: 0; } }
+  padding: 12px 40px 0; } main { margin-right: 0; }
+  aside.toc a { display: inline-block; margin-right: 16px; } aside.toc a.l3 { display: none; } }
 """
 
 # The search box's script (a copy goes to the site root as search.js): loads search_index.js (the index as JSON in
