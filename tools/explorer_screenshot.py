@@ -5,9 +5,11 @@ that calls `explore(...)` (the shipped demo checkpoint, or `--checkpoint DIR`, o
 dalle:ENC,DEC`), opens it in Debian's headless Chromium through Playwright, runs the cell, waits for the widgets, the
 accuracy line and both figures, checks that the figures are drawn (not blank), and saves a screenshot of the page.
 
-    .venv/bin/python tools/explorer_screenshot.py [--out images/explorer.png] [--checkpoint DIR]
+    .venv/bin/python tools/explorer_screenshot.py [--out images/explorer.png] [--checkpoint DIR] [--source CODE]
 
-Needs the `lab` extra (`make lab` installs it: jupyterlab, ipywidgets), Playwright for Python (dev extra) and
+`--source` gives the cell's code instead (`tests/test_explorer.py` runs the viz chapter's `explore()` cell so, and
+writes the README's `images/explorer.png`).
+Needs JupyterLab and ipywidgets (the dev extra; `make lab`), Playwright for Python (dev extra) and
 Debian's `chromium`. Takes about a minute on a 2-core CPU. Exits 2 with one line when something is missing, 1 when
 the explorer does not show what it should (the page is then saved beside `--out` as `*-failed.png`).
 """
@@ -59,6 +61,11 @@ def main(argv=None) -> int:
     )
     p.add_argument("--tokenizer", default=None)
     p.add_argument("--timeout", type=float, default=240, help="seconds for the cell to show both figures")
+    p.add_argument(
+        "--source",
+        default=None,
+        help="the cell's code instead of an explore(...) call made from the options above, e.g. the viz chapter's cell",
+    )
     a = p.parse_args(argv)
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     missing = [
@@ -87,7 +94,7 @@ def main(argv=None) -> int:
         kw.update(official=a.official)
     if a.tokenizer:
         kw.update(tokenizer=a.tokenizer)
-    call = "explore(" + ", ".join(f"{k}={v!r}" for k, v in kw.items()) + ")"
+    call = a.source or "explore(" + ", ".join(f"{k}={v!r}" for k, v in kw.items()) + ")"
     tmp = Path(tempfile.mkdtemp(prefix="vimpac-explorer-"))
     (tmp / "explorer.ipynb").write_text(json.dumps(_notebook(call), indent=1))
     port, token = _free_port(), secrets.token_hex(16)
