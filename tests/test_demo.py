@@ -5,11 +5,13 @@ import os
 
 os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
 os.environ["HF_HUB_OFFLINE"] = "1"
-import shutil, socket, subprocess, sys, time, urllib.request
+import re, shutil, signal, socket, subprocess, sys, time, urllib.request
 from helpers import run
 from pathlib import Path
+import av
 import numpy as np
 import pytest
+import torch
 
 gr = pytest.importorskip("gradio", reason="gradio is not installed (pip install -e '.[dev]')")
 gradio_client = pytest.importorskip("gradio_client", reason="gradio_client is not installed (pip install -e '.[dev]')")
@@ -52,6 +54,14 @@ def run_dir(tmp_path_factory):
     return tmp / "run"
 
 
+@pytest.fixture(scope="module", autouse=True)
+def cache_home(tmp_path_factory):
+    "The examples' outputs (computed at start-up, kept under $XDG_CACHE_HOME) go to a temporary folder."
+    with pytest.MonkeyPatch.context() as m:
+        m.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("cache")))
+        yield Path(os.environ["XDG_CACHE_HOME"])
+
+
 @pytest.fixture(scope="module")
 def server(run_dir):
     "The app served in this process on a free loopback port; yields its URL."
@@ -85,13 +95,23 @@ def test_api_reconstruct_sample_and_fake(server, tmp_path):
     assert all(p["parameter_has_default"] for p in params[1:]), params  # only the video is required
 
     carphone = sample_videos()[2]
-    rec, nn, model_acc, copy_acc = client.predict(handle_file(str(carphone)), api_name="/reconstruct")
+    *videos, frames, summary, model_acc, copy_acc = client.predict(handle_file(str(carphone)), api_name="/reconstruct")
+    T = 5  # the tiny preset's clip length (token map 8 x 8 at 64 px: 320 tokens)
+    for path in videos:  # original, masked input, model reconstruction, nearest-token copy: T frames at 2 FPS, 256 px
+        with av.open(path) as c:
+            s = c.streams.video[0]
+            clip = np.stack([f.to_ndarray(format="rgb24") for f in c.decode(s)])
+        assert clip.shape == (T, 256, 256, 3) and float(s.average_rate) == 2.0, (path, clip.shape)
+    assert [Path(p).stem for p in videos] == ["original", "masked", "reconstruction", "copy"]
     from PIL import Image
 
-    for f in (rec, nn):
-        img = np.asarray(Image.open(f))
-        assert img.ndim == 3 and img.shape[0] > 200 and img.shape[1] > 400 and img.std() > 10  # a real figure
-    assert 0 <= model_acc <= 1 and 0 <= copy_acc <= 1
+    assert [f["caption"] for f in frames] == [f"frame {i + 1} of {T} ({i / 2:.1f} s)" for i in range(T)]
+    strip = np.asarray(Image.open(frames[0]["image"]))
+    assert strip.shape[0] > 256 and strip.shape[1] > 4 * 256 and strip.std() > 10  # four frames side by side
+    n = int(re.search(r"\*\*(\d+) of 320 tokens masked", summary).group(1))
+    assert "blocks: the number whose expected mask ratio is closest to 15%" in summary, summary
+    for acc in (model_acc, copy_acc):
+        assert re.fullmatch(rf"\d+\.\d% of {n} masked tokens", acc), acc
 
     fake = tmp_path / "fake.mp4"
     fake.write_text("this is a text file, not a video\n")
@@ -101,15 +121,47 @@ def test_api_reconstruct_sample_and_fake(server, tmp_path):
 
     # an option out of its slider's range is refused in one line too, and the app still serves
     with pytest.raises(Exception) as e:
-        client.predict(handle_file(str(carphone)), "iid", 0, 1.5, api_name="/reconstruct")
-    assert "Value 1.5 is greater than maximum value 0.95" in str(e.value)
-    # two users at once are queued, and both get their answer
+        client.predict(handle_file(str(carphone)), "iid", 150, api_name="/reconstruct")
+    assert "Value 150 is greater than maximum value 90" in str(e.value)
+    # two users at once are queued, and both get their answer; i.i.d. at 50% masks about half the tokens
     jobs = [
-        client.submit(handle_file(str(carphone)), "iid", 0, 0.5, seed, "spatiotemporal", api_name="/reconstruct")
+        client.submit(handle_file(str(carphone)), "iid", 50, 0, seed, "spatiotemporal", api_name="/reconstruct")
         for seed in (3, 4)
     ]
     for j in jobs:
-        assert 0 <= j.result(timeout=60)[3] <= 1
+        summary = j.result(timeout=60)[5]
+        share = float(re.search(r"masked \(([\d.]+)%\)", summary).group(1))
+        assert 40 < share < 60 and "i.i.d., each token with probability 50%" in summary, summary
+
+
+def test_block_ratio_sets_the_number_of_blocks(run_dir):
+    """The ratio control for block masks: the number of blocks is the one §3.1 derives for the ratio
+    (`blocks_for_ratio`), so a higher ratio masks more on average; a number of blocks given by hand wins."""
+    from vimpac.demo import reconstruction_clips
+    from vimpac.masking import blocks_for_ratio
+
+    model, tok = load_reconstruction_model(run_dir)
+    carphone = sample_videos()[2]
+    shares = {}
+    for ratio in (0.15, 0.6):
+        runs = [reconstruction_clips(carphone, model, tok, ratio=ratio, seed=s) for s in range(6)]
+        assert {r["blocks"] for r in runs} == {blocks_for_ratio(5, 8, 8, ratio)}
+        shares[ratio] = np.mean([r["masked"] for r in runs])
+    assert shares[0.15] < 0.3 < 0.45 < shares[0.6], shares
+    assert reconstruction_clips(carphone, model, tok, ratio=0.6, blocks=2)["blocks"] == 2
+
+
+def test_examples_cache_is_per_model(run_dir, cache_home):
+    "The examples' outputs are kept per model: another model's page never shows them."
+    from vimpac.demo import _examples_cache
+
+    model, _ = load_reconstruction_model(run_dir)
+    other, _ = load_reconstruction_model(run_dir)
+    assert _examples_cache(model) == _examples_cache(other)
+    assert _examples_cache(model).is_relative_to(cache_home / "vimpac" / "demo-examples")
+    with torch.no_grad():
+        next(other.parameters()).add_(1e-3)  # one weight changed, a little
+    assert _examples_cache(model) != _examples_cache(other)
 
 
 def test_too_long_video_is_refused(run_dir, tmp_path):
@@ -152,11 +204,22 @@ def test_missing_demo_checkpoint_is_one_line(monkeypatch, tmp_path, capsys):
 
 
 def test_python_m_serves_on_loopback(run_dir):
-    "`python -m vimpac.demo --checkpoint RUN` starts a server on 127.0.0.1 with HF_HUB_OFFLINE=1."
+    """`python -m vimpac.demo --checkpoint RUN` starts a server on 127.0.0.1 with HF_HUB_OFFLINE=1, cleanly: with
+    Python's ResourceWarnings shown, no "unclosed event loop" (Gradio left three), and Ctrl-C ends it in one line."""
     port = _free_port()
     env = dict(os.environ, HF_HUB_OFFLINE="1", GRADIO_ANALYTICS_ENABLED="False")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "vimpac.demo", "--checkpoint", str(run_dir), "--port", str(port)],
+        [
+            sys.executable,
+            "-W",
+            "always::ResourceWarning",
+            "-m",
+            "vimpac.demo",
+            "--checkpoint",
+            str(run_dir),
+            "--port",
+            str(port),
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         env=env,
@@ -183,17 +246,28 @@ def test_python_m_serves_on_loopback(run_dir):
         local = [r[1] for r in rows if r[3] == "0A" and int(r[1].split(":")[1], 16) == port]
         if rows:
             assert local == ["0100007F:%04X" % port], local
+        proc.send_signal(signal.SIGINT)
+        out = proc.communicate(timeout=30)[0]
+        # Gradio's wait takes the Ctrl-C and closes the server (exit 0); one arriving before it, the kit's one line
+        assert "closing server" in out or "vimpac-demo: interrupted" in out, out
+        assert "unclosed event loop" not in out and "Traceback" not in out, out
     finally:
-        proc.terminate()
-        proc.wait(10)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
 
 
 @pytest.mark.skipif(
     CHROMIUM is None, reason="Debian's chromium is not installed (apt-get install chromium); .ci/run installs it"
 )
-def test_browser_upload_and_run(browser_server):
+def test_browser_page(browser_server):
+    """The page as a user meets it, in headless Chromium: empty boxes before a run, the number of blocks shown for
+    block masks only, a sample example whose outputs were computed at start-up (four videos that play, the frames),
+    an upload reconstructed at another mask ratio, a frame picked; nothing fetched from outside. Saves the README's
+    screenshot `images/demo.png`."""
     server = browser_server
     sync_api = pytest.importorskip("playwright.sync_api", reason="playwright for Python is not installed")
+    videos = "() => [...document.querySelectorAll('video')].map(v => [v.readyState, v.videoWidth, v.currentSrc])"
     with sync_api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
         try:
@@ -201,21 +275,49 @@ def test_browser_upload_and_run(browser_server):
             urls = []
             page.on("request", lambda r: urls.append(r.url))
             page.goto(server, wait_until="networkidle")
-            page.locator("#video input[type=file]").set_input_files(str(sample_videos()[2]))
-            page.wait_for_timeout(500)
-            page.locator("#run").click()
-            for el in ("#reconstruction img", "#nn_fill img"):
-                page.locator(el).first.wait_for(state="visible", timeout=60_000)
+            page.locator("#run").wait_for(state="visible", timeout=30_000)
+            acc = lambda: page.locator("#model_acc textarea, #model_acc input").first.input_value()
+            summary = lambda: page.locator("#summary").inner_text()
             text = page.locator("body").inner_text()  # the header names the model and what it was trained on
             assert "Model:" in text and "pre-trained model; tokens of vimpac-vqvae" in text and "trained on" in text
-            acc = page.locator("#model_acc input").input_value()
-            assert 0 <= float(acc) <= 1
-            sizes = page.evaluate(
-                "() => [...document.querySelectorAll('#reconstruction img, #nn_fill img')].map(i => i.naturalWidth)"
+            assert acc() == "" and summary().strip() == "" and page.evaluate(videos) == []  # nothing before a run
+
+            assert page.locator("#blocks").is_visible()  # the number of blocks: block masks only
+            page.get_by_role("radio", name="i.i.d.").check()
+            page.locator("#blocks").wait_for(state="hidden")
+            assert "each token's probability" in page.locator("#ratio").inner_text()
+            page.get_by_role("radio", name="blocks").check()
+            page.locator("#blocks").wait_for(state="visible")
+            assert "the number of blocks follows from it" in page.locator("#ratio").inner_text()
+
+            page.get_by_text("bikes.mp4: i.i.d., 75%").click()  # an example: outputs computed at start-up
+            page.wait_for_function("() => document.querySelectorAll('video').length == 4", timeout=15_000)
+            page.wait_for_function(
+                "() => [...document.querySelectorAll('video')].every(v => v.readyState >= 2)", timeout=15_000
             )
-            assert len(sizes) >= 2 and min(sizes) > 400, sizes
+            assert [v[1] for v in page.evaluate(videos)] == [256] * 4  # decoded by the browser: it plays them
+            assert "i.i.d., each token with probability 75%" in summary(), summary()
+            assert re.fullmatch(r"\d+\.\d% of \d+ masked tokens", acc()), acc()
+            assert page.get_by_role("radio", name="i.i.d.").is_checked()  # the example's settings are shown
+
+            page.locator("#video").get_by_role("button", name="Clear").click()  # the example's video, then an upload
+            page.locator("#video input[type=file]").set_input_files(str(sample_videos()[2]))
+            page.get_by_role("radio", name="blocks").check()
+            ratio = page.locator("#ratio input[type=number]")
+            ratio.fill("50")
+            ratio.press("Enter")
+            page.locator("#run").click()
+            page.wait_for_function(
+                "() => document.querySelector('#summary').innerText.includes('closest to 50%')", timeout=60_000
+            )
+            share = float(re.search(r"masked \(([\d.]+)%\)", summary()).group(1))
+            assert 25 < share < 75, summary()  # one clip's share varies around the ratio asked for
+
+            page.locator("#frames button.thumbnail-item").nth(2).click()  # the frame chooser
+            page.get_by_text("frame 3 of 5 (1.0 s)").first.wait_for(state="visible")
             outside = [u for u in urls if not u.startswith((server, "data:", "blob:"))]
             assert not outside, f"the page fetched from outside: {outside[:5]}"  # no fonts, scripts or analytics
+            page.wait_for_timeout(600)  # the videos a little into their loop
             (ROOT / "images").mkdir(exist_ok=True)
             page.screenshot(path=str(ROOT / "images" / "demo.png"), full_page=True)
         finally:

@@ -6,17 +6,22 @@ Docs: https://vimpac.github.io/vimpac/demo.html.md"""
 
 # %% ../nbs/10_demo.ipynb #cfd9f210
 from __future__ import annotations
-import errno, os, socket, sys
+import asyncio, atexit, errno, hashlib, importlib.util, os, shutil, socket, sys, tempfile
+from unittest.mock import patch
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")  # before gradio is imported: no analytics, no version check
 from pathlib import Path
 import numpy as np
+import torch
 from .utils import VimpacError, OptionParser, moved_names, number_option, run_main
 from .video import sample_videos, video_info
+from .masking import nearest_neighbour_fill
+from .synthetic import write_video
 from .inference import FPS, load_reconstruction_model, reconstruct_video
 
 # %% auto #0
-__all__ = ['LIMITS', 'THEME_FONTS', 'check_video', 'reconstruction_figures', 'build_app', 'launch', 'check_address', 'main']
+__all__ = ['LIMITS', 'PANELS', 'THEME_FONTS', 'check_video', 'reconstruction_figures', 'reconstruction_clips', 'frame_strip',
+           'build_app', 'launch', 'check_address', 'main']
 
 # %% ../nbs/10_demo.ipynb #e0142667
 LIMITS = dict(max_upload_mb=50.0, max_seconds=120.0, max_pixels=1920 * 1080)
@@ -88,6 +93,67 @@ def reconstruction_figures(path, model, tok, *, limits: dict | None = None, prog
         frames=len(r["frames"]),
     )
 
+# %% ../nbs/10_demo.ipynb #594e016d
+PANELS = dict(
+    original="original", masked="masked input", reconstruction="model reconstruction", copy="copy nearest token"
+)
+
+
+def reconstruction_clips(path, model, tok, *, limits: dict | None = None, progress=None, **options) -> dict:
+    """What the page shows for the video at `path`, as clips: the video is checked (`check_video` with `limits`),
+    then a clip of it masked and reconstructed by `vimpac.inference.reconstruct_video` (`options` as for
+    `reconstruction_figures`). Returns a dict: `clips`, uint8 (T, S, S, 3) arrays keyed as `PANELS`: `original` (the
+    decoded frames), `masked` (the VQ-VAE reconstruction with the masked tokens grey), `reconstruction` (the model's
+    prediction decoded, visible tokens kept; appendix G.3's Fig. 8) and `copy` (the nearest visible token copied into
+    each masked one, decoded; appendix G.2's Fig. 7), the masked region outlined in red in the last three;
+    `model_acc` and `copy_acc` (share of masked tokens recovered exactly, in [0, 1]), `masked` (share of tokens
+    masked), `masked_tokens` and `tokens` (counts), `blocks` (blocks drawn; None for i.i.d.). Raises `VimpacError`
+    as `reconstruction_figures` does."""
+    from vimpac.viz import masked_clips  # here: matplotlib only when drawing
+
+    step = progress or (lambda *a, **k: None)
+    step(0.05, desc="checking the video")
+    check_video(path, limits)
+    r = reconstruct_video(path, model, tok, progress=step, **options)
+    step(0.7, desc="decoding the predictions")
+    mask, tokens = r["mask"], r["tokens"]
+    fill = nearest_neighbour_fill(tokens[None], mask[None], options.get("neighbour", "spatial"))[0]
+    clips = dict(original=r["frames"], **masked_clips(tok, tokens, mask, reconstruction=r["pred"], copy=fill))
+    n = int(mask.sum())
+    return dict(
+        clips=clips,
+        model_acc=r["model_acc"],
+        copy_acc=r["copy_acc"],
+        masked=r["mask_ratio"],
+        masked_tokens=n,
+        tokens=mask.numel(),
+        blocks=r["blocks"],
+    )
+
+
+def _upscaled(frames: np.ndarray, size: int = 256) -> np.ndarray:
+    "uint8 frames (..., S, S, 3) repeated to at least `size` px a side (nearest neighbour: tokens stay sharp)."
+    k = max(1, -(-size // frames.shape[-2]))
+    return frames.repeat(k, -3).repeat(k, -2)
+
+
+def frame_strip(clips: dict, i: int) -> np.ndarray:
+    """Frame `i` (from 0) of each clip of `reconstruction_clips` side by side, upscaled to 256 px, each under its
+    name (`PANELS`): uint8 (H, W, 3). Raises `VimpacError` for a frame the clips do not have."""
+    from PIL import Image, ImageDraw, ImageFont
+
+    T = len(clips["original"])
+    if not 0 <= i < T:
+        raise VimpacError(f"frame: expected 0 to {T - 1}, got {i}")
+    images = [_upscaled(clips[k][i]) for k in PANELS]
+    h, w, gap, top = *images[0].shape[:2], 12, 30
+    strip = Image.new("RGB", (len(images) * (w + gap) - gap, h + top), "white")
+    draw, font = ImageDraw.Draw(strip), ImageFont.load_default(size=17)
+    for j, (image, label) in enumerate(zip(images, PANELS.values())):
+        strip.paste(Image.fromarray(image), (j * (w + gap), top))
+        draw.text((j * (w + gap) + 2, 5), label, fill="black", font=font)
+    return np.asarray(strip)
+
 # %% ../nbs/10_demo.ipynb #d9792dde
 THEME_FONTS = dict(font=["ui-sans-serif", "system-ui", "sans-serif"], font_mono=["ui-monospace", "monospace"])
 
@@ -109,84 +175,190 @@ def _samples() -> list[Path]:
         return []
 
 
+def _share(acc: float, n: int) -> str:
+    return f"{100 * acc:.1f}% of {n} masked tokens"
+
+
+def _summary(r: dict, ratio: float, blocks: int) -> str:
+    "The line above the clips: what was masked, and how (the mask ratio `ratio` in percent, as the page gives it)."
+    head = f"**{r['masked_tokens']} of {r['tokens']} tokens masked ({100 * r['masked']:.1f}%)**"
+    if r["blocks"] is None:
+        return f"{head}: i.i.d., each token with probability {ratio:g}% (§3.1, Eq. 2)."
+    if blocks:
+        return f"{head} by {r['blocks']} blocks, the number asked for (§3.1, Eq. 3)."
+    return (
+        f"{head} by {r['blocks']} blocks: the number whose expected mask ratio is closest to {ratio:g}% (§3.1); "
+        "one clip's ratio varies around it."
+    )
+
+
 def _page_reconstruct(model, tok, lim: dict):
-    """The endpoint's function: `reconstruction_figures` with the page's inputs. An input it refuses becomes a
-    `gr.Error` of the kit's one line, naming the upload by its file name (not Gradio's temporary path), and one line
-    in the server's log, `vimpac-demo: refused NAME: ...` (not a traceback)."""
-    import matplotlib.pyplot as plt
-
+    """The endpoint's function: `reconstruction_clips` with the page's inputs (the mask ratio in percent), returned
+    as four looping videos (`PANELS`, upscaled to 256 px, at `FPS`), the frames as a gallery of `frame_strip`s, the
+    summary line and the two accuracies as percentages. Files go to a folder of this process's, removed at exit. An
+    input it refuses becomes a `gr.Error` of the kit's one line, naming the upload by its file name (not Gradio's
+    temporary path), and one line in the server's log, `vimpac-demo: refused NAME: ...` (not a traceback)."""
     gr = _gradio()
+    folder = Path(tempfile.mkdtemp(prefix="vimpac-demo-"))
+    atexit.register(shutil.rmtree, folder, True)
 
-    def run(video, strategy="block", blocks=0, ratio=0.15, seed=0, neighbour="spatial", progress=gr.Progress()):
+    def run(video, strategy="block", ratio=15, blocks=0, seed=0, neighbour="spatial", progress=gr.Progress()):
         if video is None:
             raise gr.Error("no video: upload one or pick a sample below", print_exception=False)
         path = str(video if isinstance(video, str) else getattr(video, "name", video))
-        options = dict(
-            strategy=strategy,
-            blocks=int(blocks or 0),
-            ratio=float(ratio),
-            seed=int(seed or 0),
-            neighbour=neighbour,
-            limits=lim,
-        )
+        options = dict(strategy=strategy, ratio=float(ratio) / 100, blocks=int(blocks or 0), seed=int(seed or 0))
         try:
-            r = reconstruction_figures(
-                path, model, tok, progress=lambda f, desc=None: progress(f, desc=desc), **options
+            r = reconstruction_clips(
+                path,
+                model,
+                tok,
+                limits=lim,
+                progress=lambda f, desc=None: progress(f, desc=desc),
+                neighbour=neighbour,
+                **options,
             )
         except (ValueError, OSError) as e:  # VimpacError is a ValueError: its one line goes to the page
-            plt.close("all")
             line = next((x for x in str(e).splitlines() if x.strip()), type(e).__name__)
             line = line.replace(path, Path(path).name)
             print(f"vimpac-demo: refused {Path(path).name}: {line}", file=sys.stderr)
             raise gr.Error(line, print_exception=False) from None
-        images = _to_image(r["reconstruction"]), _to_image(r["nn_fill"])
-        return (*images, round(r["model_acc"], 4), round(r["copy_acc"], 4))
+        progress(0.85, desc="writing the videos")
+        out, clips = Path(tempfile.mkdtemp(dir=folder)), r["clips"]
+        videos = [str(write_video(_upscaled(clips[k]), out / f"{k}.mp4", fps=FPS)) for k in PANELS]
+        T = len(clips["original"])
+        frames = [(frame_strip(clips, i), f"frame {i + 1} of {T} ({i / FPS:.1f} s)") for i in range(T)]
+        accs = _share(r["model_acc"], r["masked_tokens"]), _share(r["copy_acc"], r["masked_tokens"])
+        return (*videos, frames, _summary(r, float(ratio), options["blocks"]), *accs)
 
     return run
 
+
+def _examples_cache(model) -> Path:
+    """Where the page's examples keep their outputs, computed at start-up: a folder per model and kit under the
+    user's cache (`$XDG_CACHE_HOME/vimpac/demo-examples/`), keyed by this module's code, the model's description and
+    a checksum of its weights. Gradio's default (`./.gradio/` of the working folder, keyed by the page's component
+    ids) would write into a user's checkout and show one model's outputs for another's."""
+    with torch.no_grad():
+        checksum = sum(float(p.double().sum()) for p in model.parameters())
+    code = Path(importlib.util.find_spec("vimpac.demo").origin).read_bytes()  # this module (also from a notebook)
+    key = f"{code!r}|{getattr(model, 'description', '')}|{checksum!r}"
+    root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return root / "vimpac" / "demo-examples" / hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
+def _in_event_loop(build):
+    """`build()` run inside a running event loop when none runs: outside one, Gradio makes a new event loop for each
+    lock and event of a page (`gradio.utils.safe_get_lock`) and never closes them, which Python reports as
+    "unclosed event loop" `ResourceWarning`s; `asyncio.run` closes its one loop. In a notebook a loop runs already."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+
+        async def inside():
+            return build()
+
+        return asyncio.run(inside())
+    return build()
+
 # %% ../nbs/10_demo.ipynb #afee64c1
+def _example_label(name: str, strategy: str, ratio: float, blocks: int, seed: int, neighbour: str) -> str:
+    how = f"blocks, {ratio:g}%" if strategy == "block" else f"i.i.d., {ratio:g}%"
+    return f"{name}: {how}, {neighbour} copy" + (f", seed {seed}" if seed else "")
+
+
+def _ratio_label(strategy: str) -> str:
+    how = "the number of blocks follows from it (§3.1)" if strategy == "block" else "each token's probability"
+    return f"mask ratio (%): {how}"
+
+
 def build_app(
     checkpoint=None, tokenizer=None, *, device="cpu", limits: dict | None = None, model=None, tok=None, official=None
 ):
     """The Gradio app, a `gradio.Blocks` (gradio is imported here, on first use). Loads the model
     (`vimpac.inference.load_reconstruction_model(checkpoint, tokenizer, official=official, device=device)`) unless
-    `model` and `tok` are given. Raises `VimpacError` when the model cannot be loaded. Launch it with `launch`."""
+    `model` and `tok` are given. The sample videos are its examples, their outputs computed when the app starts
+    (`_examples_cache`). Raises `VimpacError` when the model cannot be loaded. Launch it with `launch`."""
     if model is None or tok is None:
         model, tok = load_reconstruction_model(checkpoint, tokenizer, official=official, device=device)
     lim = {**LIMITS, **(limits or {})}
-    c = model.config
-    frame_size = c.token_map[0] * tok.downsample
-    gr = _gradio()
+    return _in_event_loop(lambda: _page(model, tok, lim))
+
+
+def _page(model, tok, lim: dict):
+    "The page of `build_app` for a loaded model."
+    gr, c = _gradio(), model.config
+    frame_size, T = c.token_map[0] * tok.downsample, c.max_clip_len
     with gr.Blocks(title="VIMPAC reconstruction demo", analytics_enabled=False) as app:
         gr.Markdown(
-            f"## VIMPAC: mask a video, let the model fill it in\nThe first {c.max_clip_len} frames at "
-            f"{FPS:g} FPS are cropped to {frame_size}x{frame_size} px and tokenized; masked tokens are "
-            "predicted by the model and, as a baseline, copied from the nearest visible token. Limits: "
+            f"## VIMPAC: mask a video, let the model fill it in\nThe first {T} frames at {FPS:g} FPS are cropped "
+            f"to {frame_size}x{frame_size} px and tokenized; masked tokens are predicted by the model and, as a "
+            "baseline, copied from the nearest visible token. Limits: "
             f"{lim['max_upload_mb']:g} MB, {lim['max_seconds']:g} s, {lim['max_pixels'] / 1e6:.1f} "
             f"megapixels per frame.\n\n**Model:** {getattr(model, 'description', 'a model given by the caller')}"
         )
         with gr.Row():
-            with gr.Column(scale=1):
+            with gr.Column(scale=1, min_width=280):
                 video = gr.File(label="video", file_types=["video"], type="filepath", elem_id="video")
                 strategy = gr.Radio([("blocks", "block"), ("i.i.d.", "iid")], value="block", label="masking strategy")
-                blocks = gr.Slider(0, 12, value=0, step=1, label="number of blocks (0 = about 15% masked)")
-                ratio = gr.Slider(0.05, 0.95, value=0.15, step=0.05, label="mask ratio (i.i.d.)")
+                ratio = gr.Slider(5, 90, value=15, step=5, label=_ratio_label("block"), elem_id="ratio")
+                blocks = gr.Slider(
+                    0, 40, value=0, step=1, label="number of blocks (0 = from the mask ratio)", elem_id="blocks"
+                )
                 seed = gr.Number(value=0, precision=0, label="seed")
-                neighbour = gr.Radio(["spatial", "spatiotemporal"], value="spatial", label="nearest neighbour")
+                neighbour = gr.Radio(["spatial", "spatiotemporal"], value="spatial", label="nearest token copied")
                 go = gr.Button("Reconstruct", variant="primary", elem_id="run")
-                if _samples():
-                    gr.Examples([[str(p)] for p in _samples()], inputs=[video], label="sample videos")
             with gr.Column(scale=3):
+                summary = gr.Markdown(elem_id="summary")
                 with gr.Row():
-                    model_acc = gr.Number(label="mask accuracy: model", elem_id="model_acc")
-                    copy_acc = gr.Number(label="mask accuracy: copy nearest visible token", elem_id="copy_acc")
-                rec = gr.Image(label="model reconstruction", show_label=False, type="numpy", elem_id="reconstruction")
-                nn = gr.Image(label="nearest-neighbour fill", show_label=False, type="numpy", elem_id="nn_fill")
-        go.click(
-            _page_reconstruct(model, tok, lim),
-            [video, strategy, blocks, ratio, seed, neighbour],
-            [rec, nn, model_acc, copy_acc],
-            api_name="reconstruct",
+                    model_acc = gr.Textbox(label="mask accuracy: model", interactive=False, elem_id="model_acc")
+                    copy_acc = gr.Textbox(
+                        label="mask accuracy: copy the nearest visible token", interactive=False, elem_id="copy_acc"
+                    )
+                with gr.Row():
+                    clips = [
+                        gr.Video(label=label, autoplay=True, loop=True, interactive=False, elem_id=f"clip_{k}")
+                        for k, label in PANELS.items()
+                    ]
+                frames = gr.Gallery(
+                    label="one frame at a time (pick a frame below)",
+                    columns=T,
+                    preview=True,
+                    selected_index=0,
+                    object_fit="contain",
+                    height="auto",
+                    format="png",
+                    elem_id="frames",
+                )
+        inputs, outputs = (
+            [video, strategy, ratio, blocks, seed, neighbour],
+            [*clips, frames, summary, model_acc, copy_acc],
+        )
+        run = _page_reconstruct(model, tok, lim)
+        if samples := _samples():
+            settings = [
+                ("block", 15, 0, 0, "spatial"),
+                ("iid", 75, 0, 0, "spatial"),
+                ("block", 40, 0, 1, "spatiotemporal"),
+            ]
+            with patch.dict(os.environ, GRADIO_EXAMPLES_CACHE=str(_examples_cache(model))):  # read by Examples
+                gr.Examples(
+                    [[str(p), *s] for p, s in zip(samples, settings)],
+                    inputs,
+                    outputs,
+                    run,
+                    cache_examples=True,
+                    cache_mode="eager",
+                    label="sample videos (outputs computed at start-up)",
+                    example_labels=[_example_label(p.name, *s) for p, s in zip(samples, settings)],
+                    elem_id="examples",
+                )
+        go.click(run, inputs, outputs, api_name="reconstruct")
+        strategy.change(
+            lambda s: (gr.Slider(visible=s == "block"), gr.Slider(label=_ratio_label(s))),
+            strategy,
+            [blocks, ratio],
+            api_visibility="private",
+            queue=False,
         )
     app.queue(default_concurrency_limit=1, max_size=32)
     return app
@@ -195,7 +367,8 @@ def build_app(
 def launch(app, host: str = "127.0.0.1", port: int = 7860, **kwargs):
     """Start `app` (the `gradio.Blocks` of `build_app`) on `host`:`port` with share, analytics and outside fonts
     off, uploads capped at `LIMITS["max_upload_mb"]`, and the sample videos readable. `kwargs` go to
-    `gradio.Blocks.launch` (e.g. `prevent_thread_lock=True`)."""
+    `gradio.Blocks.launch` (e.g. `prevent_thread_lock=True`: return at once, the server running in a thread). The
+    server is made in an event loop, as `build_app` makes the page, so that Gradio leaves no unclosed event loop."""
     allowed = sorted({str(p.parent) for p in _samples()})
     opts = dict(
         server_name=host,
@@ -207,7 +380,12 @@ def launch(app, host: str = "127.0.0.1", port: int = 7860, **kwargs):
         ssr_mode=False,
         theme=_gradio().themes.Default(**THEME_FONTS),
     )
-    return app.launch(**{**opts, **kwargs})
+    opts = {**opts, **kwargs}
+    block = not opts.pop("prevent_thread_lock", False)
+    result = _in_event_loop(lambda: app.launch(**opts, prevent_thread_lock=True))
+    if block:  # outside the loop: Ctrl-C reaches Gradio's wait, which closes the server
+        app.block_thread()
+    return result
 
 # %% ../nbs/10_demo.ipynb #43d2eb8e
 def check_address(host: str, port: int) -> None:

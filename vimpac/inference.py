@@ -157,21 +157,31 @@ def predict_masked(model, tokens: torch.Tensor, mask: torch.Tensor) -> torch.Ten
     return reconstruct_tokens(model, tokens, mask)["pred"]
 
 # %% ../nbs/08b_inference.ipynb #91fa1943
+def _check_ratio(ratio) -> float:
+    if not 0 < float(ratio) < 1:
+        raise VimpacError(f"ratio: expected a number in (0, 1), got {ratio}")
+    return float(ratio)
+
+
+def _block_count(shape, blocks: int = 0, ratio: float = 0.15) -> int:
+    "The number of blocks `make_mask` draws on token map `shape` (T, h, w): `blocks`, or when 0 the count for `ratio`."
+    if int(blocks) < 0:
+        raise VimpacError(f"blocks: expected an integer >= 0 (0 = the count for the mask ratio), got {blocks}")
+    return int(blocks) or blocks_for_ratio(*shape, _check_ratio(ratio))
+
+
 def make_mask(shape, strategy: str = "block", *, blocks: int = 0, ratio: float = 0.15, seed: int = 0) -> torch.Tensor:
     """A bool mask (T, h, w) for a clip of token map `shape` = (T, h, w): `strategy="block"` draws `blocks` cubes
-    (§3.1, Eq. 3; 0 = the number that masks about 15%, `blocks_for_ratio`), `"iid"` masks each token with probability
-    `ratio` (Eq. 2), with at least one token masked and one visible. Seeded by `seed`. Raises `VimpacError` for an
-    unknown strategy, `blocks` < 0, or a ratio outside (0, 1)."""
+    (§3.1, Eq. 3; 0 = the count whose expected mask ratio is closest to `ratio`, as §3.1 derives it:
+    `blocks_for_ratio`; one clip's ratio varies around it), `"iid"` masks each token with probability `ratio` (Eq. 2),
+    with at least one token masked and one visible. Seeded by `seed`. Raises `VimpacError` for an unknown strategy,
+    `blocks` < 0, or a ratio outside (0, 1)."""
     T, h, w = shape
     g = make_generator(int(seed))
     if strategy == "block":
-        if int(blocks) < 0:
-            raise VimpacError(f"blocks: expected an integer >= 0 (0 = about 15% masked), got {blocks}")
-        n = int(blocks) or blocks_for_ratio(T, h, w)
-        return block_mask((1, T, h, w), n, generator=g)[0]
+        return block_mask((1, T, h, w), _block_count(shape, blocks, ratio), generator=g)[0]
     if strategy == "iid":
-        if not 0 < float(ratio) < 1:
-            raise VimpacError(f"ratio: expected a number in (0, 1), got {ratio}")
+        _check_ratio(ratio)
         m = iid_mask((1, T, h, w), float(ratio), generator=g)[0]
         if not m.any():
             m.view(-1)[torch.randint(m.numel(), (1,), generator=g)] = True
@@ -200,7 +210,8 @@ def reconstruct_video(
     `ratio`, `seed`) and filled by the model (`reconstruct_tokens`) and by copying the nearest visible token
     (`copy_accuracy` in mode `neighbour`). Returns a dict: `frames` uint8 (T, S, S, 3), `tokens` int64 (T, h, w),
     `mask` bool (T, h, w), `pred` int64 and `confidence` float32 (T, h, w) (as `reconstruct_tokens`), `model_acc` and
-    `copy_acc` (the share of masked tokens recovered exactly, in [0, 1]) and `mask_ratio` (the share of tokens masked).
+    `copy_acc` (the share of masked tokens recovered exactly, in [0, 1]), `mask_ratio` (the share of tokens masked)
+    and `blocks` (the number of blocks drawn; None for i.i.d.).
     `progress(fraction, desc=...)` is called along the way when given. Raises `VimpacError` (one line) for a video
     it cannot read, an unknown `neighbour` mode, and as `make_mask` does."""
     step = progress or (lambda *a, **k: None)
@@ -224,4 +235,5 @@ def reconstruct_video(
         model_acc=(r["pred"][mask] == tokens[mask]).float().mean().item(),
         copy_acc=copy_accuracy(tokens[None], mask[None], neighbour),
         mask_ratio=mask.float().mean().item(),
+        blocks=_block_count(tuple(tokens.shape), blocks, ratio) if strategy == "block" else None,
     )

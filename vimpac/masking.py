@@ -76,18 +76,21 @@ def expected_block_ratio(T: int, H: int, W: int, num_blocks: int, samples: int =
 @functools.lru_cache(maxsize=None)
 def blocks_for_ratio(T: int, H: int, W: int, target: float = 0.15, samples: int = 5000) -> int:
     """The block count whose induced mask ratio is closest to `target` (appendix B.1: 15%, as BERT). Table 10's bold
-    choices: 5 blocks for (5, 16, 16), 6 for (5, 32, 32) and (10, 16, 16), 7 for (10, 32, 32)."""
+    choices: 5 blocks for (5, 16, 16), 6 for (5, 32, 32) and (10, 16, 16), 7 for (10, 32, 32).
+    The ratio grows with the count, so the smallest count that reaches `target` is found by doubling, then bisection:
+    about a dozen Monte-Carlo estimates for any target (a walk up one count at a time took 45 s for 90% on
+    (5, 16, 16)). Raises `VimpacError` for a target outside [0, 1]."""
     if not 0 <= target <= 1:
         raise VimpacError(f"target ratio: expected a value in [0, 1], got {target}")
-    best, best_err, k = 1, float("inf"), 1
-    while k <= T * H * W:
-        r = expected_block_ratio(T, H, W, k, samples)
-        if abs(r - target) < best_err:
-            best, best_err = k, abs(r - target)
-        if r >= target:
-            break
-        k += 1
-    return best
+    ratio = functools.cache(lambda k: expected_block_ratio(T, H, W, k, samples))
+    most, hi = T * H * W, 1
+    while hi < most and ratio(hi) < target:
+        hi = min(2 * hi, most)
+    lo = hi // 2  # ratio(lo) < target <= ratio(hi), lo = 0 standing for no block
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if ratio(mid) >= target else (mid, hi)
+    return lo if lo and abs(ratio(lo) - target) <= abs(ratio(hi) - target) else hi
 
 # %% ../nbs/03_masking.ipynb #df57a6cd
 def iid_mask(shape, ratio: float, generator: torch.Generator | None = None, device=None) -> torch.Tensor:

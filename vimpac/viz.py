@@ -20,8 +20,8 @@ from . import inference
 
 # %% auto #0
 __all__ = ['plot_frames', 'token_colours', 'token_image', 'plot_tokens', 'plot_mask_overlay', 'mask_voxels', 'plot_mask_cube',
-           'plot_reconstruction', 'savefig', 'plot_nn_reconstruction', 'plot_nn_fill', 'plot_curves', 'explore_state',
-           'explore', 'plot_confusion', 'plot_retrieval', 'plot_store_retrieval']
+           'plot_reconstruction', 'savefig', 'plot_nn_reconstruction', 'plot_nn_fill', 'masked_clips', 'plot_curves',
+           'explore_state', 'explore', 'plot_confusion', 'plot_retrieval', 'plot_store_retrieval']
 
 # %% ../nbs/09_viz.ipynb #398a1010
 def _as_float_frames(frames) -> np.ndarray:
@@ -271,6 +271,28 @@ def plot_nn_fill(
     fill[_edges(_mask_pixels(mask, tokenizer.downsample))] = (1.0, 0.1, 0.1)
     rows = [("VQ-VAE reconstruction", _decoded(tokenizer, tokens)), (f"nearest-neighbour fill\n({mode})", fill)]
     return _frame_grid(rows, (1.9 * len(tokens), 4.4), 10, title, 11, path)
+
+# %% ../nbs/09_viz.ipynb #bb916da5
+def masked_clips(tokenizer, tokens: torch.Tensor, mask: torch.Tensor, **fills) -> dict:
+    """Clips of uint8 frames (T, S, S, 3) for int64 tokens (T, h, w) under a bool mask (T, h, w), decoded by
+    `tokenizer`: `masked`, the VQ-VAE reconstruction with the masked tokens grey, and one clip for each keyword of
+    `fills` (int64 tokens (T, h, w) that fill the masked ones, e.g. a model's prediction or the nearest-neighbour
+    fill), the fill decoded; the masked region is outlined in red in each, as in appendix G's Figs. 7 and 8. Raises
+    `VimpacError` when the mask or a fill has another shape than the tokens."""
+    tokens, mask = torch.as_tensor(tokens).cpu(), torch.as_tensor(mask).bool().cpu()
+    for name, t in {"mask": mask, **fills}.items():
+        if tuple(t.shape) != tuple(tokens.shape):
+            raise VimpacError(f"{name}: shape {tuple(t.shape)} differs from the tokens' {tuple(tokens.shape)}")
+    pixels = _mask_pixels(mask, tokenizer.downsample)
+    edge = _edges(pixels)
+
+    def clip(x):  # float (T, S, S, 3) about [0, 1] -> uint8, the masked region outlined
+        out = (np.clip(x, 0, 1) * 255).round().astype(np.uint8)
+        out[edge] = (255, 26, 26)
+        return out
+
+    clips = {"masked": clip(np.where(pixels[..., None], 0.5, _decoded(tokenizer, tokens)))}
+    return clips | {k: clip(_decoded(tokenizer, torch.as_tensor(v).cpu())) for k, v in fills.items()}
 
 # %% ../nbs/09_viz.ipynb #410610ac
 def plot_curves(history: list[dict], path=None, baseline: float | None = None):
