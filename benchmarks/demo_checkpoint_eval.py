@@ -1,6 +1,7 @@
 """The demo checkpoint's model-card numbers: mask accuracy of a pre-trained model against the majority-code and the
-nearest-neighbour-copy baselines (appendix G.2), on *the same* block masks, for the sample videos it was trained on
-and for held-out videos made here (never seen by the model or, for the test pattern and Grace Hopper, the tokenizer).
+nearest-neighbour-copy baselines (appendix G.2), on *the same* block masks, for the sample videos (part of its
+training data) and for held-out videos made here (never seen by the model or, for the test pattern and Grace Hopper,
+the tokenizer).
 
     .venv/bin/python benchmarks/demo_checkpoint_eval.py [--checkpoint vimpac/weights/demo] [--out eval.json]
 
@@ -9,7 +10,13 @@ copy baselines replay the same batches and masks (same seed, same draws) and fil
 `vimpac.masking.nearest_neighbour_fill` in each mode. Held-out videos (10 s at 8 FPS, 128x128, written with PyAV and
 split in two 5-s halves so that a batch holds two videos):
 - `test_pattern`: saturated colour bars with saturated shapes moving and turning over them (`vimpac.synthetic`);
-- `grace_hopper_pan`: a slow pan and zoom over matplotlib's `grace_hopper.jpg` (`vimpac.synthetic.pan_zoom`)."""
+- `grace_hopper_pan`: a slow pan and zoom over matplotlib's `grace_hopper.jpg` (`vimpac.synthetic.pan_zoom`).
+
+`--train-store DIR` adds a row for the store the model was trained on (the same 20 batches). The page rows replay
+the Gradio page at its default settings on each sample video and each held-out half
+(`vimpac.inference.reconstruct_video`: the first T frames at `vimpac.inference.FPS`, one block mask of the default
+number of blocks, about 15% masked) for mask seeds 0 .. `--page-seeds` - 1 (the page's default is seed 0), pooled
+over the masked tokens; the copy baselines fill the same masks in both modes."""
 
 import argparse, tempfile
 from pathlib import Path
@@ -26,7 +33,10 @@ from vimpac.masking import nearest_neighbour_fill
 from vimpac.data import ClipPairDataset
 from vimpac.model import VimpacForPreTraining
 from vimpac.pretrain import PretrainConfig, evaluate_masking, mask_clip_pairs, batch_indices
-from vimpac.utils import make_generator, derive_seed, read_json, write_json
+from vimpac.utils import make_generator, derive_seed, write_json
+from vimpac.evaluate import read_run
+from vimpac.inference import reconstruct_video
+from vimpac.masking import copy_accuracy
 
 BARS = ((255, 255, 255), (255, 255, 0), (0, 255, 255), (0, 255, 0), (255, 0, 255), (255, 0, 0), (0, 0, 255))
 
@@ -66,26 +76,59 @@ def copy_baselines(model, store, cfg: PretrainConfig, batches: int = 20, seed: i
     return {f"nn_{k}_acc": v / max(total, 1) for k, v in hits.items()} | {"nn_masked_tokens": total}
 
 
+def page_settings(model, tok, videos: list, seeds: int = 20) -> dict:
+    """Model and copy accuracy at the Gradio page's defaults (`reconstruct_video` with its default strategy, blocks
+    and FPS) over `videos` and mask seeds 0 .. seeds - 1, pooled over the masked tokens; also seed 0 alone."""
+    hits = {s0: {"model": 0.0, "spatial": 0.0, "spatiotemporal": 0.0} for s0 in ("all", "seed0")}
+    total = {"all": 0, "seed0": 0}
+    for v in videos:
+        for s in range(seeds):
+            r = reconstruct_video(v, model, tok, seed=s)
+            n = int(r["mask"].sum())
+            accs = dict(
+                model=r["model_acc"],
+                spatial=r["copy_acc"],
+                spatiotemporal=copy_accuracy(r["tokens"][None], r["mask"][None], "spatiotemporal"),
+            )
+            for part in ("all", "seed0") if s == 0 else ("all",):
+                total[part] += n
+                for k, acc in accs.items():
+                    hits[part][k] += acc * n
+    out = {f"page_{k}_acc": h / total["all"] for k, h in hits["all"].items()}
+    out |= {f"page_seed0_{k}_acc": h / total["seed0"] for k, h in hits["seed0"].items()}
+    return out | {"page_masked_tokens": total["all"], "page_seeds": seeds}
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--checkpoint", default=str(Path(vimpac.__file__).parent / "weights" / "demo"))
     ap.add_argument("--out", default=None, help="JSON file for the numbers (default: print only)")
     ap.add_argument("--batches", type=int, default=20)
+    ap.add_argument("--batch-size", type=int, default=3, help="clip pairs per evaluation batch (the old card's 3)")
+    ap.add_argument("--train-store", default=None, help="also evaluate on this token store (the training store)")
+    ap.add_argument("--page-seeds", type=int, default=20, help="mask seeds of the page rows (0: no page rows)")
     a = ap.parse_args(argv)
     ckpt = Path(a.checkpoint)
-    run = read_json(ckpt / "training.json", "the run's record", required=("tokenizer", "fps", "frame_size"))
+    run = read_run(ckpt)  # training.json (the shipped card) or pretrain_config.json (a run folder)
     model = VimpacForPreTraining.from_pretrained(ckpt).eval()
     tok = load_tokenizer("default")
+    frame_size = model.config.token_map[0] * tok.downsample
     if tok.identity != run["tokenizer"]:
         raise SystemExit(f"the default tokenizer {tok.identity} is not the run's {run['tokenizer']}")
-    cfg = PretrainConfig(batch_size=run.get("batch_size", 3), clip_len=model.config.max_clip_len)
+    cfg = PretrainConfig(batch_size=a.batch_size, clip_len=model.config.max_clip_len)
     results = {}
     with tempfile.TemporaryDirectory() as d:
         d = Path(d)
-        sets = {"sample_videos": sample_videos()} | heldout_videos(d / "videos")
+        held = heldout_videos(d / "videos")
+        sets = {"sample_videos": sample_videos()} | held
+        if a.train_store:
+            sets = {"training_store": None} | sets
         for name, videos in sets.items():
-            build_store(videos, tok, d / name, fps=run["fps"], frame_size=run["frame_size"], progress=False)
-            store = TokenStore(d / name, tokenizer=tok)
+            if videos is None:
+                store = TokenStore(a.train_store, tokenizer=tok)
+            else:
+                build_store(videos, tok, d / name, fps=run["fps"], frame_size=frame_size, progress=False)
+                store = TokenStore(d / name, tokenizer=tok)
             torch.manual_seed(0)
             ev = evaluate_masking(model, store, cfg, batches=a.batches) | copy_baselines(model, store, cfg, a.batches)
             assert ev["nn_masked_tokens"] == ev["masked_tokens"], ev  # the same masked tokens as the model's
@@ -95,6 +138,17 @@ def main(argv=None):
                 f"NN spatial {100 * ev['nn_spatial_acc']:5.1f}%  NN spatiotemporal "
                 f"{100 * ev['nn_spatiotemporal_acc']:5.1f}%  "
                 f"CL {100 * ev['cl_acc']:5.1f}%  masked tokens {ev['masked_tokens']}",
+                flush=True,
+            )
+        for name, videos in ({"sample_videos": sample_videos()} | held).items() if a.page_seeds else ():
+            pg = page_settings(model, tok, videos, a.page_seeds)
+            results[name] |= pg
+            print(
+                f"{name:18s} page defaults ({a.page_seeds} seeds x {len(videos)} videos): model "
+                f"{100 * pg['page_model_acc']:5.1f}%  NN spatial {100 * pg['page_spatial_acc']:5.1f}%  "
+                f"NN spatiotemporal {100 * pg['page_spatiotemporal_acc']:5.1f}%  "
+                f"masked tokens {pg['page_masked_tokens']}; seed 0: model "
+                f"{100 * pg['page_seed0_model_acc']:5.1f}%  NN spatial {100 * pg['page_seed0_spatial_acc']:5.1f}%",
                 flush=True,
             )
     if a.out:

@@ -25,8 +25,9 @@ def test_model_does_not_import_official():
     assert out.strip() == "False"
 
 
-def test_shipped_checkpoint_with_the_old_field_loads_silently():
-    assert "clip_len" in json.loads((DEMO_CHECKPOINT / "config.json").read_text())  # saved before the rename
+def test_shipped_checkpoint_loads_silently():
+    "The demo checkpoint, saved after the rename (the old field's loading: the run folder of the next test)."
+    assert "max_clip_len" in json.loads((DEMO_CHECKPOINT / "config.json").read_text())
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         model = VimpacForPreTraining.from_pretrained(DEMO_CHECKPOINT)
