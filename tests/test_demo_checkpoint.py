@@ -67,7 +67,7 @@ def test_the_loaded_demo_model_says_what_it_saw():
     assert model.description == (
         "the shipped demo model (vimpac/weights/demo): pre-trained model; tokens of vimpac-vqvae (d8138a70bb773bc5) "
         "at 2 FPS; trained on 603 videos: "
-        "bigbuckbunny.mp4, bikes.mp4, carphone_pristine.mp4, scenes/scene_0000.mp4, scenes/scene_0001.mp4, ..."
+        "bigbuckbunny.mp4, bikes.mp4, carphone_pristine.mp4, 400 in scenes/, 200 in photos/"
     )
 
 

@@ -613,6 +613,19 @@ def read_run(path) -> dict:
     )
 
 
+def _video_names(names: list) -> str:
+    "Video names in a line: those at the top level by name (five at most), those in folders counted by folder."
+    folders, loose = {}, []
+    for n in map(str, names):
+        folder = n.rpartition("/")[0]
+        if folder:
+            folders[folder] = folders.get(folder, 0) + 1
+        else:
+            loose.append(n)
+    parts = loose[:5] + (["..."] if len(loose) > 5 else []) + [f"{k} in {f}/" for f, k in folders.items()]
+    return ", ".join(parts)
+
+
 def describe_run(info: dict) -> str:
     """One line naming a loaded model (`read_run`'s `info`) and what it saw, for every surface that uses one: its
     folder, its kind and classes, its tokenizer and frame rate, and its training store (or that it is not recorded)."""
@@ -627,7 +640,7 @@ def describe_run(info: dict) -> str:
     if info.get("store") and info.get("videos"):
         data = f"trained on {info['store']} ({info['videos']} videos)"
     elif names:
-        data = f"trained on {len(names)} videos: {', '.join(map(str, names[:5]))}" + (", ..." if len(names) > 5 else "")
+        data = f"trained on {len(names)} videos: {_video_names(names)}"
     else:
         data = "training data not recorded"
     return f"{info['path']}: {kind}; {seen}; {data}"
