@@ -8,7 +8,7 @@ TORCH_CPU := torch==2.13.0
 DEMO_OUT ?= runs/demo
 LAB_PORT ?= 8888
 
-.PHONY: demo figures test lab docs readme readme-check install lint sync-check nbtest pytest export clean-venv bench-gpu bench-venv
+.PHONY: demo figures screenshots test lab docs readme readme-check install lint sync-check nbtest pytest export clean-venv bench-gpu bench-venv
 
 install: $(STAMP)
 
@@ -38,6 +38,12 @@ figures: $(STAMP)
 	$(BIN)/vimpac-showcase --out $(DEMO_OUT) --images images
 
 # JupyterLab on the loopback interface in nbs/ (the lab extra is installed here only, so `make test` stays as fast).
+# The README's screenshots (images/demo.png, images/explorer.png, images/docs.png), taken by the browser tests in
+# Debian's headless chromium: tracked files, changed only by this explicit target (`make test` saves them elsewhere).
+screenshots: $(STAMP)
+	VIMPAC_SCREENSHOTS=1 $(BIN)/python -m pytest -q -p no:cacheprovider tests/test_demo.py::test_browser_page \
+		tests/test_explorer.py::test_explorer_cell_in_jupyterlab tests/test_docs.py::test_browser_formulas_load_every_file_and_search_finds
+
 lab: $(STAMP)
 	@$(BIN)/python -c "import jupyterlab, ipywidgets" >/dev/null 2>&1 || $(BIN)/python -m pip install -q -e ".[lab]"
 	@# --allow-root only where we are root (a container), which JupyterLab refuses otherwise

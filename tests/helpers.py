@@ -1,6 +1,7 @@
 """Small helpers shared by the test files (imported as `from helpers import ...`: pytest puts tests/ on the path)."""
 
-import argparse, importlib, signal, subprocess, time
+import argparse, importlib, os, signal, subprocess, tempfile, time
+from pathlib import Path
 
 
 def run(*argv, timeout=300, **kwargs):
@@ -92,3 +93,14 @@ def parser_of(target: str) -> argparse.ArgumentParser:
     finally:
         argparse.ArgumentParser.parse_args = parse
     raise AssertionError(f"{target} returned without parsing its options")
+
+
+def screenshot_path(name: str) -> Path:
+    """Where a browser test saves its screenshot `name`: the README's `images/NAME` under `make screenshots`
+    (`VIMPAC_SCREENSHOTS=1`), else a temporary folder, so that `make test` leaves the tracked images alone."""
+    if os.environ.get("VIMPAC_SCREENSHOTS") == "1":
+        folder = Path(__file__).resolve().parents[1] / "images"
+    else:
+        folder = Path(tempfile.gettempdir()) / "vimpac-screenshots"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder / name

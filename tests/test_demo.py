@@ -6,7 +6,7 @@ import os
 os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
 os.environ["HF_HUB_OFFLINE"] = "1"
 import re, shutil, signal, socket, subprocess, sys, time, urllib.request
-from helpers import run
+from helpers import run, screenshot_path
 from pathlib import Path
 import av
 import numpy as np
@@ -263,8 +263,8 @@ def test_python_m_serves_on_loopback(run_dir):
 def test_browser_page(browser_server):
     """The page as a user meets it, in headless Chromium: empty boxes before a run, the number of blocks shown for
     block masks only, a sample example whose outputs were computed at start-up (four videos that play, the frames),
-    an upload reconstructed at another mask ratio, a frame picked; nothing fetched from outside. Saves the README's
-    screenshot `images/demo.png`."""
+    an upload reconstructed at another mask ratio, a frame picked; nothing fetched from outside. Saves the screenshot
+    `demo.png` (`helpers.screenshot_path`: the README's under `make screenshots`)."""
     server = browser_server
     sync_api = pytest.importorskip("playwright.sync_api", reason="playwright for Python is not installed")
     videos = "() => [...document.querySelectorAll('video')].map(v => [v.readyState, v.videoWidth, v.currentSrc])"
@@ -318,8 +318,7 @@ def test_browser_page(browser_server):
             outside = [u for u in urls if not u.startswith((server, "data:", "blob:"))]
             assert not outside, f"the page fetched from outside: {outside[:5]}"  # no fonts, scripts or analytics
             page.wait_for_timeout(600)  # the videos a little into their loop
-            (ROOT / "images").mkdir(exist_ok=True)
-            page.screenshot(path=str(ROOT / "images" / "demo.png"), full_page=True)
+            page.screenshot(path=str(screenshot_path("demo.png")), full_page=True)
         finally:
             browser.close()
 

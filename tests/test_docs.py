@@ -5,6 +5,7 @@ import functools, html, http.server, importlib.util, json, os, re, shutil, subpr
 from pathlib import Path
 
 import pytest
+from helpers import screenshot_path
 
 ROOT = Path(__file__).resolve().parents[1]
 spec = importlib.util.spec_from_file_location("build_docs", ROOT / "tools" / "build_docs.py")
@@ -261,8 +262,8 @@ def serve(folder):
 def test_browser_formulas_load_every_file_and_search_finds(site):
     """In headless Chromium: the losses page typesets its formulas with no request failing (no 404, no font left
     out) and none going outside the site; typing in the search box lists results, the first the `mask_loss` entry, and
-    Enter goes there. The screenshot of the search in use is the README's images/docs.png (taken only where the
-    formulas are typeset: with jupyter-server-mathjax installed)."""
+    Enter goes there. The screenshot of the search in use is docs.png, the README's under `make screenshots` (taken
+    only where the formulas are typeset: with jupyter-server-mathjax installed)."""
     sync_api = pytest.importorskip("playwright.sync_api", reason="playwright for Python is not installed")
     math = (site / "mathjax").is_dir()
     srv, base = serve(site)
@@ -292,8 +293,7 @@ def test_browser_formulas_load_every_file_and_search_finds(site):
                 outside = [u for u in urls if not u.startswith((base, "data:"))]
                 assert not outside, f"the page fetched from outside: {outside[:5]}"
                 if math:  # the README's picture shows the formulas typeset, not their TeX
-                    (ROOT / "images").mkdir(exist_ok=True)
-                    page.screenshot(path=str(ROOT / "images" / "docs.png"))
+                    page.screenshot(path=str(screenshot_path("docs.png")))
                 page.keyboard.press("Enter")
                 page.wait_for_url("**/losses.html#mask_loss")
                 page.goto(base + "runs/pretrain.html", wait_until="networkidle")  # a page one folder down

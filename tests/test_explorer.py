@@ -1,10 +1,11 @@
 """The explorer cell of the viz chapter (`explore()`, issue 24) run in JupyterLab and looked at in Debian's headless
 Chromium by `tools/explorer_screenshot.py`: its widgets, its accuracy line and both figures drawn, nothing fetched
-from outside. Writes the README's screenshot `images/explorer.png`."""
+from outside. Saves the screenshot `explorer.png` (the README's under `make screenshots`)."""
 
 import json, shutil, subprocess, sys
 from pathlib import Path
 import pytest
+from helpers import screenshot_path
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -34,7 +35,7 @@ def test_the_chapter_has_its_explorer_cell_with_saved_output():
 @pytest.mark.skipif(LAB is None, reason="JupyterLab is not installed (pip install -e '.[dev]')")
 def test_explorer_cell_in_jupyterlab(tmp_path):
     pytest.importorskip("playwright.sync_api", reason="playwright for Python is not installed")
-    out = ROOT / "images" / "explorer.png"
+    out = screenshot_path("explorer.png")
     r = subprocess.run(
         [
             sys.executable,
