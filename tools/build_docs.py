@@ -498,7 +498,7 @@ def retarget(body: str, ids: dict[str, set], names: dict) -> str:
     def fix(m):
         doc = f"{m[2]}#{m[3]}"
         if m[2] in ids and m[3] not in ids[m[2]] and doc in src:
-            up = next((a for a in _parents(m[3]) if a in ids[m[2]]), None)
+            up = _class_entry(ids, m[2], m[3])
             if up:
                 return f'<a href="{m[1]}{m[2]}#{up}">'
             return f'<a href="{src[doc]}" title="no entry on {m[2]}: its source">'
@@ -529,10 +529,13 @@ def summary(full: str, mod: str) -> str:
     return first if len(first) <= 140 else first[:139] + "…"
 
 
-def _parents(anchor: str) -> list[str]:
-    "`a.b.c` → [`a.b`, `a`]: the anchors of the classes a method's anchor lies in, nearest first."
+def _class_entry(ids: dict[str, set], page: str, anchor: str) -> str | None:
+    """The anchor of the nearest class that `anchor` (`a.b.c`: `a.b`, then `a`) lies in and that has an entry on
+    `page`, or None."""
     parts = anchor.split(".")
-    return [".".join(parts[:i]) for i in range(len(parts) - 1, 0, -1)]
+    return next(
+        (a for a in (".".join(parts[:i]) for i in range(len(parts) - 1, 0, -1)) if a in ids.get(page, set())), None
+    )
 
 
 def api_page(names: dict, ids: dict[str, set]) -> tuple[str, list[dict]]:
@@ -554,7 +557,7 @@ def api_page(names: dict, ids: dict[str, set]) -> tuple[str, list[dict]]:
             here = anchor in ids.get(pg, set())
             short = full[len(mod) + 1 :]
             # a method or property without an entry of its own: its class's entry, where there is one
-            up = next((a for a in _parents(anchor) if a in ids.get(pg, set())), None)
+            up = _class_entry(ids, pg, anchor)
             href = doc if here else f"{pg}#{up}" if up else pg
             note = "" if here else f" (in {html.escape(short.rsplit('.', 1)[0])}'s entry)" if up else " (no entry)"
             link = f'<a href="{href}">{html.escape(short)}</a>{note}'

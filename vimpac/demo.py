@@ -52,16 +52,6 @@ def check_video(path, limits: dict | None = None) -> dict:
     return info
 
 # %% ../nbs/10_demo.ipynb #9c234224
-def _to_image(fig) -> np.ndarray:
-    "A matplotlib figure as a uint8 RGB array (H, W, 3); the figure is closed."
-    import matplotlib.pyplot as plt
-
-    fig.canvas.draw()
-    img = np.asarray(fig.canvas.buffer_rgba())[..., :3].copy()
-    plt.close(fig)
-    return img
-
-
 def reconstruction_figures(path, model, tok, *, limits: dict | None = None, progress=None, **options) -> dict:
     """What the page shows for the video at `path`: the video is checked (`check_video` with `limits`), then a clip
     of it masked and reconstructed by `vimpac.inference.reconstruct_video` (its first T frames at `FPS`; `options`

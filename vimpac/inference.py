@@ -223,6 +223,8 @@ def reconstruct_video(
     frames = read_video(path, fps, frame_size, max_frames=c.max_clip_len)
     step(0.35, desc="tokenizing")
     tokens = tokenizer.encode(frames).cpu()
+    if strategy == "block":  # the count drawn, derived once from the ratio when not given
+        blocks = _block_count(tuple(tokens.shape), blocks, ratio)
     mask = make_mask(tuple(tokens.shape), strategy, blocks=blocks, ratio=ratio, seed=seed)
     step(0.5, desc="predicting the masked tokens")
     r = reconstruct_tokens(model, tokens, mask)
@@ -235,5 +237,5 @@ def reconstruct_video(
         model_acc=(r["pred"][mask] == tokens[mask]).float().mean().item(),
         copy_acc=copy_accuracy(tokens[None], mask[None], neighbour),
         mask_ratio=mask.float().mean().item(),
-        blocks=_block_count(tuple(tokens.shape), blocks, ratio) if strategy == "block" else None,
+        blocks=blocks if strategy == "block" else None,
     )
