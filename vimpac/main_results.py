@@ -7,9 +7,11 @@ Docs: https://vimpac.github.io/vimpac/main_results.html.md"""
 # %% ../nbs/12a_main_results.ipynb #634dca8f
 from __future__ import annotations
 import subprocess, sys, tempfile, time
+from importlib import resources
 from dataclasses import asdict, dataclass
 from pathlib import Path
 import numpy as np
+import torch
 from .utils import VimpacError, atomic_path, config_argv, write_json
 from .store import TokenStore
 from .data import DATASET_PRESETS
@@ -19,7 +21,7 @@ from .experiments import DATASET_TITLES, mean_std
 
 # %% auto #0
 __all__ = ['TABLE1_DATASETS', 'TABLE1', 'TABLE1_SPLITS', 'MAIN_RESULTS_SCALES', 'main_results_stores', 'main_results_config',
-           'finetune_top1', 'MainResults', 'run_main_results']
+           'finetune_top1', 'MainResults', 'run_main_results', 'toy_official_checkpoint']
 
 # %% ../nbs/12a_main_results.ipynb #bf6aa6dd
 TABLE1_DATASETS = ("ssv2", "diving48", "ucf101", "hmdb51", "kinetics400")  # Table 1's columns, in its order
@@ -170,3 +172,23 @@ def run_main_results(
     result = MainResults(str(path), scale, results, time.perf_counter() - t0)
     result.write(out / "main_results")
     return result
+
+# %% ../nbs/12a_main_results.ipynb #67753691
+def toy_official_checkpoint(folder, vocab_size: int = 512, seed: int = 0) -> Path:
+    """Write `folder/classifier.pt`: an authors'-format pre-training checkpoint at toy size, for the toy scale and the
+    tests. Their key names and layout (`T,H|W`, 2 layers) from the file their own code wrote for the kit's tests
+    (`tests/fixtures/official/pretrain_tiny.pt`), widened to hidden size 128 (their rule's 2 heads of 64), MLP 512,
+    with `vocab_size` + 5 embedding rows (the kit's default tokenizer: 512 codes) and values drawn from `seed`.
+    Returns `folder`. Raises `VimpacError` where that fixture is not there (an installed package: use a clone)."""
+    fixture = Path(str(resources.files("vimpac"))).parent / "tests" / "fixtures" / "official" / "pretrain_tiny.pt"
+    if not fixture.is_file():
+        raise VimpacError(f"{fixture}: not there; the toy checkpoint is made from the tests' fixture of a clone")
+    sd, g = torch.load(fixture, weights_only=True), torch.Generator().manual_seed(seed)
+    sizes = {32: 128, 16: 64, 128: 512, 8197: vocab_size + 5}  # hidden, a head group, MLP, embedding rows
+    out = {}
+    for k, v in sd.items():
+        t = v.clone() if v.ndim == 0 else torch.randn([sizes.get(n, n) for n in v.shape], generator=g) * 0.05
+        out[k] = t + 1 if k.endswith(("LayerNorm.weight", "ln.weight", "ln_pre.weight", "running_var")) else t
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    torch.save(out, Path(folder) / "classifier.pt")
+    return Path(folder)
