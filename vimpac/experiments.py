@@ -23,10 +23,10 @@ from .evaluate import classification_metrics, evaluate, extract_features, load_r
 from .cli import MODEL_SKIP, tokenize_dataset, tokenize_videos
 
 # %% auto #0
-__all__ = ['EXPERIMENTS', 'SCALES', 'TEMPORALLY_HEAVY', 'METRICS', 'DATASET_TITLES', 'Row', 'Claim', 'Experiment', 'Setup',
-           'setup_for', 'synthetic_data', 'store_data', 'slug', 'run_row', 'row_key', 'mean_std', 'results_table',
-           'verdict', 'ExperimentResult', 'experiment_rows', 'run_experiment', 'plot_experiment', 'notebooks_folder',
-           'experiment_parser', 'experiment_main', 'write_index']
+__all__ = ['EXPERIMENTS', 'SCALES', 'TEMPORALLY_HEAVY', 'METRICS', 'ALPHA', 'DATASET_TITLES', 'Row', 'Claim', 'Experiment',
+           'Setup', 'setup_for', 'synthetic_data', 'store_data', 'slug', 'run_row', 'row_key', 'mean_std',
+           'results_table', 'compare', 'mcnemar', 'verdict', 'ExperimentResult', 'experiment_rows', 'run_experiment',
+           'plot_experiment', 'notebooks_folder', 'experiment_parser', 'experiment_main', 'write_index']
 
 # %% ../nbs/12_experiments.ipynb #b35cf20f
 @dataclass(frozen=True)
@@ -761,36 +761,151 @@ def results_table(exp: Experiment, results: list) -> str:
     return "\n".join(lines)
 
 # %% ../nbs/12_experiments.ipynb #3cc826e9
+ALPHA = 0.05  # the two-sided level at which a verdict says "holds" or "reversed"
+
+
+def _by_seed(results: list, row: str, metric: str, dataset: str | None) -> dict:
+    "{seed: the value of `metric` of `row`} (of `dataset`; a pre-training metric once per seed)."
+    return {
+        r["seed"]: r[metric]
+        for r in results
+        if r["row"] == row and metric in r and r[metric] is not None and (dataset is None or r["dataset"] == dataset)
+    }
+
+
+def compare(a: dict, b: dict) -> dict:
+    """The test of "row a scores above row b" from {seed: value} of each, two-sided:
+    - the seeds both rows ran (at least 2), **paired**: a t test on the per-seed differences, df = n - 1 (the rows
+      share each seed's labelled subset, initialisation and order of updates); when every difference is the same,
+      there is no spread to test and a sign test gives p = 2 · 0.5^n (1 when they are all 0);
+    - otherwise, with 2 or more seeds on each side, **Welch's** t test, df by Welch-Satterthwaite (None when both
+      rows have no spread);
+    - one seed on a side: no test.
+    Returns `diff` (mean of a minus mean of b), `test` ("paired t", "sign", "Welch t" or None), `stat`, `df`, `p`
+    (None without a test) and `n` (seeds compared). Uses scipy's t and binomial distributions."""
+    from scipy import stats  # here: `vimpac-experiment --help` does not import scipy
+
+    out = dict(diff=float(np.mean(list(a.values())) - np.mean(list(b.values()))), test=None, stat=None, df=None, p=None)
+    shared = sorted(set(a) & set(b))
+    if len(shared) >= 2 and len(shared) == len(a) == len(b):
+        d = np.array([a[s] - b[s] for s in shared], dtype=float)
+        out.update(n=len(d), diff=float(d.mean()))
+        if d.std(ddof=1) > 1e-12 * max(1.0, abs(d).max()):
+            t = d.mean() / (d.std(ddof=1) / math.sqrt(len(d)))
+            out.update(test="paired t", stat=float(t), df=len(d) - 1, p=float(2 * stats.t.sf(abs(t), len(d) - 1)))
+        else:
+            out.update(test="sign", p=1.0 if d[0] == 0 else float(min(1.0, 2 * 0.5 ** len(d))))
+        return out
+    x, y = (np.array(list(v.values()), dtype=float) for v in (a, b))
+    out["n"] = min(len(x), len(y))
+    if min(len(x), len(y)) < 2:
+        return out
+    va, vb = x.var(ddof=1) / len(x), y.var(ddof=1) / len(y)
+    if va + vb <= 0:
+        return out
+    t = (x.mean() - y.mean()) / math.sqrt(va + vb)
+    df = (va + vb) ** 2 / (va**2 / (len(x) - 1) + vb**2 / (len(y) - 1))
+    out.update(test="Welch t", stat=float(t), df=float(df), p=float(2 * stats.t.sf(abs(t), df)))
+    return out
+
+
+def mcnemar(a, b) -> dict:
+    """McNemar's exact test of two classifiers on the same test videos: `a`, `b` are 0/1 (right / wrong) per video,
+    in the same order. Returns `a_only` (videos only `a` gets right), `b_only`, `n` and the two-sided binomial `p`
+    of the discordant videos (1 when there are none). Raises `VimpacError` for vectors of different lengths."""
+    from scipy import stats
+
+    a, b = np.asarray(a, dtype=bool), np.asarray(b, dtype=bool)
+    if a.shape != b.shape:
+        raise VimpacError(f"mcnemar: {a.shape[0]} and {b.shape[0]} test videos; expected the same test set")
+    n10, n01 = int((a & ~b).sum()), int((~a & b).sum())
+    p = 1.0 if n10 + n01 == 0 else float(stats.binomtest(n10, n10 + n01, 0.5).pvalue)
+    return dict(a_only=n10, b_only=n01, n=int(a.size), p=p)
+
+
+def _p(p: float) -> str:
+    "A p-value as `p = 0.0033`, or `p < 1e-4`."
+    return f"p = {p:.2g}" if p >= 1e-4 else "p < 1e-4"
+
+
 def verdict(claim: Claim, results: list) -> list[str]:
-    """Whether `claim` holds in `results`, one sentence per dataset it concerns: the difference of the means (better
-    minus worse; for a loss, worse minus better) ± its standard error over the seeds, and `holds` (more than 2 SE),
-    `reversed` (less than -2 SE) or `not resolved at this scale`; with one seed, the direction only."""
+    """Whether `claim` holds in `results`, one sentence per dataset it concerns, with its test (`compare`): the
+    difference of the means (better minus worse; for a loss, worse minus better), the test, its degrees of freedom and
+    two-sided p; for top-1, also McNemar's test (`mcnemar`) on the shared test videos of the seeds both rows ran,
+    pooled over those seeds. The words:
+    - `holds` / `reversed`: the seed-level test (or, with one seed, McNemar's) gives p < `ALPHA` in that direction;
+    - `suggested (p = …)`: the right direction without that; `not shown (p = …)`: the other direction without it;
+    - `tied`: the same value in every seed; `direction only`: one seed and no per-video results, so no test;
+    - `not run`: a row, or every dataset the claim is about, has no result."""
     lower = METRICS[claim.metric][2]
     if claim.metric not in _PER_DATASET:
         datasets = [None]
     else:
-        datasets = sorted({r["dataset"] for r in results})
-        if claim.dataset == "temporal":  # a temporally-heavy dataset: SSV2, Diving48, or the synthetic temporal one
-            datasets = [d for d in datasets if d in TEMPORALLY_HEAVY]
+        ran = sorted({r["dataset"] for r in results})
+        if claim.dataset == "temporal":  # a temporally-heavy dataset: SSV2, Diving48, or a synthetic temporal one
+            datasets = [d for d in ran if d in TEMPORALLY_HEAVY]
         elif claim.dataset is not None:
-            datasets = [d for d in datasets if d == claim.dataset]
+            datasets = [d for d in ran if d == claim.dataset]
+        else:
+            datasets = ran
+        if not datasets:
+            wanted = "a temporally-heavy dataset" if claim.dataset == "temporal" else claim.dataset or "any dataset"
+            return [f"{claim.text}: not run (no result on {wanted})"]
     out = []
     for d in datasets:
-        a, b = (_values(results, label, claim.metric, d) for label in (claim.better, claim.worse))
         where = f" ({d})" if d else ""
-        if not len(a) or not len(b):
-            out.append(f"{claim.text}{where}: not run")
+        a, b = (_by_seed(results, label, claim.metric, d) for label in (claim.better, claim.worse))
+        if not a or not b:
+            missing = " and ".join(label for label, v in ((claim.better, a), (claim.worse, b)) if not v)
+            out.append(f"{claim.text}{where}: not run ({missing})")
             continue
-        diff = (b.mean() - a.mean()) if lower else (a.mean() - b.mean())
-        if min(len(a), len(b)) < 2:
-            word = "holds in direction" if diff > 0 else "reversed in direction" if diff < 0 else "tied"
-            out.append(f"{claim.text}{where}: {word} ({diff:+.2f}; one seed, no error bar)")
-            continue
-        se = math.sqrt(a.var(ddof=1) / len(a) + b.var(ddof=1) / len(b))
-        word = "holds" if diff > 2 * se else "reversed" if diff < -2 * se else "not resolved at this scale"
-        sigmas = diff / se if se else 0.0 if diff == 0 else math.copysign(math.inf, diff)
-        out.append(f"{claim.text}{where}: {word} ({diff:+.2f} ± {se:.2f}, {sigmas:.1f} SE)")
+        if lower:
+            a, b = b, a
+        c = compare(a, b)
+        unit = " points" if claim.metric in _PER_DATASET or claim.metric == "mask_acc" else ""
+        parts = [f"{c['diff']:+.2f}{unit}"]
+        if c["test"] in ("paired t", "Welch t"):
+            parts.append(f"{c['test']} = {c['stat']:.2f}, df {c['df']:.3g}, {_p(c['p'])}")
+        elif c["test"] == "sign":
+            parts.append(f"the same difference in all {c['n']} seeds: sign test {_p(c['p'])}")
+        else:
+            parts.append("one seed" if c["n"] < 2 else "no spread in either row")
+        p = c["p"]
+        if claim.metric == "top1":
+            m = _mcnemar_pooled(results, claim, d)
+            if m is not None:
+                parts.append(
+                    f"McNemar {_p(m['p'])} over {m['seeds']} x {m['n'] // max(m['seeds'], 1)} test videos "
+                    f"({m['a_only']} right only in {claim.better}, {m['b_only']} only in {claim.worse})"
+                )
+                if p is None:
+                    p = m["p"]
+        detail = "; ".join(parts)
+        if c["test"] == "sign" and c["diff"] == 0:
+            word = "tied"
+        elif p is None:
+            word = "direction only"
+        elif p < ALPHA:
+            word = "holds" if c["diff"] > 0 else "reversed"
+        else:
+            word = f"{'suggested' if c['diff'] > 0 else 'not shown'} ({_p(p)})"
+        out.append(f"{claim.text}{where}: {word} ({detail})")
     return out
+
+
+def _mcnemar_pooled(results: list, claim: Claim, dataset) -> dict | None:
+    "`mcnemar` of the two rows' per-video results (`correct`) pooled over the seeds both ran, or None without them."
+    rs = {
+        (r["row"], r["seed"]): r["correct"]
+        for r in results
+        if r.get("dataset") == dataset and r.get("correct") is not None and r["row"] in (claim.better, claim.worse)
+    }
+    seeds = sorted({s for (row, s) in rs if row == claim.better} & {s for (row, s) in rs if row == claim.worse})
+    if not seeds:
+        return None
+    a = np.concatenate([rs[claim.better, s] for s in seeds])
+    b = np.concatenate([rs[claim.worse, s] for s in seeds])
+    return dict(mcnemar(a, b), seeds=len(seeds))
 
 
 DATASET_TITLES = dict(ssv2="SSV2", diving48="Diving48", ucf101="UCF101", hmdb51="HMDB51", kinetics400="K400")

@@ -12,7 +12,7 @@ from .utils import VimpacError, IGNORE_INDEX
 
 # %% auto #0
 __all__ = ['block_max_lengths', 'block_mask_from_uniform', 'block_mask', 'expected_block_ratio', 'blocks_for_ratio', 'iid_mask',
-           'apply_mask', 'nearest_neighbour_fill', 'copy_accuracy']
+           'apply_mask', 'nearest_neighbour_fill', 'copy_accuracy', 'temporal_copy_fill']
 
 # %% ../nbs/03_masking.ipynb #f464fd17
 def _check_shape(shape):
@@ -212,3 +212,44 @@ def copy_accuracy(tokens: torch.Tensor, mask: torch.Tensor, mode: str = "spatial
     if not m.any():
         raise VimpacError("copy_accuracy: nothing is masked")
     return (filled[m] == tokens[m]).float().mean().item()
+
+# %% ../nbs/03_masking.ipynb #561339ef
+def temporal_copy_fill(
+    tokens: torch.Tensor, mask: torch.Tensor, shift: torch.Tensor | None = None, pad_id: int | None = None
+) -> torch.Tensor:
+    """The temporal copy floors of mask-then-predict: every masked token of `tokens` (B, T, H, W), any integer dtype,
+    takes the token of the nearest frame (distance 1, 2, ...; the earlier frame first) whose source place is visible
+    (not masked, not [PAD] when `pad_id` is given): the same place ("copy the same cell", `shift` None), or the place
+    the content moves from, with `shift` int (B, 2) the (rows, columns) the content of each clip moves per frame,
+    wrapping around the edges ("copy along the motion": the token at (t, i, j) is the one at (t - k, i - k·dy,
+    j - k·dx)). A masked token with no visible source keeps the value -1. Returns int64 (B, T, H, W). Raises
+    `VimpacError` for a shape that is not 4-D, a mask of another shape, or a `shift` that is not (B, 2)."""
+    if tokens.dim() != 4:
+        raise VimpacError(f"tokens: expected 4-D (B, T, H, W), got shape {tuple(tokens.shape)}")
+    if mask.shape != tokens.shape:
+        raise VimpacError(f"mask: shape {tuple(mask.shape)} differs from the tokens' {tuple(tokens.shape)}")
+    B, T, H, W = tokens.shape
+    dev = tokens.device
+    if shift is None:
+        shift = torch.zeros(B, 2, dtype=torch.long, device=dev)
+    shift = torch.as_tensor(shift, device=dev).long()
+    if shift.shape != (B, 2):
+        raise VimpacError(f"shift: expected (rows, columns) per clip, shape ({B}, 2), got {tuple(shift.shape)}")
+    tokens, mask = tokens.long(), mask.to(dev, torch.bool)
+    visible = ~mask if pad_id is None else ~mask & (tokens != pad_id)
+    out = torch.where(mask, torch.full_like(tokens, -1), tokens)
+    todo = mask.clone()
+    b = torch.arange(B, device=dev)[:, None, None, None]
+    t = torch.arange(T, device=dev)[None, :, None, None]
+    i = torch.arange(H, device=dev)[None, None, :, None]
+    j = torch.arange(W, device=dev)[None, None, None, :]
+    dy, dx = shift[:, 0, None, None, None], shift[:, 1, None, None, None]
+    for k in range(1, T):
+        for o in (-k, k):  # the source frame t + o: earlier first
+            s = t + o
+            inside = (s >= 0) & (s < T)
+            idx = (b, s.clamp(0, T - 1), (i + o * dy) % H, (j + o * dx) % W)
+            take = todo & inside & visible[idx]
+            out = torch.where(take, tokens[idx], out)
+            todo = todo & ~take
+    return out

@@ -12,8 +12,9 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 from einops import rearrange
-from .utils import VimpacError, VimpacDeprecationWarning, check_number, make_generator, derive_seed, read_json
-from .masking import apply_mask
+from .utils import VimpacError, VimpacDeprecationWarning, IGNORE_INDEX, check_number, make_generator, derive_seed
+from .utils import read_json
+from .masking import apply_mask, temporal_copy_fill
 from .model import PRESETS, VimpacConfig, VimpacForPreTraining, model_flops, label_positions
 from .losses import info_nce, info_nce_distributed, pretraining_loss
 from .data import ClipPairDataset, MaskSpec
@@ -544,6 +545,7 @@ def evaluate_masking(
     batches: int = 10,
     seed: int = 1234,
     micro_batch_size: int | None = None,
+    motion=None,
 ) -> dict:
     """Mask accuracy of `model` on `batches` batches of block-masked clip pairs from `store` (eval mode, masks and
     clips drawn from `seed`), and the accuracy of always predicting the store's most frequent code on the same
@@ -551,8 +553,15 @@ def evaluate_masking(
     `micro_batch_size` pairs at a time (default: `cfg.micro_batch_size`, else `EVAL_MICRO_BATCH`) under the autocast
     of `cfg.precision` (`inference_precision`: bf16 on a recent GPU, fp32 on a CPU); the InfoNCE accuracy is the whole
     batch's, on the masked clips, or on the unmasked ones (a second forward) when `cfg.cl_mask` is False. The counts
-    are summed on the device and read once. Returns `mask_acc`, `majority_acc`, `cl_acc`, `masked_tokens`. Raises
-    `VimpacError` for a `micro_batch_size` below 1 or a precision the device lacks."""
+    are summed on the device and read once.
+
+    The floors, on the same masked tokens (`vimpac.masking.temporal_copy_fill`): `copy_acc`, copying the same cell
+    from the nearest visible frame, and, when `motion` gives each video's (rows, columns) per frame of the store
+    (int, shape (len(store), 2); a store of unflipped views), `motion_acc`, copying along that motion.
+
+    Returns `mask_acc`, `majority_acc`, `copy_acc`, `motion_acc` (None without `motion`), `cl_acc` (fractions) and
+    `masked_tokens`. Raises `VimpacError` for a `micro_batch_size` below 1, a precision the device lacks, or a
+    `motion` of another shape."""
     cfg = cfg or PretrainConfig()
     device = next(model.parameters()).device
     amp = inference_precision(cfg.precision, device)
@@ -561,16 +570,25 @@ def evaluate_masking(
     was = model.training
     model.eval()
     majority = int(store.code_counts().argmax())
+    if motion is not None:
+        motion = torch.as_tensor(motion, dtype=torch.long, device=device)
+        if motion.shape != (len(store), 2):
+            raise VimpacError(f"motion: expected (rows, columns) per video, shape ({len(store)}, 2), got {tuple(motion.shape)}")
     data = ClipPairDataset(store, cfg.clip_len, pad_id=model.config.pad_id, seed=seed)
     gen = make_generator(derive_seed(seed, "eval-masks"), device)
-    sums = torch.zeros(
-        4, dtype=torch.float64, device=device
-    )  # token hits, majority hits, masked tokens, InfoNCE accuracy
+    # token hits, majority hits, masked tokens, InfoNCE accuracy, same-cell copy hits, along-motion copy hits
+    sums = torch.zeros(6, dtype=torch.float64, device=device)
     try:
         for b in range(batches):
             data.set_epoch(b)
-            pairs = data.batch(batch_indices(len(store), cfg.batch_size, b, seed)).to(device)
-            inputs, labels, _ = mask_clip_pairs(pairs, model.config, cfg, gen)  # [c_1..c_n, c'_1..c'_n]
+            videos = batch_indices(len(store), cfg.batch_size, b, seed)
+            pairs = data.batch(videos).to(device)
+            inputs, labels, mask = mask_clip_pairs(pairs, model.config, cfg, gen)  # [c_1..c_n, c'_1..c'_n]
+            clips, scored = rearrange(pairs, "n two t h w -> (two n) t h w"), labels != IGNORE_INDEX
+            for k, shift in ((4, None), (5, None if motion is None else motion[videos].repeat(2, 1))):
+                if k == 4 or shift is not None:
+                    fill = temporal_copy_fill(clips, mask, shift, model.config.pad_id)
+                    sums[k] += (fill == clips)[scored].sum()
             clean = inputs if cfg.cl_mask else rearrange(pairs, "n two t h w -> (two n) t h w")  # (unused with CL-Mask)
             feats = []
             for lo in range(0, len(pairs), micro):  # pairs lo.. of both halves
@@ -591,7 +609,13 @@ def evaluate_masking(
             sums[3] += info_nce(f[0], f[1], cfg.temperature)[1]
     finally:
         model.train(was)
-    hits, maj, total, cl = sums.tolist()
+    hits, maj, total, cl, copy, along = sums.tolist()
+    n = max(total, 1)
     return dict(
-        mask_acc=hits / max(total, 1), majority_acc=maj / max(total, 1), cl_acc=cl / batches, masked_tokens=int(total)
+        mask_acc=hits / n,
+        majority_acc=maj / n,
+        copy_acc=copy / n,
+        motion_acc=None if motion is None else along / n,
+        cl_acc=cl / batches,
+        masked_tokens=int(total),
     )

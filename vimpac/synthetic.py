@@ -20,9 +20,11 @@ from .utils import VimpacError, atomic_path, check_number, read_json, renamed_kw
 
 # %% auto #0
 __all__ = ['SATURATED', 'SHAPES', 'BACKGROUNDS', 'TEMPORAL_CLASSES', 'SPATIAL_CLASSES', 'LABELLED_VARIANTS', 'ACTOR_SHAPES',
-           'LABELLED_FORMAT', 'MOTION_CLASSES', 'MOTION_STEPS', 'MOTION_FORMAT', 'hsv_to_rgb', 'random_color', 'Shape',
-           'Background', 'Scene', 'random_scene', 'render_background', 'shape_sdf', 'render', 'pan_zoom', 'write_video',
-           'labelled_scene', 'write_labelled_dataset', 'moving_pattern', 'CellColourTokenizer', 'write_motion_dataset']
+           'LABELLED_FORMAT', 'MOTION_CLASSES', 'MOTION_STEPS', 'MOTION_FORMAT', 'TEXTURE_CLASSES', 'TEXTURE_STEPS',
+           'TEXTURE_FORMAT', 'hsv_to_rgb', 'random_color', 'Shape', 'Background', 'Scene', 'random_scene',
+           'render_background', 'shape_sdf', 'render', 'pan_zoom', 'write_video', 'labelled_scene',
+           'write_labelled_dataset', 'moving_pattern', 'CellColourTokenizer', 'write_motion_dataset', 'moving_texture',
+           'write_texture_dataset']
 
 # %% ../nbs/06a_synthetic.ipynb #97cd6a6c
 SATURATED = (
@@ -702,3 +704,71 @@ def write_motion_dataset(
             write_video(moving_pattern(label, rng, num_frames, frame_size, cells=cells), path, fps=fps)
         parts[("pool", "train", "test")[part]].append(path if part == 0 else (path, label))
     return dict(root=out, classes=list(MOTION_CLASSES), **parts)
+
+# %% ../nbs/06a_synthetic.ipynb #c74e8db6
+TEXTURE_CLASSES = MOTION_CLASSES + ("down-right", "down-left", "up-right", "up-left")
+TEXTURE_STEPS = MOTION_STEPS + ((1, 1), (1, -1), (-1, 1), (-1, -1))  # (rows, columns) per frame, by class
+TEXTURE_FORMAT = "vimpac-synthetic-texture/1"  # the `format` of a written texture dataset's dataset.json
+
+
+def moving_texture(
+    label: int, rng: np.random.Generator, num_frames: int = 8, grid: int = 4, cell: int = 8, directions: int = 8
+) -> np.ndarray:
+    """Frames uint8 (T, S, S, 3), S = `grid` x `cell` pixels, of one video of the texture-motion benchmark: every cell
+    of a `grid` x `grid` board has a colour drawn uniformly from the 64 bin centres of `CellColourTokenizer` (4 levels
+    per channel: what it reads back exactly), and the whole board moves by exactly one cell per frame in direction
+    `TEXTURE_CLASSES[label]` (`TEXTURE_STEPS`), wrapping around the edges. The draws do not depend on `label`, so frame
+    0 is the same in every class and every frame is a uniform random board: only the motion tells the class. Drawn from
+    `rng`. Raises `VimpacError` for a `directions` other than 4 or 8, a label outside 0..directions-1, fewer than 2
+    frames, or a `grid` below 3 (on a 2-cell board, one step right is one step left)."""
+    if directions not in (4, 8):
+        raise VimpacError(f"directions: expected 4 (right, left, down, up) or 8 (and the diagonals), got {directions!r}")
+    if isinstance(label, bool) or not isinstance(label, (int, np.integer)) or not 0 <= label < directions:
+        raise VimpacError(f"label: expected an integer in 0..{directions - 1}, got {label!r}")
+    check_number("num_frames", num_frames, integer=True, ge=2)
+    check_number("grid", grid, integer=True, ge=3)
+    check_number("cell", cell, integer=True, ge=2)
+    board = (rng.integers(0, 4, (grid, grid, 3)) * 64 + 32).astype(np.uint8)  # bin centres of 4 levels per channel
+    dy, dx = TEXTURE_STEPS[label]
+    frames = np.stack([np.roll(board, (dy * t, dx * t), (0, 1)) for t in range(num_frames)])
+    return frames.repeat(cell, 1).repeat(cell, 2)
+
+# %% ../nbs/06a_synthetic.ipynb #ef076509
+def write_texture_dataset(
+    out,
+    pool: int = 1024,
+    train_per_class: int = 4,
+    test_per_class: int = 32,
+    seed: int = 0,
+    num_frames: int = 8,
+    grid: int = 4,
+    directions: int = 4,
+    fps: float = 8.0,
+    progress: bool = False,
+) -> dict:
+    """Write the texture-motion benchmark (`moving_texture`) as lossless H.264 videos (`crf` 0, yuv420p; the 8-pixel
+    cells keep the 2 x 2 chroma blocks inside one colour, so `CellColourTokenizer` reads every cell back exactly):
+    `out/pool/<class>/NNNNN.mp4`, `pool` videos for pre-training spread evenly over the classes, and the labelled set
+    `out/labelled/{train,test}/<class>/NNNN.mp4` with `train_per_class` and `test_per_class` videos per class of
+    `TEXTURE_CLASSES[:directions]`, both in the `folder` layout of `vimpac.data.read_split`. Each video is `num_frames`
+    frames of S = 8 x `grid` pixels at `fps`; `out/dataset.json` records the arguments (`format` = `TEXTURE_FORMAT`).
+    A re-run with the same arguments writes only the missing videos; a folder written with other arguments is refused.
+    Returns a dict with `root`, `classes`, and `pool`, `train`, `test`: lists of (path, label). Raises `VimpacError`
+    for bad arguments, an `out` that is a file, or a folder of another dataset."""
+    _check_counts(seed, fps, pool=(pool, 0), train_per_class=(train_per_class, 1), test_per_class=(test_per_class, 0))
+    moving_texture(0, np.random.default_rng(0), num_frames, grid, directions=directions)  # checks the arguments
+    spec = dict(format=TEXTURE_FORMAT, pool=pool, train_per_class=train_per_class, test_per_class=test_per_class)
+    spec.update(seed=seed, num_frames=num_frames, grid=grid, directions=directions, fps=float(fps))
+    out = _dataset_folder(out, spec)
+    classes = TEXTURE_CLASSES[:directions]
+    jobs = [(out / "pool" / classes[i % directions] / f"{i:05d}.mp4", 0, i % directions, i) for i in range(pool)]
+    for p, (part, count) in enumerate((("train", train_per_class), ("test", test_per_class)), 1):
+        jobs += [(out / "labelled" / part / c / f"{i:04d}.mp4", p, k, i) for k, c in enumerate(classes) for i in range(count)]
+    parts = dict(pool=[], train=[], test=[])
+    for path, part, label, i in tqdm(jobs, disable=not progress):
+        if not path.is_file():
+            frames = moving_texture(label, np.random.default_rng([seed, part, label, i]), num_frames, grid, 8, directions)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_video(frames, path, fps=fps, crf=0)
+        parts[("pool", "train", "test")[part]].append((path, label))
+    return dict(root=out, classes=list(classes), **parts)
