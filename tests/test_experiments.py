@@ -12,8 +12,10 @@ from vimpac.experiments import (
     experiment_main,
     experiment_rows,
     run_experiment,
+    run_row,
     setup_for,
     slug,
+    texture_data,
     verdict,
 )
 from vimpac.model import VimpacConfig
@@ -62,16 +64,124 @@ def _results(a, b, metric="top1"):
 @pytest.mark.parametrize(
     "a, b, metric, word",
     [
-        ([60, 61, 62], [50, 51, 52], "top1", "holds"),
-        ([50, 51, 52], [60, 61, 62], "top1", "reversed"),
-        ([50, 60, 55], [52, 57, 54], "top1", "not resolved at this scale"),
-        ([0.5, 0.6, 0.55], [1.0, 1.1, 1.05], "cl_loss", "holds"),  # a loss: lower is better
-        ([60], [50], "top1", "holds in direction"),
+        ([60, 62, 61], [50, 51, 52], "top1", "holds"),  # paired differences 10, 11, 9: t 17.3 at df 2
+        ([50, 51, 52], [60, 62, 61], "top1", "reversed"),
+        ([50, 60, 55], [52, 57, 54], "top1", "suggested"),  # +0.67 with differences -2, 3, 1
+        ([52, 57, 54], [50, 60, 55], "top1", "not shown"),
+        ([0.5, 0.62, 0.55], [1.0, 1.1, 1.05], "cl_loss", "holds"),  # a loss: lower is better
+        (
+            [60, 61, 62],
+            [50, 51, 52],
+            "top1",
+            "suggested",
+        ),  # the same +10 in 3 seeds: a sign test's p 0.25, not 'inf SE'
+        ([60], [50], "top1", "direction only"),  # one seed, no per-video results: no test
+        ([60, 61, 59], [50], "top1", "direction only"),
     ],
 )
 def test_verdict(a, b, metric, word):
+    """'holds' needs its test at its degrees of freedom (2 SE over 3 seeds was a two-sided p of 0.10-0.18); a
+    direction without that is 'suggested (p = ...)'."""
     line = verdict(Claim("A beats B", "A", "B", metric), _results(a, b, metric))[0]
-    assert line.split(": ")[1].split(" (")[0] == word
+    assert line.split(": ")[1].split(" (")[0] == word, line
+    assert "inf" not in line and "SE" not in line
+
+
+def test_a_claim_with_no_data_says_not_run():
+    "A claim about a temporally-heavy dataset prints a line when none ran (it printed nothing), and so does a row."
+    claim = EXPERIMENTS["pretraining_tasks"].claims[2]
+    spatial = [dict(row=r, seed=0, dataset="spatial", top1=50.0) for r in ("MP", "CL")]
+    assert verdict(claim, spatial) == [f"{claim.text}: not run (no result on a temporally-heavy dataset)"]
+    only_mp = [dict(row="MP", seed=0, dataset="texture", top1=50.0)]
+    assert verdict(claim, only_mp) == [f"{claim.text} (texture): not run (CL)"]
+    speed = EXPERIMENTS["layout"].claims[2]
+    logged = [
+        dict(row=r, seed=0, dataset="texture", speed=v) for r, v in (("T,H|W, post-LN", 9.0), ("TxHxW, post-LN", 5.0))
+    ]
+    assert verdict(speed, logged)[0].endswith("not compared (no side-by-side timing; speeds of separate runs are not)")
+
+
+def test_cl_rows_run_without_cl_mask():
+    """Table 4's CL row and Table 16's α ∞ row print Table 9's "CL, no CL-Mask" number (57.1): they run CL alone on
+    the unmasked clips (they ran with CL-Mask, the same run as Table 9's "CL, CL-Mask" row)."""
+    rows = [EXPERIMENTS["pretraining_tasks"].row("CL"), EXPERIMENTS["cl_weight"].row("α ∞ (CL only)")]
+    rows.append(EXPERIMENTS["cl_mask"].row("CL, no CL-Mask"))
+    for scale in SCALES:
+        s = setup_for(scale)
+        cfgs = [
+            PretrainConfig(**{**s.pretrain, **e.base, **r.at(scale)[0]})
+            for e, r in zip((EXPERIMENTS["pretraining_tasks"], EXPERIMENTS["cl_weight"], EXPERIMENTS["cl_mask"]), rows)
+        ]
+        assert {(c.mask_then_predict, c.cl_mask) for c in cfgs} == {(False, False)}
+        assert rows[0].paper["ucf101"] == rows[1].paper["top1"] == rows[2].paper["top1"] == 57.1
+    with_mask = EXPERIMENTS["cl_mask"].row("CL, CL-Mask")
+    assert PretrainConfig(**{**setup_for("cpu").pretrain, **with_mask.at("cpu")[0]}).cl_mask
+
+
+def test_rows_that_differ_in_the_paper_differ_at_the_cpu_scale():
+    """The masking-ratio rows are three distinct masks at the CPU scale (5 and 6 blocks both gave 3 blocks), and the
+    negatives table's default row (128 - 1) is the setup's default, the one every other table's rows use."""
+    from vimpac.masking import expected_block_ratio
+
+    s, e = setup_for("cpu"), EXPERIMENTS["masking_ratio"]
+    specs = [
+        PretrainConfig(**{**s.pretrain, **e.base, **r.at("cpu")[0], "clip_len": s.clip_len}).mask_spec() for r in e.rows
+    ]
+    masks = [(m.strategy, m.blocks(4, 4, 4) if m.strategy == "block" else round(m.mask_ratio, 3)) for m in specs]
+    assert len(set(masks)) == 6
+    blocks = [k for _, k in masks[:3]]
+    assert blocks == [2, 3, 4] and {s for s, _ in masks[:3]} == {"block"}
+    for (_, r), k in zip(masks[3:], blocks):  # the i.i.d. rows at the block rows' expected ratios on the 4 x 4 x 4 map
+        assert abs(r - expected_block_ratio(4, 4, 4, k)) < 0.005
+    neg = EXPERIMENTS["negatives"]
+    assert neg.row("128 - 1").at("cpu")[0]["negatives"] == s.pretrain["negatives"]
+    assert len({r.at("cpu")[0]["negatives"] for r in neg.rows}) == 4
+    assert neg.row("128 - 1").pretrain["negatives"] == setup_for("cluster").pretrain["negatives"] == 127
+
+
+def test_cluster_setup_is_the_authors_small_sh(tmp_path, monkeypatch):
+    """§5's pre-training as the authors' scripts/pretrain/small.sh runs it: lr 1e-3, 10% warm-up, a 2-layer, 2048-wide
+    CLS head (Table 12's 'Pre-Train-S' column, 3e-4 and 5%, is large.sh's 100 epochs: its headers are swapped), and
+    what reaches torchrun carries them."""
+    s = setup_for("cluster")
+    assert (s.pretrain["lr"], s.pretrain["warmup_ratio"], s.pretrain["epochs"]) == (1e-3, 0.1, 10)
+    assert s.model == dict(cls_head_layers=2, cls_head_hidden=2048)
+    import vimpac.experiments as ex
+
+    calls = []
+    monkeypatch.setattr(ex, "_torchrun", lambda script, gpus, argv: calls.append((script, argv)))
+    monkeypatch.setattr(ex, "_pretraining_stats", lambda *a: {})
+    monkeypatch.setattr(ex, "_finetune_top1", lambda *a, **k: (50.0, [1, 0]))
+    store = type("S", (), {"path": tmp_path / "pool"})()
+    data = {128: {"pool": store, "ucf101": {"train": store, "test": type("T", (), {"classes": ["a", "b"]})()}}}
+    run_row(
+        EXPERIMENTS["pretraining_tasks"], EXPERIMENTS["pretraining_tasks"].row("MP"), 0, "cluster", s, data, tmp_path
+    )
+    script, argv = calls[0]
+    values = {k: argv[i + 1] for i, k in enumerate(argv[:-1]) if k.startswith("--")}
+    assert script == "vimpac-pretrain" and values["--lr"] == "0.001" and values["--warmup-ratio"] == "0.1"
+    assert values["--cls-head-layers"] == "2" and values["--cls-head-hidden"] == "2048"
+    assert values["--negatives"] == "127" and values["--preset"] == "small"
+
+
+def test_texture_benchmark_tokens_are_bit_identical_across_folders(tmp_path):
+    """The benchmark regenerates the same tokens in another folder (x264's lossy frames differed between
+    regenerations by up to 20 pixel levels and flipped a toy top-1), at both frame sizes, and mask accuracy's floors
+    read its motion."""
+    import numpy as np
+
+    kw = dict(pool=8, train_per_class=1, test_per_class=2, num_frames=6, cell=16)
+    a, b = (texture_data(tmp_path / d, [32, 64], **kw) for d in ("a", "deeper/b"))
+    for S in (32, 64):
+        for sa, sb in ((a[S]["pool"], b[S]["pool"]), (a[S]["texture"]["test"], b[S]["texture"]["test"])):
+            assert sa.keys() == sb.keys() and len(sa) > 0
+            for k in sa.keys():
+                assert np.array_equal(sa.tokens(k), sb.tokens(k))
+        test, motion = a[S]["eval"]
+        assert motion.abs().max() == S // 32  # one board cell per frame: 1 token at S 32, 2 at S 64
+        t = test.tokens(test.keys()[0])
+        dy, dx = motion[0].tolist()
+        assert np.array_equal(t[1:], np.roll(t[:-1], (dy, dx), axis=(1, 2)))
 
 
 def test_rows_by_label_index_and_extra_rows():

@@ -102,10 +102,12 @@ class VimpacConfig:
         default=1e-12, metadata=_cli("LayerNorm epsilon (BERT's and the authors' 1e-12)", cli=False)
     )
     cls_head_hidden: int = field(
-        default=4096, metadata=_cli("hidden width of the CLS head's MLP (appendix A.2: 4096)", cli=False)
+        default=4096,
+        metadata=_cli("hidden width of the CLS head's MLP (appendix A.2: 4096; the authors' small.sh for §5: 2048)"),
     )
     cls_head_layers: int = field(
-        default=3, metadata=_cli("linear layers of the CLS head's MLP (appendix A.2: 3)", cli=False)
+        default=3,
+        metadata=_cli("linear layers of the CLS head's MLP (appendix A.2: 3; the authors' small.sh for §5: 2)"),
     )
     cls_head_dim: int = field(
         default=256, metadata=_cli("output size of the CLS head, the InfoNCE features (Eq. 18: 256)", cli=False)

@@ -573,7 +573,9 @@ def evaluate_masking(
     if motion is not None:
         motion = torch.as_tensor(motion, dtype=torch.long, device=device)
         if motion.shape != (len(store), 2):
-            raise VimpacError(f"motion: expected (rows, columns) per video, shape ({len(store)}, 2), got {tuple(motion.shape)}")
+            raise VimpacError(
+                f"motion: expected (rows, columns) per video, shape ({len(store)}, 2), got {tuple(motion.shape)}"
+            )
     data = ClipPairDataset(store, cfg.clip_len, pad_id=model.config.pad_id, seed=seed)
     gen = make_generator(derive_seed(seed, "eval-masks"), device)
     # token hits, majority hits, masked tokens, InfoNCE accuracy, same-cell copy hits, along-motion copy hits

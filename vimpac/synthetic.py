@@ -24,7 +24,7 @@ __all__ = ['SATURATED', 'SHAPES', 'BACKGROUNDS', 'TEMPORAL_CLASSES', 'SPATIAL_CL
            'TEXTURE_FORMAT', 'hsv_to_rgb', 'random_color', 'Shape', 'Background', 'Scene', 'random_scene',
            'render_background', 'shape_sdf', 'render', 'pan_zoom', 'write_video', 'labelled_scene',
            'write_labelled_dataset', 'moving_pattern', 'CellColourTokenizer', 'write_motion_dataset', 'moving_texture',
-           'write_texture_dataset']
+           'write_texture_dataset', 'texture_motion']
 
 # %% ../nbs/06a_synthetic.ipynb #97cd6a6c
 SATURATED = (
@@ -722,7 +722,9 @@ def moving_texture(
     `rng`. Raises `VimpacError` for a `directions` other than 4 or 8, a label outside 0..directions-1, fewer than 2
     frames, or a `grid` below 3 (on a 2-cell board, one step right is one step left)."""
     if directions not in (4, 8):
-        raise VimpacError(f"directions: expected 4 (right, left, down, up) or 8 (and the diagonals), got {directions!r}")
+        raise VimpacError(
+            f"directions: expected 4 (right, left, down, up) or 8 (and the diagonals), got {directions!r}"
+        )
     if isinstance(label, bool) or not isinstance(label, (int, np.integer)) or not 0 <= label < directions:
         raise VimpacError(f"label: expected an integer in 0..{directions - 1}, got {label!r}")
     check_number("num_frames", num_frames, integer=True, ge=2)
@@ -743,32 +745,60 @@ def write_texture_dataset(
     num_frames: int = 8,
     grid: int = 4,
     directions: int = 4,
+    cell: int = 8,
     fps: float = 8.0,
     progress: bool = False,
 ) -> dict:
     """Write the texture-motion benchmark (`moving_texture`) as lossless H.264 videos (`crf` 0, yuv420p; the 8-pixel
-    cells keep the 2 x 2 chroma blocks inside one colour, so `CellColourTokenizer` reads every cell back exactly):
+    cells keep the 2 x 2 chroma blocks inside one colour, so `CellColourTokenizer` reads every cell back exactly, also
+    after a resize by a whole factor):
     `out/pool/<class>/NNNNN.mp4`, `pool` videos for pre-training spread evenly over the classes, and the labelled set
     `out/labelled/{train,test}/<class>/NNNN.mp4` with `train_per_class` and `test_per_class` videos per class of
     `TEXTURE_CLASSES[:directions]`, both in the `folder` layout of `vimpac.data.read_split`. Each video is `num_frames`
-    frames of S = 8 x `grid` pixels at `fps`; `out/dataset.json` records the arguments (`format` = `TEXTURE_FORMAT`).
+    frames of S = `cell` x `grid` pixels (an even `cell`: 8 for a token per cell at S, 16 for a
+    dataset read at S and 2 S) at `fps`; `out/dataset.json` records the arguments (`format` = `TEXTURE_FORMAT`).
     A re-run with the same arguments writes only the missing videos; a folder written with other arguments is refused.
     Returns a dict with `root`, `classes`, and `pool`, `train`, `test`: lists of (path, label). Raises `VimpacError`
     for bad arguments, an `out` that is a file, or a folder of another dataset."""
     _check_counts(seed, fps, pool=(pool, 0), train_per_class=(train_per_class, 1), test_per_class=(test_per_class, 0))
-    moving_texture(0, np.random.default_rng(0), num_frames, grid, directions=directions)  # checks the arguments
+    moving_texture(0, np.random.default_rng(0), num_frames, grid, cell, directions)  # checks the arguments
+    if cell % 2:
+        raise VimpacError(f"cell: expected an even number of pixels (yuv420p keeps 2 x 2 chroma blocks), got {cell}")
     spec = dict(format=TEXTURE_FORMAT, pool=pool, train_per_class=train_per_class, test_per_class=test_per_class)
-    spec.update(seed=seed, num_frames=num_frames, grid=grid, directions=directions, fps=float(fps))
+    spec.update(seed=seed, num_frames=num_frames, grid=grid, directions=directions, cell=cell, fps=float(fps))
     out = _dataset_folder(out, spec)
     classes = TEXTURE_CLASSES[:directions]
     jobs = [(out / "pool" / classes[i % directions] / f"{i:05d}.mp4", 0, i % directions, i) for i in range(pool)]
     for p, (part, count) in enumerate((("train", train_per_class), ("test", test_per_class)), 1):
-        jobs += [(out / "labelled" / part / c / f"{i:04d}.mp4", p, k, i) for k, c in enumerate(classes) for i in range(count)]
+        jobs += [
+            (out / "labelled" / part / c / f"{i:04d}.mp4", p, k, i) for k, c in enumerate(classes) for i in range(count)
+        ]
     parts = dict(pool=[], train=[], test=[])
     for path, part, label, i in tqdm(jobs, disable=not progress):
         if not path.is_file():
-            frames = moving_texture(label, np.random.default_rng([seed, part, label, i]), num_frames, grid, 8, directions)
+            frames = moving_texture(
+                label, np.random.default_rng([seed, part, label, i]), num_frames, grid, cell, directions
+            )
             path.parent.mkdir(parents=True, exist_ok=True)
             write_video(frames, path, fps=fps, crf=0)
         parts[("pool", "train", "test")[part]].append((path, label))
     return dict(root=out, classes=list(classes), **parts)
+
+
+def texture_motion(store, grid: int = 4) -> torch.Tensor:
+    """The motion of each video of a token store of the texture-motion benchmark (labelled by direction, as
+    `write_texture_dataset` lays out its pool and its labelled videos): int64 (len(store), 2), the (rows, columns) of
+    tokens its content moves per frame, `TEXTURE_STEPS` of its class times the tokens per board cell (the token map's
+    side over `grid`). For `vimpac.pretrain.evaluate_masking`'s along-motion floor. Raises `VimpacError` for a store
+    without labels, or with a class that is not a direction of `TEXTURE_CLASSES`."""
+    labels, classes = store.labels, getattr(store, "classes", None)
+    if labels is None or not classes:
+        raise VimpacError(
+            f"{store.path}: has no labels; expected a store of the texture benchmark, labelled by direction"
+        )
+    unknown = [c for c in classes if c not in TEXTURE_CLASSES]
+    if unknown:
+        raise VimpacError(f"{store.path}: class {unknown[0]!r} is not a direction; expected classes of TEXTURE_CLASSES")
+    per_cell = store[0].shape[-1] // grid
+    steps = torch.tensor([TEXTURE_STEPS[TEXTURE_CLASSES.index(c)] for c in classes]) * per_cell
+    return steps[torch.as_tensor(labels)]
