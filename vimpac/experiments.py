@@ -514,7 +514,7 @@ _SETUPS = dict(
         test_views="1x2",
         datasets=("texture",),
         full=(8, 64),
-        data=dict(pool=1024, train_per_class=4, test_per_class=64, num_frames=16, cell=16),
+        data=dict(pool=1024, train_per_class=16, test_per_class=64, num_frames=16, cell=16),
         model=dict(layout=CPU_LAYOUT),
     ),
     cluster=lambda: Setup(  # §5: Small, T 5, S 128, 10 epochs; the settings of the authors' scripts/pretrain/small.sh
