@@ -157,7 +157,12 @@ def test_stale_checkpoint_tmp_files_removed_at_start(bin_dir, store, tmp_path):
     assert sorted(p.name for p in ck.glob("step-*.pt"))[-1] == "step-00000004.pt"
 
 
-# Issue 31: the checkpoint options left at their defaults (no --save-every, no --keep-last)
+# Issue 31: the checkpoint options left at their defaults (no --save-every, no --keep-last); the console script runs
+# this tree's vimpac, whatever the environment's install points at
+HERE = {
+    **ENV,
+    "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[1]), ENV.get("PYTHONPATH")])),
+}
 SIGNAL_ARGS = ["--steps", 20, "--batch-size", 4, "--lr", 2e-3]
 CURVE = ("loss", "mask_loss", "cl_loss", "mask_acc", "cl_acc", "lr", "grad_norm")  # all but the clock's fields
 
@@ -166,7 +171,7 @@ CURVE = ("loss", "mask_loss", "cl_loss", "mask_acc", "cl_acc", "lr", "grad_norm"
 def uninterrupted(bin_dir, store, tmp_path_factory):
     "A run of SIGNAL_ARGS that nothing stops."
     out = tmp_path_factory.mktemp("uninterrupted") / "run"
-    r = run(*pretrain_cmd(bin_dir, store, out, *SIGNAL_ARGS), env=ENV, timeout=600)
+    r = run(*pretrain_cmd(bin_dir, store, out, *SIGNAL_ARGS), env=HERE, timeout=600)
     assert r.returncode == 0, r.stderr
     return out
 
@@ -174,7 +179,7 @@ def uninterrupted(bin_dir, store, tmp_path_factory):
 def signalled(cmd, sig, metrics: Path, records: int, pids=None, timeout=300) -> tuple[int, str]:
     """Start `cmd`, send `sig` once `metrics` holds `records` lines (to the processes `pids(process)` returns, default
     the command's), wait for it; returns (exit status, stderr)."""
-    p = subprocess.Popen([str(a) for a in cmd], env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen([str(a) for a in cmd], env=HERE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + timeout
     while p.poll() is None and time.time() < deadline:
         if metrics.is_file() and len(metrics.read_text().splitlines()) >= records:
@@ -209,7 +214,7 @@ def test_signal_with_default_options_resumes_bitwise(bin_dir, store, uninterrupt
     assert not (out / "model.safetensors").exists()
     assert [r["step"] for r in curve(out)] == list(range(step))  # every step up to the checkpoint logged
 
-    r = run(*pretrain_cmd(bin_dir, store, out, *SIGNAL_ARGS, "--resume"), env=ENV, timeout=600)
+    r = run(*pretrain_cmd(bin_dir, store, out, *SIGNAL_ARGS, "--resume"), env=HERE, timeout=600)
     assert r.returncode == 0, r.stderr
     a, b = weights(uninterrupted), weights(out)
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
