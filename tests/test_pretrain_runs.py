@@ -195,7 +195,7 @@ def curve(out: Path) -> list[dict]:
     return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGUSR1])
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGUSR1], ids=["SIGTERM", "SIGUSR1"])
 def test_signal_with_default_options_resumes_bitwise(bin_dir, store, uninterrupted, tmp_path, sig):
     """Issue 31: SIGTERM (scancel, pre-emption) or SIGUSR1 (`#SBATCH --signal=USR1@120`) during a run with the default
     checkpoint options leaves a checkpoint of the steps done at a step boundary and exits with 128 + the signal's
