@@ -208,3 +208,38 @@ def test_clip_fps_subsamples_the_store(stores, tmp_path, capsys):
     by_hand = [multiview_scores(model, store_videos(test, ["1x-center"]), "1x2", stride=s) for s in (2, 1)]
     torch.testing.assert_close(ev.scores, by_hand[0])
     assert not torch.allclose(by_hand[0], by_hand[1])  # the stride matters: the check is not vacuous
+
+
+def test_stop_signal_checkpoints_and_resumes_bitwise(stores, tmp_path, capsys, monkeypatch):
+    """Issue 31: fine-tuning shares the engine's stop: SIGUSR1 (SLURM's warning) during step 4 of a run with the
+    default checkpoint options writes the checkpoint of 5 steps, `vimpac-finetune` exits with 138 and one line, the
+    signal handlers are the ones before the run again, and `--resume` ends bit for bit as the run nothing stopped."""
+    import vimpac.engine as E
+
+    args = ["--steps", 10, "--batch-size", 6, "--lr", 1e-3, "--log-every", 1]
+    finetune_main(ft(stores["train"], tmp_path / "full", *args))
+    before = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGUSR1)}
+    accumulate, calls = E.Engine.accumulate, []
+
+    def signalled(self, micro_batches, loss_fn):
+        calls.append(1)
+        if len(calls) == 5:
+            os.kill(os.getpid(), signal.SIGUSR1)  # as SLURM's --signal=USR1 does, in the middle of a step
+        return accumulate(self, micro_batches, loss_fn)
+
+    monkeypatch.setattr(E.Engine, "accumulate", signalled)
+    out = tmp_path / "stopped"
+    with pytest.raises(SystemExit) as e:
+        finetune_main(ft(stores["train"], out, *args))
+    ckpt = out / "checkpoints" / "step-00000005.pt"
+    assert e.value.code == 138 and [p.name for p in (out / "checkpoints").glob("*.pt")] == [ckpt.name]
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        f"vimpac-finetune: fine-tuning stopped by SIGUSR1 after step 5; checkpoint {ckpt}; run the same command "
+        "with --resume to go on"
+    )
+    assert {s: signal.getsignal(s) for s in before} == before and not (out / "model.safetensors").exists()
+    monkeypatch.setattr(E.Engine, "accumulate", accumulate)
+    finetune_main(ft(stores["train"], out, *args, "--resume"))
+    a, b = weights(tmp_path / "full"), weights(out)
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    assert [json.loads(l)["step"] for l in (out / "metrics.jsonl").read_text().splitlines()] == list(range(10))

@@ -2,9 +2,11 @@
 `vimpac-finetune --dataset` and `vimpac-evaluate --dataset` set, against the paper's numbers transcribed here
 independently of `vimpac.data.DATASET_PRESETS`: Table 12 (`tab:appen_hyperparam`), §4.2 and appendix C / D."""
 
+import numpy as np
 import pytest
 from vimpac.cli import DATASET_FPS, DATASET_VIEWS, evaluate_run, finetune_config, finetune_parser, tokenize_parser
-from vimpac.data import DATASET_PRESETS, dataset_preset, preset_lines
+from vimpac.data import DATASET_PRESETS, LabelledClipDataset, dataset_preset, preset_lines
+from vimpac.evaluate import parse_views
 from vimpac.finetune import FinetuneConfig
 from vimpac.utils import VimpacError
 
@@ -55,13 +57,14 @@ def test_finetune_and_tokenize_follow_the_preset(name):
     views = "all" if paper["flip"] else "noflip"
     assert (cfg.epochs, cfg.batch_size, cfg.clip_len, cfg.warmup_ratio) == (paper["epochs"], 128, 10, 0.1)
     assert (cfg.weight_decay, tuple(cfg.betas), cfg.views, cfg.lr) == (0.01, (0.9, 0.999), views, None)
+    assert cfg.clip_fps == paper["fps"]  # §4.2's rate, sampled from the 16 FPS tokens
     assert finetune_options("--dataset", name, "--scratch-epochs").epochs == paper["epochs"] * paper["scratch"]
-    # vimpac-tokenize --dataset: the rate of §4.2, S = 256, the training views
-    assert (DATASET_FPS[name], DATASET_VIEWS[name]) == (paper["fps"], views)
+    # vimpac-tokenize --dataset: the authors' 16 FPS tokens (issue 31), S = 256, the training views
+    assert (DATASET_FPS[name], DATASET_VIEWS[name]) == (16.0, views)
     a = tokenize_parser(raise_errors=True).parse_args(["root", "--out", "o", "--dataset", name])
     assert a.frame_size is None  # the preset's, 256, when tokenize_dataset reads it
     assert {k: v for k, (v, _) in dataset_preset(name).tokenize_values().items()} == dict(
-        fps=paper["fps"], frame_size=256, views=views
+        fps=16.0, frame_size=256, views=views
     )
 
 
@@ -131,3 +134,43 @@ def test_evaluate_takes_the_presets_views(monkeypatch):
         with pytest.raises(VimpacError, match="stop"):
             evaluate_run("ck", "test", dataset=dataset, views=views, device="cpu", progress=False)
     assert seen == ["1x10", "3x10", "3x2", "3x10"]
+
+
+class SixteenFpsStore:
+    "A labelled store (no disk) of one 10 s video tokenized at 16 FPS whose tokens are their frame's index."
+
+    path, fps, vocab_size, classes, labels, lengths, views = "store16", 16.0, 1000, ["a"], [0], [160], ["1x-center"]
+
+    def __len__(self):
+        return 1
+
+    def keys(self):
+        return ["v"]
+
+    def clip(self, key, start, length, view):
+        frames = np.arange(start, min(start + length, self.lengths[0]), dtype=np.int16)
+        return np.broadcast_to(frames[:, None, None], (len(frames), 2, 2))
+
+
+@pytest.mark.parametrize("name", list(PAPER))
+def test_preset_clips_have_the_authors_temporal_jitter(name):
+    """Issue 31: a preset's default clip sampling is the authors' (§4.2's rate from 16 FPS tokens, `clip_fps`): the
+    store `vimpac-tokenize --dataset` writes is at 16 FPS, and the clips `vimpac-finetune --dataset` draws from it
+    keep every s-th frame (s = 16 / fps: 8 at 2 FPS, 4 at 4 FPS) from starts at every phase of s, over the authors'
+    range 0 .. L + s - 1 - T s."""
+    cfg, s = finetune_options("--dataset", name), int(16 // PAPER[name]["fps"])
+    store = SixteenFpsStore()
+    assert store.fps == DATASET_FPS[name]
+    data = LabelledClipDataset(store, cfg.clip_len, views=store.views, clip_fps=cfg.clip_fps)
+    clips = [data[(epoch, 0)][0][:, 0, 0] for epoch in range(300)]
+    assert all(len(c) == cfg.clip_len and (c[1:] - c[:-1] == s).all() for c in clips)  # every s-th frame
+    starts = {int(c[0]) for c in clips}
+    assert {st % s for st in starts} == set(range(s))  # the jitter: starts off the 2 or 4 FPS grid
+    assert min(starts) >= 0 and max(starts) <= 160 + s - 1 - cfg.clip_len * s and len(starts) > 3 * s
+
+
+def test_ssv2_is_judged_on_the_centre_crop():
+    "Table 12: SSV2's inference views are the centre crop x 10 temporal crops; the others 3 spatial x 10."
+    assert {n: parse_views(p.test_views) for n, p in DATASET_PRESETS.items()} == {
+        n: ((("1x-center",), 10) if n == "ssv2" else (("1x-topleft", "1x-center", "1x-bottomright"), 10)) for n in PAPER
+    }

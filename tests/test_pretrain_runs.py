@@ -1,15 +1,19 @@
 """Pre-training under interruption and distribution (issue 6), through the command-line tool as users run it:
 - a run killed with SIGKILL and resumed ends with the same weights, bit for bit, as an uninterrupted run;
+- a run stopped by SIGTERM or SLURM's SIGUSR1 with the default options writes a checkpoint at a step boundary and
+exits with 128 + the signal's number; resumed, it ends bit for bit as an uninterrupted run (issue 31); under torchrun a
+signal to one process stops both at the same step;
 - two CPU processes under torchrun (gloo) compute the one-process step (1e-5 relative at step 0) and follow its
 curve."""
 
-import json, os, shutil, signal
+import json, os, shutil, signal, subprocess, time
 from pathlib import Path
 import pytest
 import torch
 from vimpac.video import sample_videos
 from vimpac.tokenizer import load_tokenizer
 from vimpac.store import build_store
+from vimpac.engine import list_checkpoints, load_checkpoint
 from helpers import killed_at, run, run_argv, weights
 
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
@@ -151,3 +155,107 @@ def test_stale_checkpoint_tmp_files_removed_at_start(bin_dir, store, tmp_path):
     assert f"vimpac-pretrain: warning: {ck}: removed 1 temporary checkpoint file(s) of 0.0 MB" in r.stderr
     assert not stale[0].exists() and all(p.read_text() == "the user's" for p in kept)
     assert sorted(p.name for p in ck.glob("step-*.pt"))[-1] == "step-00000004.pt"
+
+
+# Issue 31: the checkpoint options left at their defaults (no --save-every, no --keep-last); the console script runs
+# this tree's vimpac, whatever the environment's install points at
+HERE = {
+    **ENV,
+    "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[1]), ENV.get("PYTHONPATH")])),
+}
+SIGNAL_ARGS = ["--steps", 20, "--batch-size", 4, "--lr", 2e-3]
+CURVE = ("loss", "mask_loss", "cl_loss", "mask_acc", "cl_acc", "lr", "grad_norm")  # all but the clock's fields
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(bin_dir, store, tmp_path_factory):
+    "A run of SIGNAL_ARGS that nothing stops."
+    out = tmp_path_factory.mktemp("uninterrupted") / "run"
+    r = run(*pretrain_cmd(bin_dir, store, out, *SIGNAL_ARGS), env=HERE, timeout=600)
+    assert r.returncode == 0, r.stderr
+    return out
+
+
+def signalled(cmd, sig, metrics: Path, records: int, pids=None, timeout=300) -> tuple[int, str]:
+    """Start `cmd`, send `sig` once `metrics` holds `records` lines (to the processes `pids(process)` returns, default
+    the command's), wait for it; returns (exit status, stderr)."""
+    p = subprocess.Popen([str(a) for a in cmd], env=HERE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + timeout
+    while p.poll() is None and time.time() < deadline:
+        if metrics.is_file() and len(metrics.read_text().splitlines()) >= records:
+            break
+        time.sleep(0.01)
+    for pid in pids(p) if pids else [p.pid]:
+        os.kill(pid, sig)
+    _, err = p.communicate(timeout=timeout)
+    return p.returncode, err
+
+
+def curve(out: Path) -> list[dict]:
+    return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGUSR1], ids=["SIGTERM", "SIGUSR1"])
+def test_signal_with_default_options_resumes_bitwise(bin_dir, store, uninterrupted, tmp_path, sig):
+    """Issue 31: SIGTERM (scancel, pre-emption) or SIGUSR1 (`#SBATCH --signal=USR1@120`) during a run with the default
+    checkpoint options leaves a checkpoint of the steps done at a step boundary and exits with 128 + the signal's
+    number and one line; `--resume` then ends with the weights, optimizer state and final steps' metrics of the run
+    nothing stopped, bit for bit."""
+    out, name = tmp_path / "stopped", signal.Signals(sig).name
+    code, err = signalled(pretrain_cmd(bin_dir, store, out, *SIGNAL_ARGS), sig, out / "metrics.jsonl", 3)
+    assert code == 128 + sig, err
+    (ckpt,) = list_checkpoints(out)  # the signal's checkpoint, at the step boundary after it came
+    step = load_checkpoint(ckpt, "vimpac-pretrain-checkpoint", "a checkpoint")["step"]
+    assert 3 <= step < 20 and ckpt.name == f"step-{step:08d}.pt"
+    assert err.strip().splitlines()[-1] == (
+        f"vimpac-pretrain: pre-training stopped by {name} after step {step}; checkpoint {ckpt}; run the same command "
+        "with --resume to go on"
+    )
+    assert not (out / "model.safetensors").exists()
+    assert [r["step"] for r in curve(out)] == list(range(step))  # every step up to the checkpoint logged
+
+    r = run(*pretrain_cmd(bin_dir, store, out, *SIGNAL_ARGS, "--resume"), env=HERE, timeout=600)
+    assert r.returncode == 0, r.stderr
+    a, b = weights(uninterrupted), weights(out)
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    end_a, end_b = (
+        load_checkpoint(o / "checkpoints" / "step-00000020.pt", "vimpac-pretrain-checkpoint", "")
+        for o in (uninterrupted, out)
+    )
+    opt_a, opt_b = end_a["optimizer"], end_b["optimizer"]
+    assert opt_a["param_groups"] == opt_b["param_groups"] and opt_a["state"].keys() == opt_b["state"].keys()
+    for k in opt_a["state"]:
+        for name_, t in opt_a["state"][k].items():
+            assert torch.equal(t, opt_b["state"][k][name_]), (k, name_)
+    assert end_a["scheduler"] == end_b["scheduler"]
+    ca, cb = curve(uninterrupted), curve(out)
+    assert [r["step"] for r in cb] == list(range(20))  # no step logged twice
+    assert [{k: r[k] for k in CURVE} for r in ca[step:]] == [{k: r[k] for k in CURVE} for r in cb[step:]]
+
+
+def test_signal_to_one_process_stops_both_at_one_step(bin_dir, store, tmp_path):
+    """Under torchrun (2 CPU processes, gloo), SIGTERM to one worker only: both stop at the same step boundary (the
+    stop flag is all-reduced), rank 0 writes the one checkpoint, and each says so in one line."""
+    out = tmp_path / "two"
+    cmd = [
+        bin_dir / "torchrun",
+        "--standalone",
+        "--nproc-per-node",
+        "2",
+        *pretrain_cmd(bin_dir, store, out, *SIGNAL_ARGS),
+    ]
+
+    def one_worker(p):  # torchrun's worker processes, from /proc: the last of them
+        stats = [d / "stat" for d in Path("/proc").iterdir() if d.name.isdigit()]
+        ppid = {int(s.parent.name): int(s.read_text().rsplit(")", 1)[1].split()[1]) for s in stats if s.exists()}
+        children = sorted(pid for pid, parent in ppid.items() if parent == p.pid)
+        assert len(children) == 2, children
+        return children[-1:]
+
+    code, err = signalled(cmd, signal.SIGTERM, out / "metrics.jsonl", 3, pids=one_worker)
+    assert code != 0
+    (ckpt,) = list_checkpoints(out)
+    step = load_checkpoint(ckpt, "vimpac-pretrain-checkpoint", "a checkpoint")["step"]
+    said = [l for l in err.splitlines() if l.startswith("vimpac-pretrain: pre-training stopped by SIGTERM")]
+    assert said == [said[0]] * 2 and f"after step {step};" in said[0], err[-3000:]
+    assert step < 20 and not (out / "model.safetensors").exists()

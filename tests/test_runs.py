@@ -100,7 +100,7 @@ PRETRAIN_PARAMETERS = {  # name: (type, default), as papermill's own inspector r
     "micro_batch_size": ("Optional[int]", "None"),
     "lr": ("float", "0.001"),
     "log_every": ("int", "1"),
-    "save_every": ("int", "0"),
+    "save_every": ("int", "1000"),
     "precision": ("str", '"auto"'),
     "compile": ("bool", "False"),
     "seed": ("int", "0"),

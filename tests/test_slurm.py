@@ -1,9 +1,11 @@
 """The SLURM examples (`examples/slurm/*.sbatch`) run as a cluster would run them, with `srun`, `torchrun`, `scontrol`
 and the kit's console scripts replaced by stubs that record their command lines: every command a script starts must
-parse with the kit's own option parser, array tasks must split the work as their comments say, and a re-submitted job
-must resume."""
+parse with the kit's own option parser, array tasks must split the work as their comments say, a re-submitted job
+must resume, the stores are tokenized with DALL-E's dVAE as the paper's, and SLURM's warning signal before the time
+limit (`--signal=B:USR1@120`, sent to the batch shell only) reaches the training run (issue 31)."""
 
-import json, os, subprocess, sys, tomllib
+import json, os, shlex, signal, subprocess, sys, time, tomllib
+import pytest
 from pathlib import Path
 from helpers import parser_of
 
@@ -23,22 +25,33 @@ STUBS = {
 }
 
 
-def run_script(name: str, args: list, tmp: Path, **env) -> list[list[str]]:
-    "Run `examples/slurm/NAME` with `args` in the folder `tmp` under stubs; returns the commands it started."
-    stubs = tmp / "stubs"
-    stubs.mkdir(exist_ok=True)
-    for tool, body in {**STUBS, **{s: RECORD + '"$(basename "$0")" "$@"' for s in SCRIPTS}}.items():
-        (stubs / tool).write_text("#!/bin/bash\n" + body.replace("{python}", sys.executable) + "\n")
-        (stubs / tool).chmod(0o755)
+def run_script(name: str, args: list, tmp: Path, code: int = 0, **env) -> list[list[str]]:
+    """Run `examples/slurm/NAME` with `args` in the folder `tmp` under stubs; returns the commands it started (its exit
+    status must be `code`)."""
+    p = start_script(name, args, tmp, **env)
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == code, err
+    log = tmp / "commands.jsonl"
+    return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+
+def start_script(name: str, args: list, tmp: Path, stubs: dict | None = None, **env) -> subprocess.Popen:
+    "Start `examples/slurm/NAME` with `args` in the folder `tmp` under stubs (`stubs`: tool: bash body, replacing)."
+    stubs_dir = tmp / "stubs"
+    stubs_dir.mkdir(exist_ok=True)
+    tools = {**STUBS, **{s: RECORD + '"$(basename "$0")" "$@"' for s in SCRIPTS}, **(stubs or {})}
+    for tool, body in tools.items():
+        (stubs_dir / tool).write_text("#!/bin/bash\n" + body.replace("{python}", sys.executable) + "\n")
+        (stubs_dir / tool).chmod(0o755)
     (tmp / ".venv" / "bin").mkdir(parents=True, exist_ok=True)
-    (tmp / ".venv" / "bin" / "activate").write_text(f'export PATH="{stubs}:$PATH"\n')
+    (tmp / ".venv" / "bin" / "activate").write_text(f'export PATH="{stubs_dir}:$PATH"\n')
     log = tmp / "commands.jsonl"
     log.unlink(missing_ok=True)
     slurm = dict(SLURM_JOB_ID="7", SLURM_JOB_NODELIST="node-[a-b]", SLURM_NNODES="2", SLURM_GPUS_ON_NODE="8")
-    env = {**os.environ, **slurm, "STUB_LOG": str(log), "PATH": f"{stubs}:{os.environ['PATH']}", **env}
-    r = subprocess.run(["bash", str(SLURM / name), *args], cwd=tmp, env=env, capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
-    return [json.loads(line) for line in log.read_text().splitlines()]
+    env = {**os.environ, **slurm, "STUB_LOG": str(log), "PATH": f"{stubs_dir}:{os.environ['PATH']}", **env}
+    return subprocess.Popen(
+        ["bash", str(SLURM / name), *args], cwd=tmp, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
 
 
 def parsed(command: list[str]):
@@ -55,8 +68,13 @@ def test_every_example_is_valid_bash_and_documented():
         assert "sbatch " in s.read_text() and f"examples/slurm/{s.name}" in s.read_text(), s.name
 
 
+DALLE = "dalle:dalle/encoder.pkl,dalle/decoder.pkl"  # the official files, in dalle/ where the job is submitted
+
+
 def test_tokenize_array_task_writes_its_shard(tmp_path):
     "Array task 3 of 0-15 writes shard 3 of 16; options after OUT reach vimpac-tokenize."
+    (tmp_path / "dalle").mkdir()
+    (tmp_path / "dalle" / "encoder.pkl").write_bytes(b"")  # the stub tokenizes nothing: its presence is what counts
     array = dict(SLURM_ARRAY_TASK_ID="3", SLURM_ARRAY_TASK_MIN="0", SLURM_ARRAY_TASK_COUNT="16")
     (cmd,) = run_script("tokenize.sbatch", ["videos.txt", "runs/store128"], tmp_path, **array)
     a = parsed(cmd)
@@ -67,6 +85,34 @@ def test_tokenize_array_task_writes_its_shard(tmp_path):
     assert (a.dataset, a.split_dir, a.shard_index) == ("ucf101", "split", 3)
     one = dict(SLURM_ARRAY_TASK_ID="5", SLURM_ARRAY_TASK_MIN="5", SLURM_ARRAY_TASK_COUNT="1")  # --array=5
     assert parsed(run_script("tokenize.sbatch", ["v", "o"], tmp_path, **one)[0]).shard_index == 0
+
+
+def test_tokenize_uses_the_dalle_dvae(tmp_path):
+    """Issue 31: the stores are tokenized with DALL-E's dVAE (the paper's tokens, §3.1) from the official files in
+    dalle/ or the folder DALLE; missing files stop the task with one line before anything runs; a --tokenizer after OUT
+    replaces it. The commands of stores.yaml's header use it too."""
+    p = start_script("tokenize.sbatch", ["videos.txt", "runs/store128"], tmp_path)
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 2 and not (tmp_path / "commands.jsonl").exists()
+    assert err.strip().splitlines() == [
+        "tokenize.sbatch: dalle/encoder.pkl not found: download DALL-E's encoder.pkl and decoder.pkl into dalle "
+        "(or set DALLE to their folder, or pass --tokenizer)"
+    ]
+    (tmp_path / "dalle").mkdir()
+    (tmp_path / "dalle" / "encoder.pkl").write_bytes(b"")
+    assert parsed(run_script("tokenize.sbatch", ["v", "o"], tmp_path)[0]).tokenizer == DALLE
+    (tmp_path / "w").mkdir()
+    (tmp_path / "w" / "encoder.pkl").write_bytes(b"")
+    a = parsed(run_script("tokenize.sbatch", ["v", "o"], tmp_path, DALLE=str(tmp_path / "w"))[0])
+    assert a.tokenizer == f"dalle:{tmp_path}/w/encoder.pkl,{tmp_path}/w/decoder.pkl"
+    (tmp_path / "dalle" / "encoder.pkl").unlink()
+    assert (
+        parsed(run_script("tokenize.sbatch", ["v", "o", "--tokenizer", "default"], tmp_path)[0]).tokenizer == "default"
+    )
+    header = (SLURM / "stores.yaml").read_text().split("\nstores:")[0]
+    lines = " ".join(l.lstrip("# ").rstrip() for l in header.splitlines()).replace("\\ ", "")
+    commands = [shlex.split("vimpac-tokenize " + c.strip()) for c in lines.split("vimpac-tokenize ")[1:]]
+    assert len(commands) == 2 and all(parsed(c).tokenizer == DALLE for c in commands), commands
 
 
 def test_pretrain_runs_torchrun_per_node_and_resumes(tmp_path):
@@ -134,3 +180,38 @@ def test_experiment_array_task_runs_its_row(tmp_path):
     assert a.p == [["setup", '{"gpus": 8}']]
     (cmd,) = run_script("experiment.sbatch", args, tmp_path)
     assert parsed(cmd).rows is None
+
+
+# a torchrun that runs until a signal: it records USR1 (and the signals torchrun would pass on) and exits as the
+# training run does after its checkpoint, with 128 + 10
+WAITING_TORCHRUN = (
+    'trap \'echo "USR1 $TORCHELASTIC_SIGNALS_TO_HANDLE" >> "$STUB_LOG.signals"; exit 138\' USR1\n'
+    'touch "$STUB_LOG.started"\n'
+    "while true; do sleep 0.05; done"
+)
+
+
+@pytest.mark.parametrize(
+    "name,args",
+    [
+        ("pretrain.sbatch", ["runs/store128", "runs/small"]),
+        ("finetune.sbatch", ["ucf101", "runs/ucf101", "runs/small", "runs/ft"]),
+    ],
+)
+def test_slurm_warning_signal_reaches_the_run(tmp_path, name, args):
+    """Issue 31: the job asks SLURM for SIGUSR1 two minutes before its time limit, sent to the batch shell only
+    (`--signal=B:USR1@120`); the shell passes it on to torchrun (through srun for pre-training), which is told to pass
+    it on to its workers; the job ends with the run's status (138), and fine-tuning's evaluation does not run."""
+    assert "#SBATCH --signal=B:USR1@120\n" in (SLURM / name).read_text()
+    p = start_script(name, args, tmp_path, stubs={"torchrun": WAITING_TORCHRUN})
+    log = tmp_path / "commands.jsonl"
+    started, deadline = Path(f"{log}.started"), time.time() + 30
+    while not started.exists() and p.poll() is None and time.time() < deadline:
+        time.sleep(0.02)
+    assert started.exists(), p.communicate()[1]
+    os.kill(p.pid, signal.SIGUSR1)  # what SLURM does to the batch shell
+    _, err = p.communicate(timeout=30)
+    assert p.returncode == 138, err
+    (got,) = Path(f"{log}.signals").read_text().splitlines()
+    assert got.startswith("USR1 ") and "SIGUSR1" in got.split()[1].split(",")
+    assert not log.exists()  # no vimpac-evaluate after a stopped fine-tuning run

@@ -119,7 +119,7 @@ def test_ucf101_dataset_subprocess(tmp_path, tokenizer, bin_dir, texture_video):
     preset = r.stdout.splitlines()[:4]  # the preset's values first, the frame size and views given
     assert preset == [
         "vimpac-tokenize: dataset preset ucf101 (Table 12, §4.2); an option given replaces its value",
-        "  fps = 2.0 (§4.2)",
+        "  fps = 16.0 (the authors' 16 FPS tokens, sub-sampled to §4.2's 2 FPS in fine-tuning)",
         "  frame_size = 32 (given; the preset's is 256, §4.2)",
         "  views = center (given; the preset's is all, Table 12: 2 sizes x 3 crops x flip)",
     ]
@@ -135,7 +135,7 @@ def test_ucf101_dataset_subprocess(tmp_path, tokenizer, bin_dir, texture_video):
         "YoYo/v_YoYo_g09_c01.avi": 1,
     }
     assert by_name(test) == {"ApplyEyeMakeup/v_ApplyEyeMakeup_g01_c01.avi": 0, "YoYo/v_YoYo_g01_c01.avi": 1}
-    assert train.fps == 2.0 and train.views == ["1x-center"]  # UCF101's 2 FPS; --views given
+    assert train.fps == 16.0 and train.views == ["1x-center"]  # the authors' 16 FPS (issue 31); --views given
     # a split number UCF101 lacks: one line, exit 2, nothing written
     r = run(*ucf101, "--split", 5, "--out", tmp_path / "ucf5")
     assert (r.returncode, r.stderr) == (2, "vimpac-tokenize: error: split: ucf101 has splits 1 to 3, got 5\n")
@@ -183,9 +183,9 @@ def test_ssv2_defaults(tmp_path, tokenizer, texture_video):
     code, out, err = cli([root, "--dataset", "ssv2", "--split-dir", d, "--out", tmp_path / "out", *tiny(tokenizer)])
     assert code == 0, err
     train = TokenStore(tmp_path / "out" / "train")
-    assert train.fps == 4.0 and train.views == VIEW_SETS["noflip"] and len(train.views) == 6  # §4.2: 4 FPS, no flips
+    assert train.fps == 16.0 and train.views == VIEW_SETS["noflip"] and len(train.views) == 6  # 16 FPS, no flips
     assert by_name(train) == {"1.mp4": 0, "2.mp4": 1} and by_name(TokenStore(tmp_path / "out" / "test")) == {"3.mp4": 1}
-    assert train.record(train.keys()[0])["frames"] == 8  # 2 s at 4 FPS
+    assert train.record(train.keys()[0])["frames"] == 32  # 2 s at 16 FPS
 
 
 def test_symlinked_folders_followed_and_loops_warned(tmp_path, tokenizer, bin_dir, texture_video):

@@ -538,7 +538,10 @@ class DatasetPreset:
     """The paper's fine-tuning and evaluation of one downstream dataset (§4.2, Table 12 `tab:appen_hyperparam`, the
     dataset table of appendix D, `tab:appen_dataset`). Sizes are in frames and pixels, rates in frames per second.
     - `classes`, `train_videos`, `test_videos`: the dataset (split 1 for UCF101 and HMDB51);
-    - `fps`: the frame rate clips are sampled at (§4.2); `frame_size` S and `clip_len` T (§4.2);
+    - `fps`: the frame rate clips are sampled at (§4.2), the fine-tuning `clip_fps`; `store_fps`: the rate frames are
+      tokenized at, 16 FPS as the authors' code, so that a clip keeps every `store_fps / fps`-th stored frame from a
+      start at any 1/16 s (`clip_stride`, `LabelledClipDataset`: their temporal jitter); `frame_size` S and
+      `clip_len` T (§4.2);
     - `epochs` and Table 12's `updates` (the paper's count of optimizer steps at `batch_size` 128);
     - `flip`: whether training draws flipped views (Table 12: all but SSV2); `spatial_crops` and `temporal_crops`:
       the inference views (Table 12: 3 x 10, SSV2 1 x 10, the centre crop);
@@ -563,6 +566,7 @@ class DatasetPreset:
     warmup_ratio: float = 0.1
     weight_decay: float = 0.01
     betas: tuple = (0.9, 0.999)
+    store_fps: float = 16.0
 
     @property
     def train_views(self) -> str:
@@ -584,9 +588,10 @@ class DatasetPreset:
         return math.ceil(self.epochs * (self.scratch_factor if scratch else 1) * (videos // self.batch_size))
 
     def tokenize_values(self) -> dict:
-        "{field: (value, source)} that `vimpac-tokenize --dataset` takes from the preset: fps, frame size, views."
+        """{field: (value, source)} that `vimpac-tokenize --dataset` takes from the preset: fps (`store_fps`, the
+        authors' 16 FPS, of which fine-tuning keeps every `store_fps / fps`-th frame), frame size, views."""
         return dict(
-            fps=(self.fps, "§4.2"),
+            fps=(self.store_fps, f"the authors' 16 FPS tokens, sub-sampled to §4.2's {self.fps:g} FPS in fine-tuning"),
             frame_size=(self.frame_size, "§4.2"),
             views=(self.train_views, self._views_source()),
         )
@@ -601,6 +606,7 @@ class DatasetPreset:
             batch_size=(self.batch_size, "Table 12"),
             lr=(None, "Table 12: 1e-4 for Small and Base, 5e-5 for Large-half"),
             clip_len=(self.clip_len, "§4.2"),
+            clip_fps=(self.fps, f"§4.2, every {self.store_fps / self.fps:g}th of the {self.store_fps:g} FPS tokens"),
             warmup_ratio=(self.warmup_ratio, "Table 12"),
             weight_decay=(self.weight_decay, "Table 12"),
             betas=(self.betas, "Table 12"),

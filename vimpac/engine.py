@@ -6,7 +6,7 @@ Docs: https://vimpac.github.io/vimpac/engine.html.md"""
 
 # %% ../nbs/06b_engine.ipynb #05f9147c
 from __future__ import annotations
-import contextlib, json, math, os, re, time, warnings
+import contextlib, json, math, os, re, signal, threading, time, warnings
 from dataclasses import dataclass, asdict, field, fields
 from pathlib import Path
 import torch
@@ -28,18 +28,19 @@ from vimpac.utils import (
     write_json,
     read_json,
 )
-from .utils import warmup_linear, load_torch_file, disk_full_error, VimpacDeprecationWarning
+from .utils import warmup_linear, load_torch_file, disk_full_error, VimpacDeprecationWarning, Terminated
 from .model import VimpacConfig, TokenHead
 
 # %% auto #0
 __all__ = ['PRECISIONS', 'KEEP_LAST_HINT', 'RUNTIME_FIELDS', 'GPU_PEAK_FLOPS', 'OPTIMIZER_IMPL_KEYS', 'MEMORY_MARGIN',
-           'RESERVED_BYTES', 'OPTIMIZER_BYTES_PER_PARAM', 'TrainConfig', 'as_json_value', 'check_resume_settings',
-           'init_distributed', 'resolve_precision', 'inference_precision', 'Run', 'start_run', 'GlobalBatchNorm1d',
-           'batchnorm_sync', 'sync_batchnorm', 'peak_flops_for', 'peak_flops', 'choose_precision', 'device_capability',
-           'dist_backend', 'param_groups', 'make_optimizer', 'load_optimizer_state', 'make_schedule', 'MemoryModel',
-           'device_memory', 'gib', 'saved_activation_bytes', 'memory_model', 'StepPlan', 'plan_steps', 'batch_indices',
-           'StepBatches', 'step_loader', 'plan_run', 'config_from_spec', 'check_store_tokenizer', 'check_run_tokenizer',
-           'list_checkpoints', 'load_checkpoint', 'latest_checkpoint', 'save_checkpoint', 'rng_state', 'set_rng_state',
+           'RESERVED_BYTES', 'OPTIMIZER_BYTES_PER_PARAM', 'STOP_SIGNALS', 'TrainConfig', 'as_json_value',
+           'check_resume_settings', 'init_distributed', 'resolve_precision', 'inference_precision', 'Run', 'start_run',
+           'GlobalBatchNorm1d', 'batchnorm_sync', 'sync_batchnorm', 'peak_flops_for', 'peak_flops', 'choose_precision',
+           'device_capability', 'dist_backend', 'param_groups', 'make_optimizer', 'load_optimizer_state',
+           'make_schedule', 'MemoryModel', 'device_memory', 'gib', 'saved_activation_bytes', 'memory_model', 'StepPlan',
+           'plan_steps', 'batch_indices', 'StepBatches', 'step_loader', 'plan_run', 'config_from_spec',
+           'check_store_tokenizer', 'check_run_tokenizer', 'list_checkpoints', 'load_checkpoint', 'latest_checkpoint',
+           'save_checkpoint', 'rng_state', 'set_rng_state', 'ignore_stop_signals', 'StopSignals', 'RunStopped',
            'Engine', 'MetricsLog']
 
 # %% ../nbs/06b_engine.ipynb #240b8d9b
@@ -114,7 +115,14 @@ class TrainConfig:
         default=10,
         metadata={"help": "steps between records in metrics.jsonl (the last step and every bad step are logged too)"},
     )
-    save_every: int = field(default=0, metadata={"help": "steps between checkpoints; 0: only at the end"})
+    save_every: int = field(
+        default=1000,
+        metadata={
+            "help": "steps between checkpoints, besides the last step and the one a stop signal (SIGTERM, SLURM's "
+            "--signal=USR1) asks for; 0: only those (default 1000: 1/120 of Pre-Train-S's 120K steps, 1/12 of "
+            "Pre-Train-L's 12K, Table 12, is all a crash no signal announces can lose; keep_last bounds the disk)"
+        },
+    )
     keep_last: int = field(
         default=3, metadata={"help": "checkpoints kept, at least 1 (a run that keeps none cannot resume)"}
     )
@@ -631,7 +639,9 @@ class StepBatches(torch.utils.data.Sampler):
 # %% ../nbs/06b_engine.ipynb #87f99ab6
 def step_loader(dataset, sampler: StepBatches, cfg: TrainConfig, device, collate_fn) -> torch.utils.data.DataLoader:
     """The loader of a run: `sampler`'s micro-batches of `dataset` (indexed by (epoch, video) keys), `cfg.num_workers`
-    processes, pinned memory on a GPU. Its own generator keeps the global random stream (dropout) untouched."""
+    processes, pinned memory on a GPU. Its own generator keeps the global random stream (dropout) untouched. The
+    worker processes ignore the stop signals (`STOP_SIGNALS`; SLURM signals every process of a job step): the
+    training process stops the run at a step boundary, and its loader's workers must serve it until then."""
     return torch.utils.data.DataLoader(
         dataset,
         batch_sampler=sampler,
@@ -639,6 +649,7 @@ def step_loader(dataset, sampler: StepBatches, cfg: TrainConfig, device, collate
         collate_fn=collate_fn,
         pin_memory=torch.device(device).type == "cuda",
         generator=make_generator(cfg.seed),
+        worker_init_fn=ignore_stop_signals if cfg.num_workers else None,
     )
 
 # %% ../nbs/06b_engine.ipynb #abc5f0f0
@@ -795,6 +806,57 @@ def set_rng_state(s: dict, device):
     if torch.device(device).type == "cuda" and s.get("cuda") is not None:
         torch.cuda.set_rng_state(s["cuda"], device)
 
+# %% ../nbs/06b_engine.ipynb #59c7129c
+STOP_SIGNALS = ("SIGTERM", "SIGUSR1")  # a scheduler's stop (kill, scancel, pre-emption) and SLURM's --signal=USR1@T
+
+
+def ignore_stop_signals(worker_id: int | None = None):
+    "Ignore `STOP_SIGNALS` in this process: a data-loading worker's `worker_init_fn` (`step_loader`)."
+    for name in STOP_SIGNALS:
+        signal.signal(getattr(signal, name), signal.SIG_IGN)
+
+
+class StopSignals:
+    """The stop signals (`signals`, names, default `STOP_SIGNALS`: SIGTERM and SLURM's SIGUSR1) as a request to stop a
+    training loop at its next step boundary. `with StopSignals() as stop:` installs a handler that only notes the
+    signal number in `stop.signum` (None until one comes): the loop writes the checkpoint, not the handler. Leaving
+    the block, also by an error, restores the handlers that were there before. Outside the main thread, where Python
+    sets no handler, it installs nothing. Raises `VimpacError` for a name that is not a signal of this platform."""
+
+    def __init__(self, signals=STOP_SIGNALS):
+        bad = [s for s in signals if not isinstance(getattr(signal, str(s), None), signal.Signals)]
+        if bad:
+            raise VimpacError(f"signals: {bad[0]!r} is not a signal name of this platform (e.g. SIGTERM, SIGUSR1)")
+        self.signals = [getattr(signal, s) for s in signals]
+        self.signum, self._old = None, {}
+
+    def _note(self, signum, frame):
+        self.signum = signum
+
+    def __enter__(self):
+        self.signum = None
+        if threading.current_thread() is threading.main_thread():
+            self._old = {s: signal.signal(s, self._note) for s in self.signals}
+        return self
+
+    def __exit__(self, *exc):
+        for s, old in self._old.items():
+            signal.signal(s, old)
+        self._old = {}
+
+
+class RunStopped(Terminated):
+    """Raised by a training loop that a stop signal (`StopSignals`) stopped at a step boundary, after its checkpoint:
+    `signum`, `step` (the steps done, the checkpoint's), `checkpoint` (its path; None without a run folder) and the
+    exit `status` of a console script, 128 + the signal number (143 for SIGTERM, 138 for SIGUSR1 on Linux), as for a
+    process the signal ended. A `Terminated`, so `vimpac.utils.run_main` prints its one line and exits with `status`."""
+
+    def __init__(self, signum: int, step: int, checkpoint: Path | None, what: str = "training"):
+        self.signum, self.step, self.checkpoint, self.status = signum, step, checkpoint, 128 + signum
+        go_on = "; run the same command with --resume to go on" if checkpoint is not None else " (no run folder)"
+        name = signal.Signals(signum).name
+        super().__init__(f"{what} stopped by {name} after step {step}; checkpoint {checkpoint}{go_on}")
+
 # %% ../nbs/06b_engine.ipynb #709f8cd6
 def _distributed(model: nn.Module, run: Run) -> nn.Module | None:
     "Under `torchrun`: `model` with its BatchNorm synchronised (`sync_batchnorm`), wrapped in DDP; in one process None."
@@ -803,6 +865,14 @@ def _distributed(model: nn.Module, run: Run) -> nn.Module | None:
     sync_batchnorm(model, run.device)
     ids = [run.device.index] if run.device.type == "cuda" else None
     return torch.nn.parallel.DistributedDataParallel(model, device_ids=ids)
+
+
+def _stop_group(run: Run):
+    """The process group the stop flag is all-reduced over (`Engine.stop_due`): the default one when it is gloo's
+    (CPU), else a gloo group of all processes made once (so the flag needs no device sync); None in one process."""
+    if run.world == 1:
+        return None
+    return None if dist.get_backend() == "gloo" else dist.new_group(backend="gloo")
 
 
 def _step_unless(opt: torch.optim.Optimizer, skip: torch.Tensor, fused: bool):
@@ -840,7 +910,10 @@ class Engine:
       then `update_async` (clip, step, schedule, nothing read on the host), the steps read later by `settle`;
     - the non-finite-step policy: a bad step is skipped, `cfg.max_bad_steps` in a row stop the run (`check_bad_steps`);
     - checkpoints with every process's random state (`save`, `restore`), for an exact resume, also across devices,
-      process counts and AdamW kernels (`load_optimizer_state`)."""
+      process counts and AdamW kernels (`load_optimizer_state`);
+    - stopping on a signal: `with eng.stop:` around the loop notes SIGTERM / SIGUSR1 (`StopSignals`), `save` writes a
+      checkpoint at the step boundary where every process agrees to stop (`stop_due`), `check_stopped` raises
+      `RunStopped` after the loop."""
 
     def __init__(self, model: nn.Module, cfg: TrainConfig, steps: int, run: Run, fused: bool | None = None):
         self.model, self.cfg, self.steps, self.run = model, cfg, steps, run
@@ -856,6 +929,8 @@ class Engine:
         self.sched = make_schedule(self.opt, steps, cfg.warmup_ratio)
         self.bad, self.lr = 0, cfg.lr
         self.fused = bool(self.opt.defaults.get("fused"))  # the optimizer's kernel, whatever a checkpoint says
+        self.stop, self.stopped, self.checkpoint = StopSignals(), None, None
+        self._flags = _stop_group(run)
 
     def restore(self, state: dict | None = None) -> int:
         """Load the optimizer, schedule, scaler and this process's random state of a checkpoint `state` (the model is
@@ -966,13 +1041,33 @@ def check_bad_steps(self: Engine, step: int, what: str = "training"):
 
 
 @patch
-def save(self: Engine, done: int, kind: str, **extra):
-    """After `done` steps, when it is due (every `cfg.save_every` steps, and at the last), write a checkpoint of
-    kind `kind` to the run folder: model, optimizer, schedule, scaler, every process's random state, the world
-    size and `extra` (configs...). Every process must call it (the random states are gathered); rank 0 writes."""
+def stop_due(self: Engine) -> int:
+    """The stop signal this step boundary acts on, 0 for none: the one `self.stop` noted in this process, or under
+    `torchrun` the largest number any process noted, by an all-reduce (max) of one integer on the CPU over a gloo
+    group (`_stop_group`: no device sync), so that every process stops at the same step, even when the signal
+    reached them at different steps or reached one only. Every process must call it at every step boundary."""
+    local = self.stop.signum or 0
+    if self.run.world == 1:
+        return local
+    flag = torch.tensor([local], dtype=torch.int64)
+    dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=self._flags)
+    return int(flag)
+
+
+@patch
+def save(self: Engine, done: int, kind: str, **extra) -> int:
+    """After `done` steps, when it is due (every `cfg.save_every` steps, at the last, and when a stop signal came,
+    `stop_due`), write a checkpoint of kind `kind` to the run folder: model, optimizer, schedule, scaler, every
+    process's random state, the world size and `extra` (configs...). Every process must call it at every step
+    boundary (the stop flag is all-reduced, the random states are gathered); rank 0 writes. Returns the stop
+    signal's number when the run must stop here (also without a run folder), else 0; a signal at the last step
+    stops nothing: the run ends anyway."""
     run, cfg = self.run, self.cfg
-    if run.out is None or not (done == self.steps or (cfg.save_every and done % cfg.save_every == 0)):
-        return
+    stop = self.stop_due() if done < self.steps else 0
+    self.stopped = (stop, done) if stop else None
+    due = done == self.steps or (cfg.save_every and done % cfg.save_every == 0) or stop
+    if run.out is None or not due:
+        return stop
     rngs = [rng_state(run.device)]
     if run.world > 1:
         rngs = [None] * run.world
@@ -991,6 +1086,15 @@ def save(self: Engine, done: int, kind: str, **extra):
             **extra,
         )
         save_checkpoint(run.out, state, cfg.keep_last)
+    self.checkpoint = run.out / "checkpoints" / f"step-{done:08d}.pt"
+    return stop
+
+
+@patch
+def check_stopped(self: Engine, what: str = "training"):
+    "Raise `RunStopped` (naming `what`, the steps done and the checkpoint) when `save` stopped the run on a signal."
+    if self.stopped:
+        raise RunStopped(*self.stopped, self.checkpoint if self.run.out is not None else None, what)
 
 
 @patch

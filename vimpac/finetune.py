@@ -341,6 +341,8 @@ def finetune(
       tokenizer identity, the clips' frame rate `fps` for `vimpac-predict` and `vimpac-evaluate`, the store's
       `store_fps`, the training store's path `store` and its `videos`) and `classes.json` (the class names, in
       order).
+    - checkpoints every `cfg.save_every` steps, at the end, and at the step boundary after SIGTERM or SIGUSR1
+      (SLURM's `--signal=USR1@T`), after which the run raises `RunStopped` (`StopSignals`, as `pretrain`).
     - `resume=True`: continue exactly from the newest checkpoint in `out` that loads. `test_store`: labelled held-out
       videos, whose `clip_accuracy` is logged at the end as `test_acc`. Returns the model (eval mode) and the records.
     - `progress`: a progress bar (True), one printed line per logged step (`"text"`) or nothing (False).
@@ -369,21 +371,20 @@ def finetune(
     loss_fn = _loss_fn(eng, run, plan.batch)
     log = MetricsLog(run, start, plan.steps, resume, "fine-tune", progress)
     pending = []  # steps not yet read on the host
-    for step in log:
-        micro_batches = [next(it) for _ in range(plan.accum)]
-        pending.append((step, *eng.update_async(eng.accumulate(micro_batches, loss_fn))))
-        log.count(plan.batch)
-        if eng.read_due(step):  # the host reads the device at log and checkpoint steps only
-            _log_settled(eng, log, plan.batch, pending)
-        eng.save(
-            step + 1,
-            CHECKPOINT["kind"],
-            model_config=asdict(c),
-            num_classes=model.num_classes,
-            classes=classes,
-            finetune_config=asdict(cfg),
-            tokenizer=tok,
-        )
+    extra = dict(model_config=asdict(c), num_classes=model.num_classes, classes=classes, finetune_config=asdict(cfg))
+    with eng.stop:  # SIGTERM, SIGUSR1: a checkpoint at the next step boundary, then RunStopped
+        for step in log:
+            micro_batches = [next(it) for _ in range(plan.accum)]
+            pending.append((step, *eng.update_async(eng.accumulate(micro_batches, loss_fn))))
+            log.count(plan.batch)
+            if eng.read_due(step):  # the host reads the device at log and checkpoint steps only
+                _log_settled(eng, log, plan.batch, pending)
+            if eng.save(step + 1, CHECKPOINT["kind"], **extra, tokenizer=tok):
+                _log_settled(eng, log, plan.batch, pending)  # the steps up to the checkpoint, logged
+                break
+    if eng.stopped:
+        log.close()
+        eng.check_stopped("fine-tuning")
     if test_store is not None and run.rank == 0:
         acc = clip_accuracy(model, test_store, cfg.clip_len, classes, stride=strides[1])
         log.write(dict(step=plan.steps, test_acc=acc), show=("test_acc",))

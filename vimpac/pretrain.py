@@ -487,6 +487,9 @@ def pretrain(
       the store's path `store` and its `videos`).
       `resume`: continue from the newest checkpoint in `out` that loads (newer ones that do not are passed over with
       one warning).
+      Checkpoints: every `cfg.save_every` steps (`TrainConfig`), at the end, and at the step boundary after SIGTERM
+      or SIGUSR1 (SLURM's `--signal=USR1@T`), after which the run raises `RunStopped` (`StopSignals`; under
+      `torchrun` every process stops at that step; `vimpac-pretrain` exits with status 128 + the signal's number).
     - `progress`: a progress bar (True), one printed line per logged step (`"text"`: batch jobs, papermill) or
       nothing (False); `MetricsLog`.
 
@@ -513,20 +516,19 @@ def pretrain(
     ctx = LogContext(cfg, plan.batch, c, peak_flops(run.device, cfg.peak_tflops), world)
     loss_fn = _loss_fn(eng, cfg, world, plan.accum)
     pending = []  # steps not yet read on the host: the loop reads the device at log and checkpoint steps only
-    for step in log:
-        micro_batches, n_masked = _masked_step(it, plan.accum, run)
-        pending.append((step, *eng.update_async(eng.accumulate(micro_batches, loss_fn)), n_masked))
-        log.count(2 * plan.batch)
-        if eng.read_due(step):
-            _log_settled(eng, log, ctx, pending)
-        eng.save(
-            step + 1,
-            CHECKPOINT["kind"],
-            model_config=asdict(c),
-            pretrain_config=asdict(cfg),
-            tokenizer=store.tokenizer_id,
-        )
+    with eng.stop:  # SIGTERM, SIGUSR1: a checkpoint at the next step boundary, then RunStopped
+        for step in log:
+            micro_batches, n_masked = _masked_step(it, plan.accum, run)
+            pending.append((step, *eng.update_async(eng.accumulate(micro_batches, loss_fn)), n_masked))
+            log.count(2 * plan.batch)
+            if eng.read_due(step):
+                _log_settled(eng, log, ctx, pending)
+            extra = dict(model_config=asdict(c), pretrain_config=asdict(cfg), tokenizer=store.tokenizer_id)
+            if eng.save(step + 1, CHECKPOINT["kind"], **extra):
+                _log_settled(eng, log, ctx, pending)  # the steps up to the checkpoint, logged
+                break
     log.close()
+    eng.check_stopped("pre-training")
     saved = dict(asdict(cfg), batch_size=plan.batch, tokenizer=store.tokenizer_id, fps=store.fps)
     saved.update(store=str(store.path), videos=len(store))  # what the model saw, for the surfaces that name it
     model = eng.finish({"pretrain_config.json": saved})

@@ -429,7 +429,9 @@ def one_line(e: BaseException) -> str:
 
 
 class Terminated(BaseException):
-    "Raised in the main thread by SIGTERM while a tool runs (`run_main`): it unwinds like Ctrl-C."
+    """Raised in the main thread by SIGTERM while a tool runs (`run_main`): it unwinds like Ctrl-C. A subclass with a
+    message and a `status` (a training loop stopped at a step boundary, `vimpac.engine.RunStopped`) is printed and
+    exits with its own status."""
 
 
 def _raise_terminated(signum, frame):
@@ -443,7 +445,8 @@ def run_main(prog: str, fn, *args, **kwargs):
     `ResourceWarning`s (hidden, as Python hides them outside development mode: an event loop a library left to the
     garbage collector is no news to a user). Other exceptions are bugs and keep their traceback. SIGTERM (a
     cluster's scheduler, `kill`) unwinds like Ctrl-C, so that data-loading workers are stopped and files closed
-    before the process exits (status 143)."""
+    before the process exits (status 143); a training loop takes SIGTERM and SIGUSR1 over while it runs, and stops
+    after a checkpoint with its `Terminated` (`vimpac.engine.RunStopped`: its message, its status)."""
 
     def show(message, category, filename, lineno, file=None, line=None):
         print(f"{prog}: warning: {one_line(message)}", file=sys.stderr)
@@ -462,9 +465,9 @@ def run_main(prog: str, fn, *args, **kwargs):
         except KeyboardInterrupt:
             print(f"{prog}: interrupted", file=sys.stderr)
             sys.exit(130)
-        except Terminated:
-            print(f"{prog}: terminated (SIGTERM)", file=sys.stderr)
-            sys.exit(143)
+        except Terminated as e:
+            print(f"{prog}: {one_line(e) if e.args else 'terminated (SIGTERM)'}", file=sys.stderr)
+            sys.exit(getattr(e, "status", 143))
         finally:
             if main:
                 signal.signal(signal.SIGTERM, old)
