@@ -27,9 +27,9 @@ from .cli import MODEL_SKIP, tokenize_dataset, tokenize_videos
 # %% auto #0
 __all__ = ['EXPERIMENTS', 'SCALES', 'TEMPORALLY_HEAVY', 'CPU_PRETRAIN_STEPS', 'CPU_LAYOUT', 'METRICS', 'ALPHA', 'DATASET_TITLES',
            'Row', 'Claim', 'Experiment', 'Setup', 'setup_for', 'texture_data', 'synthetic_data', 'store_data', 'slug',
-           'frame_control', 'run_row', 'row_key', 'mean_std', 'results_table', 'baselines', 'compare', 'mcnemar',
-           'verdict', 'ExperimentResult', 'experiment_rows', 'run_experiment', 'side_by_side_speed', 'plot_experiment',
-           'notebooks_folder', 'experiment_parser', 'experiment_main', 'write_index']
+           'frame_control', 'run_row', 'views_for', 'row_key', 'mean_std', 'results_table', 'baselines', 'compare',
+           'mcnemar', 'verdict', 'ExperimentResult', 'experiment_rows', 'run_experiment', 'side_by_side_speed',
+           'plot_experiment', 'notebooks_folder', 'experiment_parser', 'experiment_main', 'write_index']
 
 # %% ../nbs/12_experiments.ipynb #b35cf20f
 @dataclass(frozen=True)
@@ -787,18 +787,31 @@ def run_row(exp: Experiment, row: Row, seed: int, scale: str, setup: Setup, data
             cfg = _scratch(cfg, preset.scratch_factor if preset else 4.0)
         train, test = data[S][d]["train"], data[S][d]["test"]
         r["chance"] = 100 / len(test.classes)
+        views = views_for(setup, d, scale)
         r["top1"], r["correct"] = _finetune_top1(
-            train, test, run, model, cfg, setup, scale, folder / f"ft-{d}-seed{seed}-{key}"
+            train, test, run, model, cfg, setup, scale, folder / f"ft-{d}-seed{seed}-{key}", views
         )
         if row.full:
             Tf, Sf = setup.full
             train, test = data[Sf][d]["train"], data[Sf][d]["test"]
             full = folder / f"ft-full-{d}-seed{seed}-{key}"
-            r["top1_full"], _ = _finetune_top1(train, test, run, model, replace(cfg, clip_len=Tf), setup, scale, full)
+            r["top1_full"], _ = _finetune_top1(
+                train, test, run, model, replace(cfg, clip_len=Tf), setup, scale, full, views
+            )
         if setup.probe and run is not None:
             r["probe"] = _probe_top1(data[S][d]["train"], data[S][d]["test"], run, setup)
     write_json(done, dict(key=key, results=results))
     return results
+
+
+def views_for(setup: Setup, dataset: str, scale: str) -> str:
+    """The test views of `dataset` in `setup`: §5's 2 temporal crops with 3 spatial crops (`setup.test_views`), but the
+    centre crop alone for a dataset whose Table 12 preset judges it so (SSV2: `spatial_crops` 1, its actions depend on
+    left and right) at the cluster scale."""
+    preset = DATASET_PRESETS.get(dataset) if scale == "cluster" else None
+    if preset is not None and preset.spatial_crops == 1:
+        return "1x" + setup.test_views.split("x")[1]
+    return setup.test_views
 
 
 def row_key(exp: Experiment, row: Row, scale: str, setup: Setup) -> str:
