@@ -986,82 +986,78 @@ def _p(p: float) -> str:
     "A p-value as `p = 0.0033`, or `p < 1e-4`."
     return f"p = {p:.2g}" if p >= 1e-4 else "p < 1e-4"
 
-
+# %% ../nbs/12_experiments.ipynb #f284fad5
 def verdict(claim: Claim, results: list) -> list[str]:
     """Whether `claim` holds in `results`, one sentence per dataset it concerns, with its test (`compare`): the
     difference of the means (better minus worse; for a loss, worse minus better), the test, its degrees of freedom and
     two-sided p; for top-1, also McNemar's test (`mcnemar`) on the shared test videos of the seeds both rows ran,
-    pooled over those seeds. The words:
+    pooled over those seeds; for speed, the rounds of one side-by-side timing (`side_by_side_speed`), paired by round.
+    The words:
     - `holds` / `reversed`: the seed-level test (or, with one seed, McNemar's) gives p < `ALPHA` in that direction;
     - `suggested (p = …)`: the right direction without that; `not shown (p = …)`: the other direction without it;
     - `tied`: the same value in every seed; `direction only`: one seed and no per-video results, so no test;
-    - `not run`: a row, or every dataset the claim is about, has no result."""
-    lower = METRICS[claim.metric][2]
+    - `not run`: a row, or every dataset the claim is about, has no result; `not compared`: a speed claim without a
+      side-by-side timing (speeds logged by separate runs saw different machine loads)."""
     if claim.metric not in _PER_DATASET:
         datasets = [None]
     else:
         ran = sorted({r["dataset"] for r in results})
         if claim.dataset == "temporal":  # a temporally-heavy dataset: SSV2, Diving48, or a synthetic temporal one
             datasets = [d for d in ran if d in TEMPORALLY_HEAVY]
-        elif claim.dataset is not None:
-            datasets = [d for d in ran if d == claim.dataset]
         else:
-            datasets = ran
+            datasets = [d for d in ran if claim.dataset in (None, d)]
         if not datasets:
             wanted = "a temporally-heavy dataset" if claim.dataset == "temporal" else claim.dataset or "any dataset"
             return [f"{claim.text}: not run (no result on {wanted})"]
-    out = []
-    for d in datasets:
-        where = f" ({d})" if d else ""
-        if claim.metric == "speed":  # the rounds of one side-by-side timing, paired by round
-            a, b = (
-                {i: v for i, v in enumerate(_speed_rounds(results, label))} for label in (claim.better, claim.worse)
-            )
-            if not a or not b:
-                out.append(f"{claim.text}: not compared (no side-by-side timing; speeds of separate runs are not)")
-                continue
-        else:
-            a, b = (_by_seed(results, label, claim.metric, d) for label in (claim.better, claim.worse))
+    return [_verdict_line(claim, results, d) for d in datasets]
+
+
+def _verdict_line(claim: Claim, results: list, d) -> str:
+    "`verdict`'s sentence for one dataset `d` (None: a pre-training metric)."
+    where = f" ({d})" if d else ""
+    if claim.metric == "speed":  # the rounds of one side-by-side timing, paired by round
+        a, b = (dict(enumerate(_speed_rounds(results, label))) for label in (claim.better, claim.worse))
         if not a or not b:
-            missing = " and ".join(label for label, v in ((claim.better, a), (claim.worse, b)) if not v)
-            out.append(f"{claim.text}{where}: not run ({missing})")
-            continue
-        if lower:
-            a, b = b, a
-        c = compare(a, b)
-        unit = " points" if claim.metric in _PER_DATASET or claim.metric == "mask_acc" else ""
-        parts = [f"{c['diff']:+.2f}{unit}"]
-        if claim.metric == "speed":
-            parts.append(f"over {c['n']} interleaved timing rounds")
-        if c["test"] in ("paired t", "Welch t"):
-            parts.append(f"{c['test']} = {c['stat']:.2f}, df {c['df']:.3g}, {_p(c['p'])}")
-        elif c["test"] == "sign" and c["diff"] == 0:
-            parts.append(f"no difference in any of the {c['n']} seeds")
-        elif c["test"] == "sign":
-            parts.append(f"the same difference in all {c['n']} seeds: sign test {_p(c['p'])}")
-        else:
-            parts.append("one seed" if c["n"] < 2 else "no spread in either row")
-        p = c["p"]
-        if claim.metric == "top1":
-            m = _mcnemar_pooled(results, claim, d)
-            if m is not None:
-                parts.append(
-                    f"McNemar {_p(m['p'])} over {m['seeds']} x {m['n'] // max(m['seeds'], 1)} test videos "
-                    f"({m['a_only']} right only in {claim.better}, {m['b_only']} only in {claim.worse})"
-                )
-                if p is None:
-                    p = m["p"]
-        detail = "; ".join(parts)
-        if c["test"] == "sign" and c["diff"] == 0:
-            word = "tied"
-        elif p is None:
-            word = "direction only"
-        elif p < ALPHA:
-            word = "holds" if c["diff"] > 0 else "reversed"
-        else:
-            word = f"{'suggested' if c['diff'] > 0 else 'not shown'} ({_p(p)})"
-        out.append(f"{claim.text}{where}: {word} ({detail})")
-    return out
+            return f"{claim.text}: not compared (no side-by-side timing; speeds of separate runs are not)"
+    else:
+        a, b = (_by_seed(results, label, claim.metric, d) for label in (claim.better, claim.worse))
+    if not a or not b:
+        missing = " and ".join(label for label, v in ((claim.better, a), (claim.worse, b)) if not v)
+        return f"{claim.text}{where}: not run ({missing})"
+    c = compare(*((b, a) if METRICS[claim.metric][2] else (a, b)))
+    unit = " points" if claim.metric in _PER_DATASET or claim.metric == "mask_acc" else ""
+    parts = [f"{c['diff']:+.2f}{unit}"] + (
+        ["over {} interleaved timing rounds".format(c["n"])] if claim.metric == "speed" else []
+    )
+    parts.append(_test_words(c))
+    p = c["p"]
+    m = _mcnemar_pooled(results, claim, d) if claim.metric == "top1" else None
+    if m is not None:
+        parts.append(
+            f"McNemar {_p(m['p'])} over {m['seeds']} x {m['n'] // max(m['seeds'], 1)} test videos "
+            f"({m['a_only']} right only in {claim.better}, {m['b_only']} only in {claim.worse})"
+        )
+        p = m["p"] if p is None else p
+    if c["test"] == "sign" and c["diff"] == 0:
+        word = "tied"
+    elif p is None:
+        word = "direction only"
+    elif p < ALPHA:
+        word = "holds" if c["diff"] > 0 else "reversed"
+    else:
+        word = f"{'suggested' if c['diff'] > 0 else 'not shown'} ({_p(p)})"
+    return f"{claim.text}{where}: {word} ({'; '.join(parts)})"
+
+
+def _test_words(c: dict) -> str:
+    "The test of a `compare` result in words: its statistic, degrees of freedom and p, or why there is none."
+    if c["test"] in ("paired t", "Welch t"):
+        return f"{c['test']} = {c['stat']:.2f}, df {c['df']:.3g}, {_p(c['p'])}"
+    if c["test"] == "sign":
+        if c["diff"] == 0:
+            return f"no difference in any of the {c['n']} seeds"
+        return f"the same difference in all {c['n']} seeds: sign test {_p(c['p'])}"
+    return "one seed" if c["n"] < 2 else "no spread in either row"
 
 
 def _speed_rounds(results: list, row: str) -> list:
@@ -1083,7 +1079,7 @@ def _mcnemar_pooled(results: list, claim: Claim, dataset) -> dict | None:
     b = np.concatenate([rs[claim.worse, s] for s in seeds])
     return dict(mcnemar(a, b), seeds=len(seeds))
 
-
+# %% ../nbs/12_experiments.ipynb #4a7d253b
 DATASET_TITLES = dict(ssv2="SSV2", diving48="Diving48", ucf101="UCF101", hmdb51="HMDB51", kinetics400="K400")
 
 

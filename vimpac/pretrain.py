@@ -539,6 +539,17 @@ def pretrain(
 EVAL_MICRO_BATCH = 64  # clip pairs per forward in `evaluate_masking` when the config sets no micro-batch
 
 
+def _copy_hits(pairs, mask, labels, shift, pad_id) -> torch.Tensor:
+    """The masked tokens (labels not `IGNORE_INDEX`) of clip pairs (n, 2, T, h, w) that the two temporal copy floors
+    recover (`temporal_copy_fill`): (same cell, along `shift`, int (n, 2); 0 without it), float64 (2,)."""
+    clips, scored = rearrange(pairs, "n two t h w -> (two n) t h w"), labels != IGNORE_INDEX
+    hits = torch.zeros(2, dtype=torch.float64, device=pairs.device)
+    for k, s in enumerate((None, None if shift is None else shift.repeat(2, 1))):
+        if k == 0 or s is not None:
+            hits[k] = (temporal_copy_fill(clips, mask, s, pad_id) == clips)[scored].sum()
+    return hits
+
+
 @torch.no_grad()
 def evaluate_masking(
     model: VimpacForPreTraining,
@@ -588,11 +599,7 @@ def evaluate_masking(
             videos = batch_indices(len(store), cfg.batch_size, b, seed)
             pairs = data.batch(videos).to(device)
             inputs, labels, mask = mask_clip_pairs(pairs, model.config, cfg, gen)  # [c_1..c_n, c'_1..c'_n]
-            clips, scored = rearrange(pairs, "n two t h w -> (two n) t h w"), labels != IGNORE_INDEX
-            for k, shift in ((4, None), (5, None if motion is None else motion[videos].repeat(2, 1))):
-                if k == 4 or shift is not None:
-                    fill = temporal_copy_fill(clips, mask, shift, model.config.pad_id)
-                    sums[k] += (fill == clips)[scored].sum()
+            sums[4:] += _copy_hits(pairs, mask, labels, None if motion is None else motion[videos], model.config.pad_id)
             clean = inputs if cfg.cl_mask else rearrange(pairs, "n two t h w -> (two n) t h w")  # (unused with CL-Mask)
             feats = []
             for lo in range(0, len(pairs), micro):  # pairs lo.. of both halves
