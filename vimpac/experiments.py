@@ -1237,8 +1237,8 @@ def side_by_side_speed(configs: dict, batch: int = 16, rounds: int = 7, seed: in
 # %% ../nbs/12_experiments.ipynb #265659f3
 def plot_experiment(result: ExperimentResult, path=None):
     """Two panels, one bar per row: the kit's fine-tuning top-1 (mean ± std over the seeds, each downstream dataset
-    a colour) and the paper's (its UCF101 column, or each dataset's for the pre-training table). Saved to `path`
-    when given; returns the figure."""
+    a colour, with chance and the frame-level control as vertical lines where they are known) and the paper's (its
+    UCF101 column, or each dataset's for the pre-training table). Saved to `path` when given; returns the figure."""
     import matplotlib.pyplot as plt  # here: `vimpac-experiment --help` does not import matplotlib
 
     exp, res = result.experiment, result.results
@@ -1253,6 +1253,12 @@ def plot_experiment(result: ExperimentResult, path=None):
         mean = [a.mean() for a in v]
         err = [a.std(ddof=1) if len(a) > 1 else 0 for a in v]
         axes[0].barh(y + i * h, mean, h, xerr=err, label=d, capsize=3)
+    chance = next((x["chance"] for x in res if "chance" in x), None)
+    if chance is not None:
+        axes[0].axvline(chance, color="k", ls=":", lw=1, label=f"chance ({chance:.0f}%)")
+    if result.controls:
+        control = np.mean([c["top1"] for c in result.controls])
+        axes[0].axvline(control, color="0.45", ls="--", lw=1, label="frame-level control")
     columns = [c for c in exp.columns if c in ("top1",) or c in DATASET_TITLES]
     h2 = 0.8 / max(1, len(columns))
     for i, c in enumerate(columns):
