@@ -835,7 +835,9 @@ def _pretraining_stats(run: Path, data: dict, cfg: PretrainConfig) -> dict:
     if cfg.mask_then_predict:
         model = VimpacForPreTraining.from_pretrained(run)
         store, motion = data.get("eval", (data["pool"], None))
-        ev = evaluate_masking(model, store, replace(cfg, batch_size=min(cfg.batch_size, len(store))), motion=motion)
+        # InfoNCE groups of the whole batch: a small held-out store may not hold the run's groups
+        batch = min(cfg.batch_size, len(store))
+        ev = evaluate_masking(model, store, replace(cfg, batch_size=batch, negatives=None), motion=motion)
         for k in ("mask_acc", "copy_acc", "majority_acc", "motion_acc"):
             if ev[k] is not None:
                 stats[k] = 100 * ev[k]
