@@ -1259,8 +1259,7 @@ def plot_experiment(result: ExperimentResult, path=None):
     if chance is not None:
         axes[0].axvline(chance, color="k", ls=":", lw=1, label=f"chance ({chance:.0f}%)")
     if result.controls:
-        control = np.mean([c["top1"] for c in result.controls])
-        axes[0].axvline(control, color="0.45", ls="--", lw=1, label="frame-level control")
+        axes[0].axvline(np.mean([c["top1"] for c in result.controls]), color="0.45", ls="--", label="frame-level control")
     columns = [c for c in exp.columns if c in ("top1",) or c in DATASET_TITLES]
     h2 = 0.8 / max(1, len(columns))
     for i, c in enumerate(columns):
