@@ -1237,6 +1237,14 @@ def side_by_side_speed(configs: dict, batch: int = 16, rounds: int = 7, seed: in
     return out
 
 # %% ../nbs/12_experiments.ipynb #265659f3
+def _reference_lines(result: ExperimentResult) -> list[tuple]:
+    "(top-1, colour, line style, label) of chance and of the frame-level control, where they are known."
+    lines = [(x["chance"], "k", ":", f"chance ({x['chance']:.0f}%)") for x in result.results if "chance" in x][:1]
+    if result.controls:
+        lines.append((float(np.mean([c["top1"] for c in result.controls])), "0.45", "--", "frame-level control"))
+    return lines
+
+
 def plot_experiment(result: ExperimentResult, path=None):
     """Two panels, one bar per row: the kit's fine-tuning top-1 (mean ± std over the seeds, each downstream dataset
     a colour, with chance and the frame-level control as vertical lines where they are known) and the paper's (its
@@ -1255,11 +1263,8 @@ def plot_experiment(result: ExperimentResult, path=None):
         mean = [a.mean() for a in v]
         err = [a.std(ddof=1) if len(a) > 1 else 0 for a in v]
         axes[0].barh(y + i * h, mean, h, xerr=err, label=d, capsize=3)
-    chance = next((x["chance"] for x in res if "chance" in x), None)
-    if chance is not None:
-        axes[0].axvline(chance, color="k", ls=":", lw=1, label=f"chance ({chance:.0f}%)")
-    if result.controls:
-        axes[0].axvline(np.mean([c["top1"] for c in result.controls]), color="0.45", ls="--", label="frame-level control")
+    for x, color, style, name in _reference_lines(result):
+        axes[0].axvline(x, color=color, ls=style, lw=1, label=name)
     columns = [c for c in exp.columns if c in ("top1",) or c in DATASET_TITLES]
     h2 = 0.8 / max(1, len(columns))
     for i, c in enumerate(columns):
