@@ -30,6 +30,13 @@ ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
+EXAMPLES = {  # the page's examples: their labels, and what each one's summary says
+    "bigbuckbunny.mp4: blocks, 15%": "closest to 15%",
+    "bikes.mp4: i.i.d., 75%": "probability 75%",
+    "carphone_pristine.mp4: blocks, 40%": "closest to 40%",
+}
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -203,40 +210,85 @@ def test_missing_demo_checkpoint_is_one_line(monkeypatch, tmp_path, capsys):
     assert "\n" not in err
 
 
-def test_python_m_serves_on_loopback(run_dir):
-    """`python -m vimpac.demo --checkpoint RUN` starts a server on 127.0.0.1 with HF_HUB_OFFLINE=1, cleanly: with
-    Python's ResourceWarnings shown, no "unclosed event loop" (Gradio left three), and Ctrl-C ends it in one line."""
+@pytest.fixture(scope="module")
+def home_server(run_dir, tmp_path_factory):
+    """`python -m vimpac.demo --checkpoint RUN` as a user starts it: the cache in `~/.cache` of a home folder (no
+    `XDG_CACHE_HOME`), which lies neither in the working folder nor in the system's temporary folder (`TMPDIR`
+    elsewhere), with Python's ResourceWarnings shown and HF_HUB_OFFLINE=1. Yields (process, URL); the last test
+    using it stops it with Ctrl-C."""
+    tmp = tmp_path_factory.mktemp("user")
+    for d in ("home", "tmp", "work"):
+        (tmp / d).mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "XDG_CACHE_HOME"}
+    env.update(HOME=str(tmp / "home"), TMPDIR=str(tmp / "tmp"), HF_HUB_OFFLINE="1", GRADIO_ANALYTICS_ENABLED="False")
     port = _free_port()
-    env = dict(os.environ, HF_HUB_OFFLINE="1", GRADIO_ANALYTICS_ENABLED="False")
+    argv = ["-W", "always::ResourceWarning", "-m", "vimpac.demo", "--checkpoint", run_dir, "--port", port]
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-W",
-            "always::ResourceWarning",
-            "-m",
-            "vimpac.demo",
-            "--checkpoint",
-            str(run_dir),
-            "--port",
-            str(port),
-        ],
+        [sys.executable, *map(str, argv)],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         env=env,
+        cwd=tmp / "work",
         text=True,
     )
     try:
-        deadline = time.time() + 60
-        body = None
-        while time.time() < deadline and proc.poll() is None:
+        deadline, body = time.time() + 180, None
+        while time.time() < deadline and proc.poll() is None and body is None:
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{port}/config", timeout=2) as r:
                     body = r.read()
-                    break
             except OSError:
                 time.sleep(0.5)
-        assert body is not None, f"no server on 127.0.0.1:{port} (exit {proc.poll()})"
-        assert b"reconstruct" in body
+        assert body is not None and b"reconstruct" in body, f"no server on 127.0.0.1:{port} (exit {proc.poll()})"
+        yield proc, f"http://127.0.0.1:{port}/", tmp / "home"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+
+
+def test_examples_load_with_the_cache_in_home(home_server):
+    """Each example's outputs, computed at start-up into `~/.cache`, reach the page (Gradio serves only the working
+    folder, the temporary folder and the paths `launch` allows: an example once failed for every user)."""
+    _, url, home = home_server
+    client = Client(url, verbose=False)
+    for i, (label, summary) in enumerate(EXAMPLES.items()):
+        *videos, frames, text, model_acc, copy_acc = client.predict(i, api_name="/load_example")
+        assert [Path(v).name for v in videos] == ["original.mp4", "masked.mp4", "reconstruction.mp4", "copy.mp4"]
+        assert summary in text and len(frames) == 5, (label, text)
+    assert list((home / ".cache" / "vimpac" / "demo-examples").glob("*/*/original/*/original.mp4"))  # kept there
+
+
+@pytest.mark.skipif(
+    CHROMIUM is None, reason="Debian's chromium is not installed (apt-get install chromium); .ci/run installs it"
+)
+def test_browser_clicks_every_example(home_server):
+    "In headless Chromium, each sample example of the page served from a user's home shows four videos that play."
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright for Python is not installed")
+    ready = "() => [...document.querySelectorAll('video')].filter(v => v.readyState >= 2 && v.videoWidth == 256).length"
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1300})
+            page.goto(home_server[1], wait_until="networkidle")
+            for label in EXAMPLES:
+                page.get_by_text(label).first.click()
+                page.wait_for_function(
+                    f"() => document.querySelector('#summary').innerText.includes({EXAMPLES[label]!r})",
+                    timeout=30_000,
+                )
+                page.wait_for_function(f"{ready} == 4", timeout=30_000)
+                assert "Error" not in page.locator("#summary").inner_text()
+        finally:
+            browser.close()
+
+
+def test_python_m_serves_on_loopback(home_server):
+    """`python -m vimpac.demo` serves on 127.0.0.1 only, cleanly: no "unclosed event loop" (Gradio left three), and
+    Ctrl-C ends it in one line."""
+    proc, url, _ = home_server
+    port = int(url.rsplit(":", 1)[1].strip("/"))
+    try:
         # bound to loopback only: the kernel's table of listening TCP sockets has this port on 127.0.0.1 alone
         rows = (
             [l.split() for l in Path("/proc/net/tcp").read_text().splitlines()[1:]]

@@ -232,8 +232,15 @@ def _examples_cache(model) -> Path:
         checksum = sum(float(p.double().sum()) for p in model.parameters())
     code = Path(importlib.util.find_spec("vimpac.demo").origin).read_bytes()  # this module (also from a notebook)
     key = f"{code!r}|{getattr(model, 'description', '')}|{checksum!r}"
+    return _examples_root() / hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
+def _examples_root() -> Path:
+    """The folder of every model's example outputs, `$XDG_CACHE_HOME/vimpac/demo-examples/` (`~/.cache/...` without
+    it). `launch` lets Gradio serve files from it: a user's cache lies outside the working folder and the system's
+    temporary folder, the only places Gradio serves by default."""
     root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return root / "vimpac" / "demo-examples" / hashlib.sha256(key.encode()).hexdigest()[:16]
+    return root / "vimpac" / "demo-examples"
 
 
 def _in_event_loop(build):
@@ -356,10 +363,11 @@ def _page(model, tok, lim: dict):
 # %% ../nbs/10_demo.ipynb #03ffced7
 def launch(app, host: str = "127.0.0.1", port: int = 7860, **kwargs):
     """Start `app` (the `gradio.Blocks` of `build_app`) on `host`:`port` with share, analytics and outside fonts
-    off, uploads capped at `LIMITS["max_upload_mb"]`, and the sample videos readable. `kwargs` go to
+    off, uploads capped at `LIMITS["max_upload_mb"]`, and the sample videos and the examples' outputs
+    (`_examples_root`, wherever the user's cache lies) readable. `kwargs` go to
     `gradio.Blocks.launch` (e.g. `prevent_thread_lock=True`: return at once, the server running in a thread). The
     server is made in an event loop, as `build_app` makes the page, so that Gradio leaves no unclosed event loop."""
-    allowed = sorted({str(p.parent) for p in _samples()})
+    allowed = sorted({str(p.parent) for p in _samples()} | {str(_examples_root())})
     opts = dict(
         server_name=host,
         server_port=port,
