@@ -13,12 +13,15 @@ LAB = shutil.which("jupyter-lab", path=str(Path(sys.executable).parent))
 
 
 def _explore_cell() -> str:
-    "The code of the viz chapter's visible explorer cell: the one that is a call of `explore(...)` alone."
+    """The code of the viz chapter's visible explorer cell: the one that imports `explore` and calls it, so that it
+    runs alone in a fresh kernel (the test runs it so)."""
     cells = json.loads((ROOT / "nbs" / "09_viz.ipynb").read_text())["cells"]
     found = [
         "".join(c["source"]).strip()
         for c in cells
-        if c["cell_type"] == "code" and "".join(c["source"]).strip().startswith("explore(")
+        if c["cell_type"] == "code"
+        and "".join(c["source"]).strip().startswith("from vimpac.viz import explore\n")
+        and "".join(c["source"]).strip().splitlines()[-1].startswith("explore(")
     ]
     assert len(found) == 1, f"the viz chapter should have one visible explore(...) cell, found {found}"
     return found[0]

@@ -7,8 +7,8 @@ accuracy line and both figures, checks that the figures are drawn (not blank), a
 
     .venv/bin/python tools/explorer_screenshot.py [--out images/explorer.png] [--checkpoint DIR] [--source CODE]
 
-`--source` gives the cell's code instead (`tests/test_explorer.py` runs the viz chapter's `explore()` cell so, and
-writes the README's `images/explorer.png`).
+`--source` gives the cell's whole code instead, run as it is in a fresh kernel (`tests/test_explorer.py` runs the
+viz chapter's explorer cell so, and writes the README's `images/explorer.png`).
 Needs JupyterLab and ipywidgets (the dev extra; `make lab`), Playwright for Python (dev extra) and
 Debian's `chromium`. Takes about a minute on a 2-core CPU. Exits 2 with one line when something is missing, 1 when
 the explorer does not show what it should (the page is then saved beside `--out` as `*-failed.png`).
@@ -34,7 +34,7 @@ def _notebook(call: str) -> dict:
     return dict(
         nbformat=4,
         nbformat_minor=5,
-        cells=[cell(f"from vimpac.viz import explore\n{call}")],
+        cells=[cell(call)],
         metadata=dict(kernelspec=dict(name="python3", display_name="Python 3", language="python")),
     )
 
@@ -94,7 +94,9 @@ def main(argv=None) -> int:
         kw.update(official=a.official)
     if a.tokenizer:
         kw.update(tokenizer=a.tokenizer)
-    call = a.source or "explore(" + ", ".join(f"{k}={v!r}" for k, v in kw.items()) + ")"
+    call = (
+        a.source or "from vimpac.viz import explore\n\nexplore(" + ", ".join(f"{k}={v!r}" for k, v in kw.items()) + ")"
+    )
     tmp = Path(tempfile.mkdtemp(prefix="vimpac-explorer-"))
     (tmp / "explorer.ipynb").write_text(json.dumps(_notebook(call), indent=1))
     port, token = _free_port(), secrets.token_hex(16)

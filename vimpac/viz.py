@@ -483,10 +483,19 @@ def _explore_show(ui, s: dict) -> None:
     ui.snapshot = f"<p>{ui.model_line.value}<br>{ui.status.value}</p>" + "".join(
         f'<img src="data:image/png;base64,{_figure_png(f)}" style="max-width:100%">' for f in figs
     )
-    ui.output.clear_output(wait=True)
+    ui.output.outputs = tuple(_display_data(f) for f in figs)  # the old figures replaced, in one change
     for f in figs:
-        ui.output.append_display_data(f)
         plt.close(f)
+
+
+def _display_data(obj) -> dict:
+    """`obj` as one `display_data` output of an `ipywidgets.Output` (what its `append_display_data` makes). Setting
+    the whole `outputs` at once replaces the figures; `clear_output(wait=True)` then appending does not, since the
+    deferred clear waits for a message that appending never sends."""
+    from IPython.core.formatters import format_display_data
+
+    data, metadata = format_display_data(obj)
+    return dict(output_type="display_data", data=data, metadata=metadata)
 
 
 def explore(
