@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from vimpac.demo import DEMO_CHECKPOINT
+from vimpac.inference import DEMO_CHECKPOINT
 from vimpac.model import VimpacConfig, VimpacForPreTraining, VimpacForVideoClassification
 from vimpac.official import load_official_classifier, load_official_pretraining
 from vimpac.utils import VimpacDeprecationWarning
@@ -23,6 +23,23 @@ def test_model_does_not_import_official():
     code = "import sys, vimpac.model; print('vimpac.official' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+def test_from_official_works_from_the_model_module_alone():
+    "In a fresh interpreter that imported `vimpac.model` only, `from_official` warns and loads (once AttributeError)."
+    code = (
+        "import warnings; from vimpac.model import VimpacForVideoClassification as C\n"
+        "with warnings.catch_warnings(record=True) as w:\n"
+        "    warnings.simplefilter('always')\n"
+        f"    m = C.from_official({str(FX / 'classifier_tiny.pt')!r}, 7, 4)\n"
+        "print(m.num_classes, [type(x.message).__name__ for x in w], str(w[0].message))"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == (
+        "7 ['VimpacDeprecationWarning'] VimpacForVideoClassification.from_official is replaced by "
+        "vimpac.official.load_official_classifier; the old name goes in the next release"
+    )
 
 
 def test_shipped_checkpoint_loads_silently():

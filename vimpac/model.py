@@ -16,7 +16,15 @@ import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 from torch._subclasses.fake_tensor import is_fake
 from einops import rearrange
-from .utils import VimpacError, VimpacDeprecationWarning, IGNORE_INDEX, save_weights, load_weights, renamed_kwargs
+from vimpac.utils import (
+    VimpacError,
+    VimpacDeprecationWarning,
+    IGNORE_INDEX,
+    save_weights,
+    load_weights,
+    renamed_kwargs,
+    moved_method,
+)
 
 # %% auto #0
 __all__ = ['PRESETS', 'LAYOUTS', 'RENAMED_FIELDS', 'SDPA_MAX_BATCH', 'VimpacConfig', 'parse_layout', 'sdpa_batch_limit',
@@ -805,6 +813,14 @@ class VimpacForVideoClassification(_Pretrained):
             sd = {k: v for k, v in sd.items() if k.startswith("backbone.")}
             sd.update({k: v for k, v in self.state_dict().items() if k.startswith("fc.")})
         return sd
+
+# %% ../nbs/04_model.ipynb #de815f69
+VimpacForPreTraining.from_official = moved_method(
+    "VimpacForPreTraining.from_official", "vimpac.official.load_official_pretraining"
+)
+VimpacForVideoClassification.from_official = moved_method(
+    "VimpacForVideoClassification.from_official", "vimpac.official.load_official_classifier"
+)
 
 # %% ../nbs/04_model.ipynb #cbb82e14
 def model_flops(

@@ -10,7 +10,7 @@ import argparse, io, pickle, warnings
 from dataclasses import replace
 from pathlib import Path
 import torch
-from .utils import VimpacError, VimpacDeprecationWarning, load_torch_file, renamed_kwargs
+from .utils import VimpacError, load_torch_file, renamed_kwargs
 from vimpac.model import (
     LAYOUTS,
     RENAMED_FIELDS,
@@ -364,23 +364,3 @@ def load_official_classifier(
     state = convert_official_state(sd, base, path)
     state.update({k: v for k, v in model.state_dict().items() if k.startswith("fc.") and k not in state})
     return load_checked(model, state, path).to(device)
-
-# %% ../nbs/04a_official.ipynb #8e54386f
-def _deprecated_loader(load, new_name: str) -> classmethod:
-    "A `from_official` classmethod that warns and calls `load`, the loader that replaces it."
-
-    def from_official(cls, path, *args, **kwargs):
-        warnings.warn(
-            f"{cls.__name__}.from_official is replaced by vimpac.official.{new_name}; the old name goes "
-            "in the next release",
-            VimpacDeprecationWarning,
-            stacklevel=2,
-        )
-        return load(path, *args, **kwargs)
-
-    from_official.__doc__ = f"Deprecated: `vimpac.official.{new_name}`."
-    return classmethod(from_official)
-
-
-VimpacForPreTraining.from_official = _deprecated_loader(load_official_pretraining, "load_official_pretraining")
-VimpacForVideoClassification.from_official = _deprecated_loader(load_official_classifier, "load_official_classifier")

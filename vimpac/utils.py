@@ -16,10 +16,10 @@ from safetensors.torch import load_file, save_file
 __all__ = ['IGNORE_INDEX', 'VimpacError', 'load_torch_file', 'read_json', 'check_fields', 'check_device', 'get_device',
            'make_generator', 'derive_seed', 'idle_cpu_threads', 'check_number', 'coerce_parameter', 'check_parameters',
            'warmup_linear', 'atomic_path', 'write_json', 'disk_full_error', 'save_weights', 'load_weights',
-           'VimpacDeprecationWarning', 'renamed_kwargs', 'moved_names', 'one_line', 'Terminated', 'run_main',
-           'options_for', 'OptionParser', 'checked_option', 'number_option', 'device_option', 'folder_option',
-           'config_fields', 'field_help', 'field_default', 'field_kind', 'option_name', 'add_config_options',
-           'config_values', 'config_from_options', 'config_argv', 'parameter_lines']
+           'VimpacDeprecationWarning', 'renamed_kwargs', 'moved_names', 'moved_method', 'one_line', 'Terminated',
+           'run_main', 'options_for', 'OptionParser', 'checked_option', 'number_option', 'device_option',
+           'folder_option', 'config_fields', 'field_help', 'field_default', 'field_kind', 'option_name',
+           'add_config_options', 'config_values', 'config_from_options', 'config_argv', 'parameter_lines']
 
 # %% ../nbs/00_utils.ipynb #6eaf13c8
 class VimpacError(ValueError):
@@ -420,6 +420,22 @@ def moved_names(module: str, moved: dict[str, str]):
         return getattr(importlib.import_module(where), new)
 
     return __getattr__
+
+# %% ../nbs/00_utils.ipynb #e559cd2f
+def moved_method(old: str, new: str) -> classmethod:
+    """A classmethod standing for `old` (e.g. `"VimpacForPreTraining.from_official"`), a method that moved to the
+    function at the dotted path `new`: calling it warns `VimpacDeprecationWarning` naming both and returns
+    `new(*args, **kwargs)` (the class itself is not passed). `new`'s module is imported at the call, not before."""
+
+    def method(cls, *args, **kwargs):
+        warnings.warn(
+            f"{old} is replaced by {new}; the old name goes in the next release", VimpacDeprecationWarning, stacklevel=2
+        )
+        where, _, name = new.rpartition(".")
+        return getattr(importlib.import_module(where), name)(*args, **kwargs)
+
+    method.__name__, method.__doc__ = old.rpartition(".")[2], f"Deprecated: `{new}`."
+    return classmethod(method)
 
 # %% ../nbs/00_utils.ipynb #410477c3
 def one_line(e: BaseException) -> str:
