@@ -13,17 +13,35 @@ import torch
 from safetensors.torch import load_file, save_file
 
 # %% auto #0
-__all__ = ['IGNORE_INDEX', 'VimpacError', 'load_torch_file', 'read_json', 'check_fields', 'check_device', 'get_device',
-           'make_generator', 'derive_seed', 'idle_cpu_threads', 'check_number', 'coerce_parameter', 'check_parameters',
-           'warmup_linear', 'atomic_path', 'write_json', 'disk_full_error', 'save_weights', 'load_weights',
-           'VimpacDeprecationWarning', 'renamed_kwargs', 'moved_names', 'moved_method', 'one_line', 'Terminated',
-           'run_main', 'options_for', 'OptionParser', 'checked_option', 'number_option', 'device_option',
+__all__ = ['IGNORE_INDEX', 'VimpacError', 'check_not_shadowed', 'load_torch_file', 'read_json', 'check_fields', 'check_device',
+           'get_device', 'make_generator', 'derive_seed', 'idle_cpu_threads', 'check_number', 'coerce_parameter',
+           'check_parameters', 'warmup_linear', 'atomic_path', 'write_json', 'disk_full_error', 'save_weights',
+           'load_weights', 'VimpacDeprecationWarning', 'renamed_kwargs', 'moved_names', 'moved_method', 'one_line',
+           'Terminated', 'run_main', 'options_for', 'OptionParser', 'checked_option', 'number_option', 'device_option',
            'folder_option', 'config_fields', 'field_help', 'field_default', 'field_kind', 'option_name',
            'add_config_options', 'config_values', 'config_from_options', 'config_argv', 'parameter_lines']
 
 # %% ../nbs/00_utils.ipynb #6eaf13c8
 class VimpacError(ValueError):
     "A user-facing error: bad input named with what was expected. The CLI prints it in one line."
+
+# %% ../nbs/00_utils.ipynb #dbd927a7
+def check_not_shadowed(package: str = "vimpac") -> None:
+    """Raise `ImportError` naming the folder when `package` (as imported in `sys.modules`) is a namespace package: a
+    folder of that name without `__init__.py`, such as the clone of the kit seen from its parent folder, shadows the
+    installed package. Called when this module is imported."""
+    pkg = sys.modules.get(package)
+    if pkg is None or getattr(pkg, "__file__", None) is not None:
+        return
+    where = ", ".join(str(p) for p in getattr(pkg, "__path__", [])) or "?"
+    raise ImportError(
+        f"{package}: the folder {where} shadows the installed package (a folder named {package} without "
+        "__init__.py, e.g. a clone of the kit, in the working folder); run from another folder or from inside "
+        "the clone"
+    )
+
+
+check_not_shadowed(__package__ or "vimpac")
 
 # %% ../nbs/00_utils.ipynb #7e164a26
 def _refusal(msg: str) -> str | None:
