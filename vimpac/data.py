@@ -535,8 +535,8 @@ def read_split(dataset: str, video_root, split_dir_or_file=None, split: int = 1)
 # %% ../nbs/06_data.ipynb #f222ebad
 @dataclass(frozen=True)
 class DatasetPreset:
-    """The paper's fine-tuning and evaluation of one downstream dataset (§4.2, Table 12 `tab:appen_hyperparam`, the
-    dataset table of appendix D, `tab:appen_dataset`). Sizes are in frames and pixels, rates in frames per second.
+    """The paper's fine-tuning and evaluation of one downstream dataset (§4.2, Table 12, the
+    dataset table of appendix D, Table 13). Sizes are in frames and pixels, rates in frames per second.
     - `classes`, `train_videos`, `test_videos`: the dataset (split 1 for UCF101 and HMDB51);
     - `fps`: the frame rate clips are sampled at (§4.2), the fine-tuning `clip_fps`; `store_fps`: the rate frames are
       tokenized at, 16 FPS as the authors' code, so that a clip keeps every `store_fps / fps`-th stored frame from a

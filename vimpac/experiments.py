@@ -41,7 +41,7 @@ class Row:
     - `cpu`: replacements at the CPU and toy scales, where the paper's sizes do not fit (model sizes, seconds,
       negatives), a dict with keys `pretrain` and `model`;
     - `clip_len`, `frame_size`: T and S of pre-training and fine-tuning (None: the setup's); `full`: also fine-tune at
-      the full resolution T = 10, S = 256 (scaled at the CPU scale; `tab:input_resolution`);
+      the full resolution T = 10, S = 256 (scaled at the CPU scale; Table 3);
     - `paper`: {column: the paper's number} (accuracies in percent)."""
 
     label: str
@@ -75,7 +75,8 @@ class Claim:
 
 @dataclass(frozen=True)
 class Experiment:
-    """One analysis table of the paper (§5, appendix F) as an experiment: its `rows`, the `columns` the paper prints
+    """One analysis table of the paper (§5, appendix F) as an experiment: `table`, its number in the paper ("Table 4");
+    its `rows`, the `columns` the paper prints
     (a metric of `METRICS`, or for the pre-training table one dataset each), the `claims` it makes, and `base`: the
     `PretrainConfig` fields every row shares (α = 0 for the mask-then-predict analyses, §5.2)."""
 
@@ -103,7 +104,7 @@ def _size(layers, hidden, heads, head_dim, mlp) -> dict:
 _MP = dict(alpha=0.0)  # §5.2.1: the mask-then-predict analyses exclude the CL loss
 _BLOCK = dict(mask_strategy="block")  # the paper's default, named: the CPU scale's default is i.i.d. (see Scales)
 _CL = dict(mask_then_predict=False, cl_mask=False)  # CL alone: its features from the unmasked clips (Table 9, 57.1)
-_MASK_RATIOS = (0.119, 0.145, 0.170)  # appendix F, Table "masking ratio": what 4, 5 and 6 blocks give at T 5, S 128
+_MASK_RATIOS = (0.119, 0.145, 0.170)  # appendix F, Table 15: what 4, 5 and 6 blocks give at T 5, S 128
 # the CPU scale's 4 x 4 x 4 token map: 2, 3 and 4 blocks (expected ratios 10.3%, 14.9%, 19.2%: distinct rows, and 3
 # blocks is the default, the count closest to 15%, as 5 blocks is the paper's)
 _CPU_BLOCKS = (2, 3, 4)
@@ -118,7 +119,7 @@ def _add(e: Experiment) -> None:
 _add(
     Experiment(
         "model_size",
-        "tab:scale",
+        "Table 2",
         "Impact of model size",
         "§5.1",
         (
@@ -161,7 +162,7 @@ _add(
 _add(
     Experiment(
         "input_resolution",
-        "tab:input_resolution",
+        "Table 3",
         "Impact of input resolutions T and S",
         "§5.1",
         (
@@ -204,7 +205,7 @@ _add(
 _add(
     Experiment(
         "pretraining_tasks",
-        "tab:non_pretraining",
+        "Table 4",
         "Impact of pre-training tasks",
         "§5.2.1",
         (
@@ -230,7 +231,7 @@ _add(
 _add(
     Experiment(
         "masking_strategy",
-        "tab:masking_strategy",
+        "Table 5",
         "Impact of masking strategies",
         "§5.2.2",
         (
@@ -258,7 +259,7 @@ _add(
 _add(
     Experiment(
         "masking_ratio",
-        "tab:appen_masking_ratio",
+        "Table 15",
         "Impact of masking ratios",
         "§5.2.2, appendix F",
         tuple(
@@ -292,7 +293,7 @@ _add(
 _add(
     Experiment(
         "positive_distance",
-        "tab:cl_distribution",
+        "Table 7",
         "Impact of the maximum distance d_max between positive clips",
         "§5.2.3",
         (
@@ -322,7 +323,7 @@ _add(
 _add(
     Experiment(
         "negatives",
-        "tab:batch_size",
+        "Table 8",
         "Impact of the number of negative samples",
         "§5.2.3",
         tuple(
@@ -348,7 +349,7 @@ _add(
 _add(
     Experiment(
         "cl_mask",
-        "tab:mask_in_cl",
+        "Table 9",
         "Impact of mask augmentation in CL",
         "§5.2.3",
         (
@@ -374,7 +375,7 @@ _add(
 _add(
     Experiment(
         "cl_weight",
-        "tab:loss_ratio",
+        "Table 16",
         "Impact of the CL loss weight α",
         "appendix F",
         (
@@ -396,7 +397,7 @@ _add(
 _add(
     Experiment(
         "layout",
-        "tab:layout",
+        "Table 14",
         "Attention layouts and LayerNorm positions",
         "appendix F",
         (
@@ -1109,7 +1110,7 @@ class ExperimentResult:
         `folder`; returns the table's path."""
         folder = Path(folder)
         e = self.experiment
-        text = [f"# {e.title} ({e.section}, `{e.table}`), scale {self.scale}", "", self.table(), ""]
+        text = [f"# {e.title} ({e.section}, {e.table}), scale {self.scale}", "", self.table(), ""]
         text += [*baselines(self.results, self.controls), ""] if baselines(self.results, self.controls) else []
         text += [f"- {v}" for v in self.verdicts()]
         with atomic_path(folder / "table.md") as tmp:

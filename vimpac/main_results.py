@@ -1,4 +1,4 @@
-"""The paper's main results (§4.3, Table 1 `tab:results`) as an experiment: the authors' released checkpoints fine-tuned on each downstream dataset you have token stores for, evaluated on the paper's views, and printed beside the paper's top-1.
+"""The paper's main results (§4.3, Table 1 as an experiment: the authors' released checkpoints fine-tuned on each downstream dataset you have token stores for, evaluated on the paper's views, and printed beside the paper's top-1.
 
 Docs: https://vimpac.github.io/vimpac/main_results.html.md"""
 
@@ -131,7 +131,7 @@ class MainResults:
     def write(self, folder) -> Path:
         "Write `table.md` (a title, then `table`) and `results.json` under `folder`; returns the table's path."
         folder = Path(folder)
-        title = f"# Main results (§4.3, Table 1 `tab:results`), scale {self.scale}, from {self.checkpoint}"
+        title = f"# Main results (§4.3, Table 1, scale {self.scale}, from {self.checkpoint}"
         with atomic_path(folder / "table.md") as tmp:
             tmp.write_text(f"{title}\n\n{self.table()}\n")
         write_json(folder / "results.json", dict(checkpoint=self.checkpoint, scale=self.scale, results=self.results))
@@ -153,7 +153,7 @@ def _official_path(checkpoint) -> Path:
 def run_main_results(
     checkpoint, stores: dict, scale: str = "cluster", seeds=(0,), out=None, gpus: int = 0, overrides: dict | None = None
 ) -> MainResults:
-    """Table 1 (§4.3, `tab:results`) re-run from the authors' `checkpoint` (a `classifier.pt`, or its folder with
+    """Table 1 (§4.3, Table 1) re-run from the authors' `checkpoint` (a `classifier.pt`, or its folder with
     `args.pickle`): each dataset of `stores` (`main_results_stores`) fine-tuned from it with each of `seeds` at
     `scale` (`main_results_config`; `overrides`: `FinetuneConfig` fields to replace, e.g. `{"micro_batch_size": 8}`),
     each split evaluated on the dataset's views (`finetune_top1`, with `gpus` processes), under `out` (default: a

@@ -90,14 +90,14 @@ class PretrainConfig(TrainConfig):
         metadata={
             "help": "train the mask-then-predict loss L_mask (§3.1); False: pure CL pre-training, L = α·γ·L_cl (the "
             "paper keeps α = 1), the token head frozen and its mask accuracy still logged where the clips are masked "
-            "(§5.2, Table 4 tab:non_pretraining; Table 16 tab:loss_ratio, row α = ∞*)"
+            "(§5.2, Table 4; Table 16, row α = ∞*)"
         },
     )
     cl_mask: bool = field(
         default=True,
         metadata={
             "help": "CL-Mask: InfoNCE on the [CLS] features of the masked clips that mask-then-predict sees, the "
-            "paper's tied input (§5.2, Table 9 tab:mask_in_cl); False: on the unmasked clips, a second forward (about "
+            "paper's tied input (§5.2, Table 9); False: on the unmasked clips, a second forward (about "
             "2x the compute) with mask-then-predict, the only forward (no masking) without it"
         },
     )
