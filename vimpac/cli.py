@@ -611,7 +611,8 @@ def showcase_main(argv=None):
         device=a.device,
         progress=_progress_mode(),
     )
-    print(f"tokenizer: {s['tokenizer']['name']} ({s['tokenizer']['hash']}); {s['threads']} CPU threads")
+    threads = f"{s['threads']} CPU thread" + ("" if s["threads"] == 1 else "s")
+    print(f"tokenizer: {s['tokenizer']['name']} ({s['tokenizer']['hash']}); {threads}")
     print(f"pre-training loss {s['first_loss']:.3f} -> {s['final_loss']:.3f}")
     print(
         f"mask accuracy {s['mask_acc']:.1%} of {s['masked_tokens']} masked tokens (fresh block masks over the three "

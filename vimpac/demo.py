@@ -6,7 +6,7 @@ Docs: https://vimpac.github.io/vimpac/demo.html.md"""
 
 # %% ../nbs/10_demo.ipynb #cfd9f210
 from __future__ import annotations
-import asyncio, atexit, errno, hashlib, importlib.util, os, shutil, socket, sys, tempfile
+import asyncio, atexit, errno, hashlib, importlib.util, os, shutil, socket, sys, tempfile, warnings
 from unittest.mock import patch
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")  # before gradio is imported: no analytics, no version check
@@ -209,8 +209,10 @@ def _page_reconstruct(model, tok, lim: dict):
             )
         except (ValueError, OSError) as e:  # VimpacError is a ValueError: its one line goes to the page
             line = next((x for x in str(e).splitlines() if x.strip()), type(e).__name__)
-            line = line.replace(path, Path(path).name)
-            print(f"vimpac-demo: refused {Path(path).name}: {line}", file=sys.stderr)
+            name = Path(path).name
+            line = line.replace(path, name)
+            named = line if line.startswith(f"{name}:") else f"{name}: {line}"  # the name once
+            print(f"vimpac-demo: refused {named}", file=sys.stderr)
             raise gr.Error(line, print_exception=False) from None
         progress(0.85, desc="writing the videos")
         out, clips = Path(tempfile.mkdtemp(dir=folder)), r["clips"]
@@ -361,12 +363,17 @@ def _page(model, tok, lim: dict):
     return app
 
 # %% ../nbs/10_demo.ipynb #03ffced7
+_HARMLESS = (r"'future\.no_silent_downcasting' is deprecated", r"The copy keyword is deprecated")
+
+
 def launch(app, host: str = "127.0.0.1", port: int = 7860, **kwargs):
     """Start `app` (the `gradio.Blocks` of `build_app`) on `host`:`port` with share, analytics and outside fonts
     off, uploads capped at `LIMITS["max_upload_mb"]`, and the sample videos and the examples' outputs
     (`_examples_root`, wherever the user's cache lies) readable. `kwargs` go to
     `gradio.Blocks.launch` (e.g. `prevent_thread_lock=True`: return at once, the server running in a thread). The
     server is made in an event loop, as `build_app` makes the page, so that Gradio leaves no unclosed event loop."""
+    for text in _HARMLESS:  # Gradio's use of pandas, deprecated there: nothing a user of the page can act on
+        warnings.filterwarnings("ignore", message=text)
     allowed = sorted({str(p.parent) for p in _samples()} | {str(_examples_root())})
     opts = dict(
         server_name=host,

@@ -7,7 +7,7 @@ Docs: https://vimpac.github.io/vimpac/utils.html.md"""
 # %% ../nbs/00_utils.ipynb #b36c610f
 from __future__ import annotations
 import argparse, contextlib, dataclasses, errno, functools, hashlib, json, math, numbers, os, pickletools, re, shutil
-import ast, difflib, importlib, inspect, signal, sys, tempfile, threading, types, typing, warnings
+import ast, difflib, importlib, importlib.util, inspect, signal, sys, tempfile, threading, types, typing, warnings
 from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
@@ -17,9 +17,10 @@ __all__ = ['IGNORE_INDEX', 'VimpacError', 'check_not_shadowed', 'load_torch_file
            'get_device', 'make_generator', 'derive_seed', 'idle_cpu_threads', 'check_number', 'coerce_parameter',
            'check_parameters', 'warmup_linear', 'atomic_path', 'write_json', 'disk_full_error', 'save_weights',
            'load_weights', 'VimpacDeprecationWarning', 'renamed_kwargs', 'moved_names', 'moved_method', 'one_line',
-           'Terminated', 'run_main', 'options_for', 'OptionParser', 'checked_option', 'number_option', 'device_option',
-           'folder_option', 'config_fields', 'field_help', 'field_default', 'field_kind', 'option_name',
-           'add_config_options', 'config_values', 'config_from_options', 'config_argv', 'parameter_lines']
+           'Terminated', 'third_party', 'run_main', 'options_for', 'OptionParser', 'checked_option', 'number_option',
+           'device_option', 'folder_option', 'config_fields', 'field_help', 'field_default', 'field_kind',
+           'option_name', 'add_config_options', 'config_values', 'config_from_options', 'config_argv',
+           'parameter_lines']
 
 # %% ../nbs/00_utils.ipynb #6eaf13c8
 class VimpacError(ValueError):
@@ -472,17 +473,31 @@ def _raise_terminated(signum, frame):
     raise Terminated()
 
 
+def third_party(filename) -> bool:
+    "Whether the source file `filename` (a warning's) belongs to an installed package other than this kit."
+    path = Path(str(filename)).resolve()
+    if path.is_relative_to(Path(importlib.util.find_spec("vimpac").origin).resolve().parent):  # the kit's
+        return False
+    return any(part in ("site-packages", "dist-packages") for part in path.parts)
+
+
 def run_main(prog: str, fn, *args, **kwargs):
     """Call `fn(*args, **kwargs)` at a tool's edge and return its result. A `VimpacError`, or any `ValueError` /
     `OSError` (missing, unreadable or busy files), becomes one line on stderr, `PROG: error: MESSAGE`, and exit
     status 2; Ctrl-C exit status 130. Warnings print as one line, `PROG: warning: MESSAGE`, but for
     `ResourceWarning`s (hidden, as Python hides them outside development mode: an event loop a library left to the
-    garbage collector is no news to a user). Other exceptions are bugs and keep their traceback. SIGTERM (a
-    cluster's scheduler, `kill`) unwinds like Ctrl-C, so that data-loading workers are stopped and files closed
-    before the process exits (status 143); a training loop takes SIGTERM and SIGUSR1 over while it runs, and stops
-    after a checkpoint with its `Terminated` (`vimpac.engine.RunStopped`: its message, its status)."""
+    garbage collector is no news to a user) and for another package's (`third_party`: Python's own format, naming
+    that package's file, so that its deprecations are not taken for the kit's). Other exceptions are bugs and keep
+    their traceback. SIGTERM (a cluster's scheduler, `kill`) unwinds like Ctrl-C, so that data-loading workers are
+    stopped and files closed before the process exits (status 143); a training loop takes SIGTERM and SIGUSR1 over
+    while it runs, and stops after a checkpoint with its `Terminated` (`vimpac.engine.RunStopped`: its message, its
+    status)."""
+
+    python_show = warnings.showwarning
 
     def show(message, category, filename, lineno, file=None, line=None):
+        if third_party(filename):
+            return python_show(message, category, filename, lineno, file, line)
         print(f"{prog}: warning: {one_line(message)}", file=sys.stderr)
 
     main = threading.current_thread() is threading.main_thread()
