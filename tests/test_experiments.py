@@ -2,7 +2,7 @@
 verdict follows the seeds' spread, a half-done sweep resumes without re-running a row, and `vimpac-experiment` runs a
 table's notebook through papermill, one line for bad input."""
 
-import json, signal, subprocess, sys, time
+import json, re, signal, subprocess, sys, time
 from pathlib import Path
 import pytest
 from vimpac.experiments import (
@@ -287,6 +287,12 @@ def test_bad_parameter_one_line_and_killed_sweep_resumed(tmp_path, bin_dir):
     assert r.returncode == 0, r.stderr[-2000:]
     assert first.stat().st_mtime_ns == done_at  # the finished row was read back, not run again
     assert "| α 0 | 1 |" in r.stdout and "| α 1 | 1 |" in r.stdout
+    # progress as the rows end, before the table; the kernel's log without Jupyter's shutdown noise
+    lines = r.stdout.splitlines()
+    assert lines[0] == "cl_weight: 1/2 α 0, seed 0: read back", lines[:3]
+    assert re.fullmatch(r"cl_weight: 2/2 α 1, seed 0: \d+ s", lines[1]), lines[:3]
+    log = out / "cl_weight-rows-0-2.kernel.log"
+    assert not log.is_file() or "KeyboardInterrupt" not in log.read_text(), log.read_text()
 
 
 def test_slurm_array_job_is_valid():

@@ -6,7 +6,7 @@ Docs: https://vimpac.github.io/vimpac/experiments.html.md"""
 
 # %% ../nbs/12_experiments.ipynb #7fde81f4
 from __future__ import annotations
-import argparse, contextlib, hashlib, json, math, os, re, subprocess, sys, tempfile, time, warnings
+import argparse, contextlib, hashlib, io, json, math, os, re, subprocess, sys, tempfile, time, warnings
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 import numpy as np
@@ -28,8 +28,9 @@ from .cli import MODEL_SKIP, tokenize_dataset, tokenize_videos
 __all__ = ['EXPERIMENTS', 'SCALES', 'TEMPORALLY_HEAVY', 'CPU_PRETRAIN_STEPS', 'CPU_LAYOUT', 'METRICS', 'ALPHA', 'DATASET_TITLES',
            'Row', 'Claim', 'Experiment', 'Setup', 'setup_for', 'texture_data', 'synthetic_data', 'store_data', 'slug',
            'frame_control', 'run_row', 'views_for', 'row_key', 'mean_std', 'results_table', 'baselines', 'compare',
-           'mcnemar', 'verdict', 'ExperimentResult', 'experiment_rows', 'run_experiment', 'side_by_side_speed',
-           'plot_experiment', 'notebooks_folder', 'experiment_parser', 'experiment_main', 'write_index']
+           'mcnemar', 'verdict', 'ExperimentResult', 'run_rows', 'experiment_rows', 'run_experiment',
+           'side_by_side_speed', 'plot_experiment', 'notebooks_folder', 'experiment_parser', 'experiment_main',
+           'write_index']
 
 # %% ../nbs/12_experiments.ipynb #b35cf20f
 @dataclass(frozen=True)
@@ -1121,6 +1122,28 @@ class ExperimentResult:
         )
         return folder / "table.md"
 
+# %% ../nbs/12_experiments.ipynb #d6e8ba46
+def _minutes(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.1f} min"
+
+
+def run_rows(exp: Experiment, rows: list, seeds, scale: str, setup: Setup, data: dict, out) -> list[dict]:
+    """Every row of `rows` with every seed of `seeds` through `run_row`, in order; the results of all, in a list. Prints
+    a progress line as each ends, `NAME: k/n ROW, seed S: TIME; about T left` (`read back` for a row an earlier run
+    finished; the time left is the mean time of the rows run so far times the rows still to go)."""
+    jobs = [(row, int(seed)) for row in rows for seed in seeds]
+    results, ran = [], []
+    for k, (row, seed) in enumerate(jobs, 1):
+        t = time.perf_counter()
+        done = (Path(out) / exp.name / slug(row.label) / f"seed{seed}.json").is_file()
+        results += run_row(exp, row, seed, scale, setup, data, out)
+        took = time.perf_counter() - t
+        ran += [] if done else [took]
+        left = f"; about {_minutes(np.mean(ran) * (len(jobs) - k))} left" if ran and k < len(jobs) else ""
+        what = "read back" if done else _minutes(took)
+        print(f"{exp.name}: {k}/{len(jobs)} {row.label}, seed {seed}: {what}{left}", flush=True)
+    return results
+
 # %% ../nbs/12_experiments.ipynb #706745ac
 def experiment_rows(exp: Experiment, rows=None, extra_rows=()) -> list[Row]:
     """The rows of `exp` to run: all, or those named in `rows` (labels, or 0-based indices as a SLURM array task
@@ -1178,10 +1201,7 @@ def run_experiment(
         data = synthetic_data(
             out / "data", sizes, s.datasets, seed=0, **{k: v for k, v in s.data.items() if k != "kind"}
         )
-    results = []
-    for row in chosen:
-        for seed in seeds:
-            results += run_row(exp, row, int(seed), scale, s, data, out)
+    results = run_rows(exp, chosen, seeds, scale, s, data, out)
     controls = [c for seed in seeds for c in frame_control(s, data, int(seed), scale, out)] if s.control else []
     if "speed" in exp.columns or any(c.metric == "speed" for c in exp.claims):
         timed = [r for r in chosen if r.at(scale)[0] is not None]
@@ -1349,6 +1369,36 @@ def _stderr_to(path: Path):
             os.close(saved)
 
 
+_KERNEL_NOISE = ("KeyboardInterrupt caught in kernel", "Kernel is running over TCP without encryption")
+
+
+class _Progress(io.TextIOBase):
+    "papermill's `stdout_file`: the lines a sweep prints (`run_rows`: `NAME: ...`) passed on to stdout as they come."
+
+    def __init__(self, name: str):
+        self.prefix, self.part = f"{name}: ", ""
+
+    def write(self, text: str) -> int:
+        *lines, self.part = (self.part + text).split("\n")
+        for line in lines:
+            if line.startswith(self.prefix):
+                print(line, flush=True)
+        return len(text)
+
+
+def _execute(pm, notebook: Path, executed: Path, params: dict, name: str, log: Path) -> None:
+    """Execute `notebook` to `executed` with papermill, its progress lines shown (`_Progress`) and the kernel's own
+    stderr kept in `log`, less Jupyter's noise of every run (the kernel is interrupted at its shutdown); an empty log
+    is removed."""
+    with _stderr_to(log):
+        pm.execute_notebook(notebook, executed, parameters=params, progress_bar=False, stdout_file=_Progress(name))
+    lines = [x for x in log.read_text(errors="replace").splitlines(True) if not any(n in x for n in _KERNEL_NOISE)]
+    if lines:
+        log.write_text("".join(lines))
+    else:
+        log.unlink()
+
+
 def _run_notebooks(names: list, a: argparse.Namespace) -> None:
     "Execute the notebook of each experiment of `names` with papermill, as `vimpac-experiment` was asked (`a`)."
     try:
@@ -1377,8 +1427,7 @@ def _run_notebooks(names: list, a: argparse.Namespace) -> None:
     for name in names:
         executed = Path(a.out) / f"{name}{suffix}.ipynb"
         try:
-            with _stderr_to(Path(a.out) / f"{name}{suffix}.kernel.log"):  # the kernel's own log lines
-                pm.execute_notebook(folder / f"{name}.ipynb", executed, parameters=params, progress_bar=False)
+            _execute(pm, folder / f"{name}.ipynb", executed, params, name, Path(a.out) / f"{name}{suffix}.kernel.log")
         except pm.PapermillExecutionError as e:
             raise VimpacError(f"{name}: {e.evalue} (the executed notebook: {executed})") from None
         print(f"{name}: wrote {executed} and {Path(a.out) / name / 'table.md'}")
