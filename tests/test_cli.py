@@ -89,6 +89,14 @@ def test_tokenize_then_pretrain(bin_dir, tmp_path):
     for f in "model.safetensors config.json metrics.jsonl eval.json training_curves.png".split():
         assert (run_dir / f).is_file(), f
     assert len((run_dir / "metrics.jsonl").read_text().splitlines()) == 3  # steps 0, 10 and the last
+    # where and how fast it ran: the run's summary file, and its line in the output
+    import torch
+
+    summary = json.loads((run_dir / "run_summary.json").read_text())
+    assert summary["steps"] == 12 and summary["device"] == "cpu" and summary["torch"] == torch.__version__
+    assert summary["wall_s"] > 0 and summary["videos_per_s"] > 0 and summary["threads"] >= 1
+    line = next(x for x in r.stdout.splitlines() if x.startswith("pre-train: 12 steps in "))
+    assert f"torch {torch.__version__}" in line and " CPU thread" in line and "videos/s (median" in line, line
 
 
 def test_tools_hide_resource_warnings(capsys):

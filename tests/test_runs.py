@@ -34,6 +34,13 @@ def test_pretrain_run_notebook(tmp_path):
     assert not re.search(r"(?<!\d)0/12", text)  # no progress bar saved at 0/12
     summary = "".join(nb["cells"][-1]["outputs"][0]["data"]["text/markdown"])
     assert summary.startswith("| pre-training |") and f"mask accuracy | {ev['mask_acc']:.3f}" in summary
+    import torch  # where it ran, as the console tool says it
+
+    version = re.escape(torch.__version__)
+    ran = (
+        rf"\| ran \| pre-train: 12 steps in \d+:\d\d on cpu \(.*\), \d+ CPU threads?, torch {version}: [\d.]+ videos/s"
+    )
+    assert re.search(ran, summary), summary
 
 
 def test_pretrain_run_notebook_stages(tmp_path):

@@ -12,6 +12,7 @@ import torch
 from vimpac.utils import (
     VimpacError,
     write_json,
+    read_json,
     make_generator,
     get_device,
     idle_cpu_threads,
@@ -36,7 +37,7 @@ from .store import build_store, TokenStore
 from .data import DATASET_PRESETS, SPLIT_DATASETS, dataset_preset, preset_lines, read_split
 from .masking import block_mask, blocks_for_ratio
 from .model import LAYOUTS, PRESETS, VimpacConfig
-from .engine import check_store_tokenizer
+from .engine import check_store_tokenizer, summary_line
 from .pretrain import PRECISIONS, PretrainConfig, pretrain, evaluate_masking
 from .finetune import FinetuneConfig, finetune
 from vimpac.evaluate import (
@@ -54,9 +55,9 @@ from vimpac.evaluate import (
 
 # %% auto #0
 __all__ = ['DATASET_FPS', 'DATASET_VIEWS', 'MODEL_SKIP', 'LOOP_OVERRIDES', 'PROBES', 'tokenize_videos', 'tokenize_dataset',
-           'tokenize_parser', 'tokenize_main', 'pretrain_parser', 'pretrain_args', 'pretrain_main', 'run_demo',
-           'showcase_main', 'finetune_parser', 'finetune_config', 'finetune_args', 'finetune_main', 'predict_videos',
-           'predict_main', 'features_of', 'features_main', 'evaluate_run', 'evaluate_main']
+           'tokenize_parser', 'tokenize_main', 'pretrain_parser', 'pretrain_args', 'pretrain_main', 'print_run_summary',
+           'run_demo', 'showcase_main', 'finetune_parser', 'finetune_config', 'finetune_args', 'finetune_main',
+           'predict_videos', 'predict_main', 'features_of', 'features_main', 'evaluate_run', 'evaluate_main']
 
 # %% ../nbs/11_cli.ipynb #128b3780
 def _micro_batch(text: str) -> int | None:
@@ -474,11 +475,20 @@ def pretrain_main(argv=None):
     if (a.store or a.store_pos) is None:
         p.error("the following arguments are required: --store")
     ev = run_main(p.prog, pretrain_args, a, progress=_progress_mode())
+    print_run_summary(a.out)
     if ev is not None:
         print(
             f"mask accuracy {ev['mask_acc']:.3f} (majority-token baseline {ev['majority_acc']:.3f}), "
             f"CL accuracy {ev['cl_acc']:.3f}; wrote {a.out}"
         )
+
+
+def print_run_summary(out) -> None:
+    """Print the run folder `out`'s `run_summary.json` in one line (`vimpac.engine.summary_line`: steps, wall time,
+    device, CPU threads, torch version, median rate), on rank 0 of a `torchrun` job only, when the run wrote one."""
+    path = Path(out) / "run_summary.json"
+    if os.environ.get("RANK", "0") == "0" and path.is_file():
+        print(summary_line(read_json(path, "a run summary", ("desc", "steps", "wall_s", "device"))))
 
 # %% ../nbs/11_cli.ipynb #88045811
 def _demo_clip(video, fps: float, frame_size: int, clip_len: int, tok) -> tuple:
@@ -727,6 +737,7 @@ def finetune_main(argv=None):
     p = finetune_parser()
     a = p.parse_args(argv)
     hist = run_main(p.prog, finetune_args, a, progress=_progress_mode())
+    print_run_summary(a.out)
     train = [r for r in hist if "acc" in r]
     if train:
         test = [r["test_acc"] for r in hist if "test_acc" in r]

@@ -6,7 +6,7 @@ Docs: https://vimpac.github.io/vimpac/engine.html.md"""
 
 # %% ../nbs/06b_engine.ipynb #05f9147c
 from __future__ import annotations
-import contextlib, json, math, os, re, signal, threading, time, warnings
+import contextlib, json, math, os, platform, re, signal, threading, time, warnings
 from dataclasses import dataclass, asdict, field, fields
 from pathlib import Path
 import torch
@@ -33,7 +33,7 @@ from .model import VimpacConfig, TokenHead
 
 # %% auto #0
 __all__ = ['PRECISIONS', 'KEEP_LAST_HINT', 'RUNTIME_FIELDS', 'GPU_PEAK_FLOPS', 'OPTIMIZER_IMPL_KEYS', 'MEMORY_MARGIN',
-           'RESERVED_BYTES', 'OPTIMIZER_BYTES_PER_PARAM', 'STOP_SIGNALS', 'TrainConfig', 'as_json_value',
+           'RESERVED_BYTES', 'OPTIMIZER_BYTES_PER_PARAM', 'STOP_SIGNALS', 'RATE_FIELDS', 'TrainConfig', 'as_json_value',
            'check_resume_settings', 'init_distributed', 'resolve_precision', 'inference_precision', 'Run', 'start_run',
            'GlobalBatchNorm1d', 'batchnorm_sync', 'sync_batchnorm', 'peak_flops_for', 'peak_flops', 'choose_precision',
            'device_capability', 'dist_backend', 'param_groups', 'make_optimizer', 'load_optimizer_state',
@@ -41,7 +41,7 @@ __all__ = ['PRECISIONS', 'KEEP_LAST_HINT', 'RUNTIME_FIELDS', 'GPU_PEAK_FLOPS', '
            'plan_steps', 'batch_indices', 'StepBatches', 'step_loader', 'plan_run', 'config_from_spec',
            'check_store_tokenizer', 'check_run_tokenizer', 'list_checkpoints', 'load_checkpoint', 'latest_checkpoint',
            'save_checkpoint', 'rng_state', 'set_rng_state', 'ignore_stop_signals', 'StopSignals', 'RunStopped',
-           'Engine', 'MetricsLog']
+           'Engine', 'MetricsLog', 'run_environment', 'summary_line']
 
 # %% ../nbs/06b_engine.ipynb #240b8d9b
 @dataclass
@@ -1208,8 +1208,50 @@ class MetricsLog:
         return f"{self.desc} step {rec['step'] + 1}/{self.steps}: {fields}{bad} {when}"
 
     def close(self):
-        "Close the record files."
+        "Close the record files; rank 0 writes `out/run_summary.json` (`MetricsLog.summary`)."
         if self.file:
+            write_json(self.run.out / "run_summary.json", self.summary())
             self.file.close()
         if self.tb:
             self.tb.close()
+
+# %% ../nbs/06b_engine.ipynb #80b9d0e5
+RATE_FIELDS = ("videos_per_s", "clips_per_s")  # the logged rates a run summary gives: pre-training's, fine-tuning's
+
+
+def run_environment(device) -> dict:
+    """Where a run runs: `device` (e.g. "cuda:0") and `device_name` (the GPU's name, or the CPU's architecture),
+    `threads` (torch's CPU threads, `torch.get_num_threads()`), the `torch` and `python` versions and the `host`."""
+    d = torch.device(device)
+    name = torch.cuda.get_device_name(d) if d.type == "cuda" else platform.machine() or "cpu"
+    return dict(
+        device=str(d),
+        device_name=name,
+        threads=torch.get_num_threads(),
+        torch=torch.__version__,
+        python=platform.python_version(),
+        host=platform.node(),
+    )
+
+
+@patch
+def summary(self: MetricsLog) -> dict:
+    """This process's share of the run: `desc`, `steps` run (from `start` to `steps`), `wall_s` (seconds since the log
+    began), for each rate of `RATE_FIELDS` logged its median over the logged steps after the first (whose time holds
+    the start-up), and `run_environment`."""
+    recs = [h for h in self.history if h["step"] < self.steps]
+    s = dict(desc=self.desc, steps=self.steps - self.start, wall_s=time.perf_counter() - self.began)
+    for k in RATE_FIELDS:
+        rates = sorted(h[k] for h in recs[1:] or recs if k in h)
+        if rates:
+            s[k] = rates[len(rates) // 2]
+    return {**s, **run_environment(self.run.device)}
+
+
+def summary_line(s: dict) -> str:
+    """`MetricsLog.summary` `s` in one line: `DESC: N steps in H:MM:SS on DEVICE (NAME), K CPU threads, torch V:
+    R videos/s (median of the logged steps)`."""
+    threads = f"{s['threads']} CPU thread" + ("" if s["threads"] == 1 else "s")
+    rate = next((f"{s[k]:.1f} {k.removesuffix('_per_s')}/s" for k in RATE_FIELDS if k in s), "no rate logged")
+    where = f"{s['device']} ({s['device_name']}), {threads}, torch {s['torch']}"
+    return f"{s['desc']}: {s['steps']} steps in {_clock(s['wall_s'])} on {where}: {rate} (median of the logged steps)"
