@@ -149,6 +149,11 @@ def test_search_index_holds_api_names_and_headings_and_every_result_lands(site):
     assert by["index.html", "vimpac"]["k"] == "page"
     # a name documented in a cell with a second show_doc (before, only a cell's last value showed)
     assert by["utils.html#vimpacdeprecationwarning", "VimpacDeprecationWarning"]["k"] == "api"
+    # each name once: a second show_doc of a name (in a test cell) once gave it two entries
+    heads = [e["h"] for e in index if e["k"] == "api" and e["p"] != "API index"]
+    assert heads.count("PreTrainingOutput") == 1, [e for e in index if e["h"] == "PreTrainingOutput"]
+    twice = sorted({h for h in heads if heads.count(h) > 1 and "." not in h})
+    assert not twice, twice
     all_pages = pages(site)
     for e in index:  # every result goes to a page of the site, and to an anchor that page has
         page, _, anchor = e["u"].partition("#")
