@@ -295,32 +295,61 @@ def masked_clips(tokenizer, tokens: torch.Tensor, mask: torch.Tensor, **fills) -
     return clips | {k: clip(_decoded(tokenizer, torch.as_tensor(v).cpu())) for k, v in fills.items()}
 
 # %% ../nbs/09_viz.ipynb #410610ac
-def plot_curves(history: list[dict], path=None, baseline: float | None = None):
-    """Loss, mask loss and CL loss (left) and mask / CL accuracy (right) against the step, from the metric dicts that
-    `pretrain` logs; a curve whose field the records lack is left out (a run that masks nothing logs no `mask_loss`
-    nor `mask_acc`: `PretrainConfig.masks`). `baseline` (the majority-token accuracy) is drawn as a dashed line.
-    Saves a PNG to `path`."""
+def _loss_panel(a, history: list[dict], alpha, temperature, videos) -> None:
+    "The left panel of `plot_curves`: L on top (dashed), L_mask, L_cl, and a note when L_cl is about 0."
+    s = [h["step"] for h in history]
+    weights = f" (α {alpha:g}, γ = temperature {temperature:g})" if alpha is not None and temperature else ""
+    for k, lab, style in [
+        ("mask_loss", "L_mask", dict()),
+        ("cl_loss", "L_cl", dict()),
+        ("loss", "L = L_mask + αγ·L_cl" + weights, dict(c="k", ls="--", lw=1.2, zorder=3)),
+    ]:
+        if k in history[0]:
+            a.plot(s, [h[k] for h in history], label=lab, **style)
+    tail = [h["cl_loss"] for h in history[len(history) // 2 :] if "cl_loss" in h]
+    if videos is not None and tail and max(tail) < 0.05:
+        a.text(
+            0.98,
+            0.5,
+            f"L_cl ≈ 0: with {videos} videos, a clip's positive\n(the other clip of its video) is easy to find",
+            transform=a.transAxes,
+            ha="right",
+            va="center",
+            fontsize=8,
+            color="tab:green",
+        )
+    a.set_ylabel("loss")
+
+
+def plot_curves(
+    history: list[dict], path=None, baseline: float | None = None, *, alpha=None, temperature=None, videos=None
+):
+    """Loss, mask loss and CL loss (left) and mask / CL accuracy (right) against the step (integer ticks), from the
+    metric dicts that `pretrain` logs; a curve whose field the records lack is left out (a run that masks nothing logs
+    no `mask_loss` nor `mask_acc`: `PretrainConfig.masks`). The total loss L = L_mask + αγ·L_cl (§3.3, Eq. 6; γ is
+    the InfoNCE temperature) is drawn dashed on top, as it coincides with L_mask when αγ·L_cl is small; its legend
+    gives `alpha` and `temperature` when given. With `videos` (the store's size), a CL loss near 0 over the second
+    half is explained in the figure: few videos make the contrastive task easy. `baseline` (the majority-token
+    accuracy) is drawn as a dashed line. Saves a PNG to `path`. Raises `VimpacError` for an empty history."""
     if not history:
         raise VimpacError("plot_curves: the history is empty")
+    from matplotlib.ticker import MaxNLocator
+
     s = [h["step"] for h in history]
     fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.6))
-    for k, lab in [("loss", "L = L_mask + αγ L_cl"), ("mask_loss", "L_mask"), ("cl_loss", "L_cl")]:
-        if k in history[0]:
-            a.plot(s, [h[k] for h in history], label=lab)
-    a.set_xlabel("step")
-    a.set_ylabel("loss")
-    a.legend()
-    a.grid(alpha=0.3)
+    _loss_panel(a, history, alpha, temperature, videos)
     if "mask_acc" in history[0]:
         b.plot(s, [h["mask_acc"] for h in history], label="mask accuracy (train)")
     b.plot(s, [h["cl_acc"] for h in history], label="CL accuracy (train)")
     if baseline is not None:
         b.axhline(baseline, ls="--", c="k", lw=1, label="majority-token baseline")
-    b.set_xlabel("step")
     b.set_ylabel("accuracy")
     b.set_ylim(0, 1.02)
-    b.legend()
-    b.grid(alpha=0.3)
+    for ax in (a, b):
+        ax.set_xlabel("step")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.legend(fontsize=8)
+        ax.grid(alpha=0.3)
     return _finish(fig, path)
 
 # %% ../nbs/09_viz.ipynb #175eff76
