@@ -119,6 +119,8 @@ def test_api_reconstruct_sample_and_fake(server, tmp_path):
     assert "blocks: the number whose expected mask ratio is closest to 15%" in summary, summary
     for acc in (model_acc, copy_acc):
         assert re.fullmatch(rf"\d+\.\d% of {n} masked tokens", acc), acc
+    returns = [r["label"] for r in api["named_endpoints"]["/reconstruct"]["returns"]]
+    assert "summary" in returns and not [r for r in returns if r.startswith("value_")], returns  # every output named
 
     fake = tmp_path / "fake.mp4"
     fake.write_text("this is a text file, not a video\n")

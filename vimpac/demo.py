@@ -307,7 +307,7 @@ def _page(model, tok, lim: dict):
                 neighbour = gr.Radio(["spatial", "spatiotemporal"], value="spatial", label="nearest token copied")
                 go = gr.Button("Reconstruct", variant="primary", elem_id="run")
             with gr.Column(scale=3):
-                summary = gr.Markdown(elem_id="summary")
+                summary = gr.Markdown(label="summary", elem_id="summary")
                 with gr.Row():
                     model_acc = gr.Textbox(label="mask accuracy: model", interactive=False, elem_id="model_acc")
                     copy_acc = gr.Textbox(
