@@ -21,7 +21,7 @@ from vimpac.video import sample_videos
 from vimpac.tokenizer import load_tokenizer
 from vimpac.store import build_store, TokenStore
 from vimpac.pretrain import pretrain, PretrainConfig
-from vimpac.demo import build_app, launch, main, reconstruction_figures
+from vimpac.demo import PANELS, build_app, launch, main, reconstruction_figures
 from vimpac.inference import load_reconstruction_model
 import vimpac.inference as inference
 from vimpac.utils import VimpacError
@@ -104,17 +104,17 @@ def test_api_reconstruct_sample_and_fake(server, tmp_path):
     carphone = sample_videos()[2]
     *videos, frames, summary, model_acc, copy_acc = client.predict(handle_file(str(carphone)), api_name="/reconstruct")
     T = 5  # the tiny preset's clip length (token map 8 x 8 at 64 px: 320 tokens)
-    for path in videos:  # original, masked input, model reconstruction, nearest-token copy: T frames at 2 FPS, 256 px
+    for path in videos:  # original, VQ-VAE, masked input, model, nearest-token copy: T frames at 2 FPS, 256 px
         with av.open(path) as c:
             s = c.streams.video[0]
             clip = np.stack([f.to_ndarray(format="rgb24") for f in c.decode(s)])
         assert clip.shape == (T, 256, 256, 3) and float(s.average_rate) == 2.0, (path, clip.shape)
-    assert [Path(p).stem for p in videos] == ["original", "masked", "reconstruction", "copy"]
+    assert [Path(p).stem for p in videos] == ["original", "vqvae", "masked", "reconstruction", "copy"]
     from PIL import Image
 
     assert [f["caption"] for f in frames] == [f"frame {i + 1} of {T} ({i / 2:.1f} s)" for i in range(T)]
     strip = np.asarray(Image.open(frames[0]["image"]))
-    assert strip.shape[0] > 256 and strip.shape[1] > 4 * 256 and strip.std() > 10  # four frames side by side
+    assert strip.shape[0] > 256 and strip.shape[1] > 5 * 256 and strip.std() > 10  # five frames side by side
     n = int(re.search(r"\*\*(\d+) of 320 tokens masked", summary).group(1))
     assert "blocks: the number whose expected mask ratio is closest to 15%" in summary, summary
     for acc in (model_acc, copy_acc):
@@ -138,7 +138,7 @@ def test_api_reconstruct_sample_and_fake(server, tmp_path):
         for seed in (3, 4)
     ]
     for j in jobs:
-        summary = j.result(timeout=60)[5]
+        summary = j.result(timeout=60)[-3]  # the summary, before the two accuracies
         share = float(re.search(r"masked \(([\d.]+)%\)", summary).group(1))
         assert 40 < share < 60 and "i.i.d., each token with probability 50%" in summary, summary
 
@@ -256,7 +256,7 @@ def test_examples_load_with_the_cache_in_home(home_server):
     client = Client(url, verbose=False)
     for i, (label, summary) in enumerate(EXAMPLES.items()):
         *videos, frames, text, model_acc, copy_acc = client.predict(i, api_name="/load_example")
-        assert [Path(v).name for v in videos] == ["original.mp4", "masked.mp4", "reconstruction.mp4", "copy.mp4"]
+        assert [Path(v).name for v in videos] == [f"{k}.mp4" for k in PANELS]
         assert summary in text and len(frames) == 5, (label, text)
     assert list((home / ".cache" / "vimpac" / "demo-examples").glob("*/*/original/*/original.mp4"))  # kept there
 
@@ -265,7 +265,7 @@ def test_examples_load_with_the_cache_in_home(home_server):
     CHROMIUM is None, reason="Debian's chromium is not installed (apt-get install chromium); .ci/run installs it"
 )
 def test_browser_clicks_every_example(home_server):
-    "In headless Chromium, each sample example of the page served from a user's home shows four videos that play."
+    "In headless Chromium, each sample example of the page served from a user's home shows five videos that play."
     sync_api = pytest.importorskip("playwright.sync_api", reason="playwright for Python is not installed")
     ready = "() => [...document.querySelectorAll('video')].filter(v => v.readyState >= 2 && v.videoWidth == 256).length"
     with sync_api.sync_playwright() as p:
@@ -279,7 +279,7 @@ def test_browser_clicks_every_example(home_server):
                     f"() => document.querySelector('#summary').innerText.includes({EXAMPLES[label]!r})",
                     timeout=30_000,
                 )
-                page.wait_for_function(f"{ready} == 4", timeout=30_000)
+                page.wait_for_function(f"{ready} == 5", timeout=30_000)
                 assert "Error" not in page.locator("#summary").inner_text()
         finally:
             browser.close()
@@ -321,7 +321,7 @@ def test_python_m_serves_on_loopback(home_server):
 )
 def test_browser_page(browser_server):
     """The page as a user meets it, in headless Chromium: empty boxes before a run, the number of blocks shown for
-    block masks only, a sample example whose outputs were computed at start-up (four videos that play, the frames),
+    block masks only, a sample example whose outputs were computed at start-up (five videos that play, the frames),
     an upload reconstructed at another mask ratio, a frame picked; nothing fetched from outside. Saves the screenshot
     `demo.png` (`helpers.screenshot_path`: the README's under `make screenshots`)."""
     server = browser_server
@@ -350,11 +350,11 @@ def test_browser_page(browser_server):
             assert "the number of blocks follows from it" in page.locator("#ratio").inner_text()
 
             page.get_by_text("bikes.mp4: i.i.d., 75%").click()  # an example: outputs computed at start-up
-            page.wait_for_function("() => document.querySelectorAll('video').length == 4", timeout=15_000)
+            page.wait_for_function("() => document.querySelectorAll('video').length == 5", timeout=15_000)
             page.wait_for_function(
                 "() => [...document.querySelectorAll('video')].every(v => v.readyState >= 2)", timeout=15_000
             )
-            assert [v[1] for v in page.evaluate(videos)] == [256] * 4  # decoded by the browser: it plays them
+            assert [v[1] for v in page.evaluate(videos)] == [256] * 5  # decoded by the browser: it plays them
             assert "i.i.d., each token with probability 75%" in summary(), summary()
             assert re.fullmatch(r"\d+\.\d% of \d+ masked tokens", acc()), acc()
             assert page.get_by_role("radio", name="i.i.d.").is_checked()  # the example's settings are shown

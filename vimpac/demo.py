@@ -85,7 +85,11 @@ def reconstruction_figures(path, model, tok, *, limits: dict | None = None, prog
 
 # %% ../nbs/10_demo.ipynb #594e016d
 PANELS = dict(
-    original="original", masked="masked input", reconstruction="model reconstruction", copy="copy nearest token"
+    original="original",
+    vqvae="tokenizer only",
+    masked="masked input",
+    reconstruction="model reconstruction",
+    copy="copy nearest token",
 )
 
 
@@ -93,9 +97,11 @@ def reconstruction_clips(path, model, tok, *, limits: dict | None = None, progre
     """What the page shows for the video at `path`, as clips: the video is checked (`check_video` with `limits`),
     then a clip of it masked and reconstructed by `vimpac.inference.reconstruct_video` (`options` as for
     `reconstruction_figures`). Returns a dict: `clips`, uint8 (T, S, S, 3) arrays keyed as `PANELS`: `original` (the
-    decoded frames), `masked` (the VQ-VAE reconstruction with the masked tokens grey), `reconstruction` (the model's
-    prediction decoded, visible tokens kept; appendix G.3's Fig. 8) and `copy` (the nearest visible token copied into
-    each masked one, decoded; appendix G.2's Fig. 7), the masked region outlined in red in the last three;
+    decoded frames), `vqvae` (every token decoded by the frozen tokenizer: its own blur, the best any model's
+    prediction can look), `masked` (the VQ-VAE reconstruction with the masked tokens grey), `reconstruction` (the
+    model's prediction decoded, visible tokens kept; appendix G.3's Fig. 8) and `copy` (the nearest visible token
+    copied into each masked one, decoded; appendix G.2's Fig. 7), the masked region outlined in red in all but the
+    original;
     `model_acc` and `copy_acc` (share of masked tokens recovered exactly, in [0, 1]), `masked` (share of tokens
     masked), `masked_tokens` and `tokens` (counts), `blocks` (blocks drawn; None for i.i.d.). Raises `VimpacError`
     as `reconstruction_figures` does."""
@@ -108,7 +114,9 @@ def reconstruction_clips(path, model, tok, *, limits: dict | None = None, progre
     step(0.7, desc="decoding the predictions")
     mask, tokens = r["mask"], r["tokens"]
     fill = nearest_neighbour_fill(tokens[None], mask[None], options.get("neighbour", "spatial"))[0]
-    clips = dict(original=r["frames"], **masked_clips(tok, tokens, mask, reconstruction=r["pred"], copy=fill))
+    clips = dict(
+        original=r["frames"], **masked_clips(tok, tokens, mask, vqvae=tokens, reconstruction=r["pred"], copy=fill)
+    )
     n = int(mask.sum())
     return dict(
         clips=clips,
@@ -184,7 +192,7 @@ def _summary(r: dict, ratio: float, blocks: int) -> str:
 
 def _page_reconstruct(model, tok, lim: dict):
     """The endpoint's function: `reconstruction_clips` with the page's inputs (the mask ratio in percent), returned
-    as four looping videos (`PANELS`, upscaled to 256 px, at `FPS`), the frames as a gallery of `frame_strip`s, the
+    as five looping videos (`PANELS`, upscaled to 256 px, at `FPS`), the frames as a gallery of `frame_strip`s, the
     summary line and the two accuracies as percentages. Files go to a folder of this process's, removed at exit. An
     input it refuses becomes a `gr.Error` of the kit's one line, naming the upload by its file name (not Gradio's
     temporary path), and one line in the server's log, `vimpac-demo: refused NAME: ...` (not a traceback)."""
@@ -291,7 +299,8 @@ def _page(model, tok, lim: dict):
         gr.Markdown(
             f"## VIMPAC: mask a video, let the model fill it in\nThe first {T} frames at {FPS:g} FPS are cropped "
             f"to {frame_size}x{frame_size} px and tokenized; masked tokens are predicted by the model and, as a "
-            "baseline, copied from the nearest visible token. Limits: "
+            "baseline, copied from the nearest visible token. The panel *tokenizer only* decodes every token, none "
+            "masked: its blur is the frozen VQ-VAE's, which no model's prediction can undo. Limits: "
             f"{lim['max_upload_mb']:g} MB, {lim['max_seconds']:g} s, {lim['max_pixels'] / 1e6:.1f} "
             f"megapixels per frame.\n\n**Model:** {getattr(model, 'description', 'a model given by the caller')}"
         )
