@@ -7,7 +7,7 @@ Docs: https://vimpac.github.io/vimpac/model.html.md"""
 # %% ../nbs/04_model.ipynb #70cd752a
 from __future__ import annotations
 from dataclasses import dataclass, asdict, field, fields
-import contextlib, warnings
+import contextlib, re, tempfile, warnings
 from pathlib import Path
 import numpy as np
 import torch
@@ -27,11 +27,12 @@ from vimpac.utils import (
 )
 
 # %% auto #0
-__all__ = ['PRESETS', 'LAYOUTS', 'RENAMED_FIELDS', 'SDPA_MAX_BATCH', 'VimpacConfig', 'parse_layout', 'sdpa_batch_limit',
-           'row_attention', 'AxialAttentionBlock', 'Embeddings', 'MLPBlock', 'VimpacLayer', 'check_tokens', 'pad_mask',
-           'fp32', 'VimpacModel', 'count_parameters', 'TokenHead', 'cls_head', 'interpolate_pos_embed', 'load_checked',
-           'ModelOutput', 'PreTrainingOutput', 'ClassificationOutput', 'label_positions', 'VimpacForPreTraining',
-           'VimpacForVideoClassification', 'model_flops']
+__all__ = ['PRESETS', 'LAYOUTS', 'RENAMED_FIELDS', 'SDPA_MAX_BATCH', 'HUB_FILES', 'VimpacConfig', 'parse_layout',
+           'sdpa_batch_limit', 'row_attention', 'AxialAttentionBlock', 'Embeddings', 'MLPBlock', 'VimpacLayer',
+           'check_tokens', 'pad_mask', 'fp32', 'VimpacModel', 'count_parameters', 'TokenHead', 'cls_head',
+           'interpolate_pos_embed', 'load_checked', 'model_folder', 'model_card', 'ModelOutput', 'PreTrainingOutput',
+           'ClassificationOutput', 'label_positions', 'VimpacForPreTraining', 'VimpacForVideoClassification',
+           'model_flops']
 
 # %% ../nbs/04_model.ipynb #900795c5
 PRESETS = {
@@ -577,16 +578,28 @@ class _Pretrained(nn.Module):
     def _adapt_state(self, sd: dict, kind: str, source) -> dict:
         return sd
 
+    def push_to_hub(self, repo_id: str, *, card: str = "", private=None, token=None) -> str:
+        """Upload this model to the Hugging Face Hub repo `repo_id` (created when missing), as `save_pretrained`
+        writes it, with the model card `model_card(card)` as `README.md`; through `huggingface_hub.HfApi`. Returns
+        the commit's URL. Load it back with `from_pretrained(repo_id)`."""
+        hub = _hub()
+        with tempfile.TemporaryDirectory() as d:
+            self.save_pretrained(d)
+            model_card(self, card).save(Path(d) / "README.md")
+            api = hub.HfApi(token=token)
+            api.create_repo(repo_id, private=private, exist_ok=True)
+            return str(api.upload_folder(repo_id=repo_id, folder_path=d, commit_message="Upload a vimpac model"))
+
     @classmethod
     @renamed_kwargs(**RENAMED_FIELDS)
     def from_pretrained(cls, path, device="cpu", **overrides):
-        """Load a model saved by `save_pretrained`. `overrides` replace config fields, e.g. `max_clip_len=10,
-        token_map=(32, 32)` to continue at frame size 256 (the positional tables are then interpolated,
-        `interpolate_pos_embed`) or `dropout=0.0`; `num_classes` goes to the classification model.
-        A classification model also loads a pre-training checkpoint (its backbone, with a new zero FC layer).
-        Raises `VimpacError` naming missing, unexpected or mis-shaped weights, a folder with no checkpoint, an invalid
-        `config.json` or an unreadable `model.safetensors`."""
-        path = Path(path)
+        """Load a model saved by `save_pretrained`, from a folder or a Hugging Face Hub repo id (`model_folder`).
+        `overrides` replace config fields, e.g. `max_clip_len=10, token_map=(32, 32)` to continue at frame size 256
+        (the positional tables are then interpolated, `interpolate_pos_embed`) or `dropout=0.0`; `num_classes` goes to
+        the classification model. A classification model also loads a pre-training checkpoint (its backbone, with a
+        new zero FC layer). Raises `VimpacError` naming missing, unexpected or mis-shaped weights, a folder with no
+        checkpoint, an invalid `config.json`, an unreadable `model.safetensors` or a repo that cannot be read."""
+        path = model_folder(path)
         cfg, sd = load_weights(path, "a saved vimpac model")  # the files, the JSON and the safetensors, one-line errors
         kind = cfg.pop("kind", None)
         saved_classes = cfg.pop("num_classes", None)
@@ -600,6 +613,56 @@ class _Pretrained(nn.Module):
             model_kw["num_classes"] = saved_classes
         model = cls(VimpacConfig(**{**cfg, **overrides}), **model_kw)
         return load_checked(model, model._adapt_state(sd, kind, path), path).to(device)
+
+# %% ../nbs/04_model.ipynb #25e12ae7
+HUB_FILES = (
+    "*.safetensors",
+    "*.json",
+    "README.md",
+)  # what `model_folder` fetches of a Hub repo: weights, configs, card
+
+
+def _hub():
+    "The `huggingface_hub` module, or `VimpacError` naming how to install it."
+    try:
+        import huggingface_hub
+    except ImportError:
+        raise VimpacError("a Hub repo id needs huggingface_hub: pip install huggingface_hub") from None
+    return huggingface_hub
+
+
+def model_folder(path) -> Path:
+    """`path` as a local folder: a folder as it is; else a Hugging Face Hub repo id, `"org/name"` or
+    `"org/name@revision"`, fetched with `huggingface_hub.snapshot_download` (the files of `HUB_FILES`) into the Hub
+    cache, or read from that cache offline (`HF_HUB_OFFLINE=1`). Raises `VimpacError` for a path that is neither a
+    folder nor a repo id, and for a repo the Hub (or, offline, its cache) does not have."""
+    p = Path(path)
+    repo, _, revision = str(path).partition("@")
+    if p.is_dir() or p.exists() or not re.fullmatch(r"[\w.-]+/[\w.-]+", repo):
+        return p
+    hub = _hub()
+    try:
+        return Path(hub.snapshot_download(repo, revision=revision or None, allow_patterns=list(HUB_FILES)))
+    except (hub.errors.LocalEntryNotFoundError, hub.errors.RepositoryNotFoundError, hub.errors.RevisionNotFoundError):
+        offline = (
+            " (offline: HF_HUB_OFFLINE is set, and the Hub cache has no copy)" if hub.constants.HF_HUB_OFFLINE else ""
+        )
+        raise VimpacError(f"{path}: not a folder, nor a Hub model repo that can be read{offline}") from None
+
+
+def model_card(model, text: str = ""):
+    """A `huggingface_hub.ModelCard` for `model`: metadata (`library_name: vimpac`, the pipeline and tags of a video
+    model, the paper), then `text` (what it was trained on, how well it does), the model's class and its config."""
+    hub = _hub()
+    data = hub.ModelCardData(
+        library_name="vimpac",
+        pipeline_tag="video-classification" if hasattr(model, "num_classes") else "feature-extraction",
+        tags=["video", "self-supervised", "vimpac"],
+    )
+    config = "\n".join(f"- {k}: {v}" for k, v in asdict(model.config).items())
+    body = f"# {type(model).__name__}\n\n{text}\n\nVIMPAC (Tan et al., 2021), loaded with `vimpac`: "
+    body += f"`{type(model).__name__}.from_pretrained(REPO_ID)`.\n\n## Config\n\n{config}\n"
+    return hub.ModelCard(f"---\n{data.to_yaml()}\n---\n\n{body}")
 
 # %% ../nbs/04_model.ipynb #1dab9b44
 class ModelOutput:
