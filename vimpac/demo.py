@@ -20,11 +20,14 @@ from .synthetic import write_video
 from .inference import FPS, load_reconstruction_model, reconstruct_video
 
 # %% auto #0
-__all__ = ['LIMITS', 'PANELS', 'THEME_FONTS', 'check_video', 'reconstruction_figures', 'reconstruction_clips', 'frame_strip',
-           'build_app', 'launch', 'check_address', 'main']
+__all__ = ['LIMITS', 'PAGE_FRAMES', 'PANELS', 'THEME_FONTS', 'check_video', 'reconstruction_figures', 'reconstruction_clips',
+           'frame_strip', 'build_app', 'launch', 'check_address', 'main']
 
 # %% ../nbs/10_demo.ipynb #e0142667
 LIMITS = dict(max_upload_mb=50.0, max_seconds=120.0, max_pixels=1920 * 1080)
+PAGE_FRAMES = (
+    16  # frames the page shows (8 s at 2 FPS), reconstructed in consecutive windows of the model's clip length
+)
 
 # %% ../nbs/10_demo.ipynb #b02b3954
 def check_video(path, limits: dict | None = None) -> dict:
@@ -213,6 +216,7 @@ def _page_reconstruct(model, tok, lim: dict):
                 limits=lim,
                 progress=lambda f, desc=None: progress(f, desc=desc),
                 neighbour=neighbour,
+                num_frames=PAGE_FRAMES,
                 **options,
             )
         except (ValueError, OSError) as e:  # VimpacError is a ValueError: its one line goes to the page
@@ -297,9 +301,10 @@ def _page(model, tok, lim: dict):
     frame_size, T = c.token_map[0] * tok.downsample, c.max_clip_len
     with gr.Blocks(title="VIMPAC reconstruction demo", analytics_enabled=False) as app:
         gr.Markdown(
-            f"## VIMPAC: mask a video, let the model fill it in\nThe first {T} frames at {FPS:g} FPS are cropped "
-            f"to {frame_size}x{frame_size} px and tokenized; masked tokens are predicted by the model and, as a "
-            "baseline, copied from the nearest visible token. The panel *tokenizer only* decodes every token, none "
+            f"## VIMPAC: mask a video, let the model fill it in\nUp to {PAGE_FRAMES} frames at {FPS:g} FPS "
+            f"({PAGE_FRAMES / FPS:g} s) are cropped to {frame_size}x{frame_size} px and tokenized; masked tokens are "
+            f"predicted by the model, {T} frames at a time (its clip length), and, as a baseline, copied from the "
+            "nearest visible token. The panel *tokenizer only* decodes every token, none "
             "masked: its blur is the frozen VQ-VAE's, which no model's prediction can undo. Limits: "
             f"{lim['max_upload_mb']:g} MB, {lim['max_seconds']:g} s, {lim['max_pixels'] / 1e6:.1f} "
             f"megapixels per frame.\n\n**Model:** {getattr(model, 'description', 'a model given by the caller')}"

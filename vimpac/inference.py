@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib.resources
 from pathlib import Path
 import torch
-from .utils import VimpacError, make_generator, read_json
+from .utils import VimpacError, check_number, make_generator, read_json
 from .video import read_video
 from .tokenizer import load_tokenizer
 from .masking import apply_mask, block_mask, blocks_for_ratio, iid_mask, copy_accuracy
@@ -202,14 +202,17 @@ def reconstruct_video(
     seed: int = 0,
     neighbour: str = "spatial",
     fps: float = FPS,
+    num_frames: int | None = None,
     progress=None,
 ) -> dict:
     """Mask a clip of the video at `path` and reconstruct it with `model` (a `VimpacForPreTraining`) and
-    `tokenizer`. The first T frames (the model's clip length) at `fps` are decoded at the model's frame size (token
-    map x the tokenizer's downsampling, centre crop), tokenized, masked (`make_mask` with `strategy`, `blocks`,
-    `ratio`, `seed`) and filled by the model (`reconstruct_tokens`) and by copying the nearest visible token
-    (`copy_accuracy` in mode `neighbour`). Returns a dict: `frames` uint8 (T, S, S, 3), `tokens` int64 (T, h, w),
-    `mask` bool (T, h, w), `pred` int64 and `confidence` float32 (T, h, w) (as `reconstruct_tokens`), `model_acc` and
+    `tokenizer`. The first `num_frames` frames N (default: the model's clip length T) at `fps` are decoded at the
+    model's frame size (token map x the tokenizer's downsampling, centre crop), tokenized, masked (`make_mask` with
+    `strategy`, `blocks`, `ratio`, `seed`, over all N frames) and filled by the model (`reconstruct_tokens`, in
+    consecutive windows of T frames, the last one shorter when T does not divide N) and by copying the nearest
+    visible token (`copy_accuracy` in mode `neighbour`). Returns a dict: `frames` uint8 (N, S, S, 3), `tokens` int64
+    (N, h, w), `mask` bool (N, h, w), `pred` int64 and `confidence` float32 (N, h, w) (as `reconstruct_tokens`),
+    `windows` (the first frame of each), `model_acc` and
     `copy_acc` (the share of masked tokens recovered exactly, in [0, 1]), `mask_ratio` (the share of tokens masked)
     and `blocks` (the number of blocks drawn; None for i.i.d.).
     `progress(fraction, desc=...)` is called along the way when given. Raises `VimpacError` (one line) for a video
@@ -220,20 +223,24 @@ def reconstruct_video(
     c = model.config
     frame_size = c.token_map[0] * tokenizer.downsample
     step(0.15, desc=f"decoding frames at {frame_size} px")
-    frames = read_video(path, fps, frame_size, max_frames=c.max_clip_len)
+    check_number("num_frames", num_frames if num_frames is not None else c.max_clip_len, integer=True, gt=0)
+    frames = read_video(path, fps, frame_size, max_frames=num_frames or c.max_clip_len)
     step(0.35, desc="tokenizing")
     tokens = tokenizer.encode(frames).cpu()
     if strategy == "block":  # the count drawn, derived once from the ratio when not given
         blocks = _block_count(tuple(tokens.shape), blocks, ratio)
     mask = make_mask(tuple(tokens.shape), strategy, blocks=blocks, ratio=ratio, seed=seed)
     step(0.5, desc="predicting the masked tokens")
-    r = reconstruct_tokens(model, tokens, mask)
+    windows = list(range(0, len(tokens), c.max_clip_len))
+    parts = [reconstruct_tokens(model, tokens[s : s + c.max_clip_len], mask[s : s + c.max_clip_len]) for s in windows]
+    r = {k: torch.cat([p[k] for p in parts]) for k in ("pred", "confidence")}
     return dict(
         frames=frames,
         tokens=tokens,
         mask=mask,
         pred=r["pred"],
         confidence=r["confidence"],
+        windows=windows,
         model_acc=(r["pred"][mask] == tokens[mask]).float().mean().item(),
         copy_acc=copy_accuracy(tokens[None], mask[None], neighbour),
         mask_ratio=mask.float().mean().item(),
