@@ -766,11 +766,14 @@ def _views_text(text: str) -> str:
     return text
 
 
-def _common(p, views_default, views_help):
-    "The options of the three tools that load a checkpoint: the run, its views, its tokenizer, batches, device."
-    p.add_argument(
-        "--checkpoint", required=True, help="a saved model folder (save_pretrained: config.json, model.safetensors)"
-    )
+def _common(p, views_default, views_help, shipped: bool = False):
+    """The options of the three tools that load a checkpoint: the run (with `shipped`, by default the shipped
+    classifier, `vimpac.inference.shipped_classifier`), its views, its tokenizer, batches, device."""
+    what = "a saved model folder (save_pretrained: config.json, model.safetensors) or a Hub repo id"
+    if shipped:
+        p.add_argument("--checkpoint", default=None, help=what + " (default: the shipped camera-motion classifier)")
+    else:
+        p.add_argument("--checkpoint", required=True, help=what)
     p.add_argument("--views", type=checked_option(_views_text), default=views_default, help=views_help)
     p.add_argument(
         "--tokenizer",
@@ -802,10 +805,13 @@ def predict_videos(
     progress: bool = True,
     precision: str = "auto",
 ) -> tuple[list[dict], dict]:
-    """`vimpac-predict` as a function: load the checkpoint folder (`load_run`) and its tokenizer (`run_tokenizer`),
-    then `predict` the videos at `fps` (default: the run's record, else 2 with a warning). Returns (predictions, run
-    info)."""
+    """`vimpac-predict` as a function: load the checkpoint folder (`load_run`; None: `shipped_classifier`) and its
+    tokenizer (`run_tokenizer`), then `predict` the videos at `fps` (default: the run's record, else 2 with a
+    warning). Returns (predictions, run info)."""
     dev = get_device(device)
+    from vimpac.inference import shipped_classifier  # here: `--help` imports no model code
+
+    checkpoint = shipped_classifier(checkpoint)
     model, info = load_run(checkpoint, dev)
     tok = run_tokenizer(info, tokenizer, dev)
     preds = predict(
@@ -837,7 +843,7 @@ def predict_main(argv=None):
         prog="vimpac-predict", description="Classify videos with a fine-tuned checkpoint (multi-view inference, §4.2)."
     )
     p.add_argument("videos", nargs="+", help="video files, folders of videos, or .txt lists of paths")
-    _common(p, "3x10", "SPATIALxTEMPORAL crops: 3x10 (the paper's), or 1xK for the centre crop alone (SSV2)")
+    _common(p, "3x10", "SPATIALxTEMPORAL crops: 3x10 (the paper's), or 1xK for the centre crop alone (SSV2)", True)
     p.add_argument(
         "--fps", type=number_option(gt=0), default=None, help="frames per second to sample (default: the run's, else 2)"
     )
@@ -1005,16 +1011,19 @@ def evaluate_run(
     dataset: str | None = None,
 ):
     """`vimpac-evaluate` as a function. Without `probe`: multi-view evaluation of the fine-tuned classifier of
-    `checkpoint` on the labelled store `test` (`evaluate`, default views 3x10, or the `dataset` preset's: 1x10, the
-    centre crop, for SSV2, Table 12). With `probe` (one of `PROBES`):
-    the frozen [CLS] features of `train` and `test` (`evaluate_probe`, default views 1x10, the centre crop of
-    pre-training). With `out`: `metrics.json`, `predictions.csv`, `confusion.png`, and when `train` is given and
-    `retrieval` > 0, `retrieval.png`. Returns the `Evaluation`. Raises `VimpacError` for a probe without `train`, and,
-    before evaluating, for a `tokenizer` given that cannot be loaded or is not the run's (`run_tokenizer`)."""
+    `checkpoint` (None: `shipped_classifier`) on the labelled store `test` (`evaluate`, default views 3x10, or the
+    `dataset` preset's: 1x10, the centre crop, for SSV2, Table 12). With `probe` (one of `PROBES`): the frozen [CLS]
+    features of `train` and `test` (`evaluate_probe`, default views 1x10, the centre crop of pre-training). With
+    `out`: `metrics.json`, `predictions.csv`, `confusion.png`, and when `train` is given and `retrieval` > 0,
+    `retrieval.png`. Returns the `Evaluation`. Raises `VimpacError` for a probe without `train`, and, before
+    evaluating, for a `tokenizer` given that cannot be loaded or is not the run's (`run_tokenizer`)."""
     if probe is not None and train is None:
         raise VimpacError(f"--probe {probe}: needs --train STORE (the store the probe is fitted on)")
     views = _evaluation_views(views, probe, dataset)[0]
     dev = get_device(device)
+    from vimpac.inference import shipped_classifier  # here: `--help` imports no model code
+
+    checkpoint = shipped_classifier(checkpoint)
     model, info = load_run(checkpoint, dev)
     if tokenizer is not None:
         tokenizer = run_tokenizer(info, tokenizer, dev)  # one given is checked up front, not when drawing
@@ -1055,7 +1064,10 @@ def evaluate_main(argv=None):
         "--probe", choices=PROBES, default=None, help="judge frozen [CLS] features instead of the classifier"
     )
     _common(
-        p, None, "SPATIALxTEMPORAL crops (default 3x10, the paper's; 1x10 for probes, the centre crop of pre-training)"
+        p,
+        None,
+        "SPATIALxTEMPORAL crops (default 3x10, the paper's; 1x10 for probes, the centre crop of pre-training)",
+        True,
     )
     p.add_argument(
         "--dataset",

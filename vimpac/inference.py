@@ -18,11 +18,27 @@ from .official import load_official_pretraining
 from .evaluate import describe_run, read_run
 
 # %% auto #0
-__all__ = ['DEMO_CHECKPOINT', 'FPS', 'load_reconstruction_model', 'reconstruct_tokens', 'predict_masked', 'make_mask',
-           'reconstruct_video']
+__all__ = ['DEMO_CHECKPOINT', 'CLASSIFIER_CHECKPOINT', 'FPS', 'shipped_classifier', 'load_reconstruction_model',
+           'reconstruct_tokens', 'predict_masked', 'make_mask', 'reconstruct_video']
 
 # %% ../nbs/08b_inference.ipynb #d67c2086
 DEMO_CHECKPOINT = Path(str(importlib.resources.files("vimpac"))) / "weights" / "demo"  # the shipped demo model
+CLASSIFIER_CHECKPOINT = DEMO_CHECKPOINT.parent / "classifier"  # the shipped camera-motion classifier (its card)
+
+
+def shipped_classifier(checkpoint=None) -> Path:
+    """`checkpoint`, or when None the shipped classifier `CLASSIFIER_CHECKPOINT` (the demo model fine-tuned to name a
+    clip's camera motion; see its card): what `vimpac-predict` and `vimpac-evaluate` use without `--checkpoint`.
+    Raises `VimpacError` when none is given and this install ships none."""
+    if checkpoint is not None:
+        return checkpoint
+    if not (CLASSIFIER_CHECKPOINT / "config.json").is_file():
+        raise VimpacError(
+            f"no classifier is shipped at {CLASSIFIER_CHECKPOINT}; pass --checkpoint RUN (a vimpac-finetune run)"
+        )
+    return CLASSIFIER_CHECKPOINT
+
+
 FPS = 2.0  # frames per second sampled from a video, as in pre-training (paper §4.2)
 
 
