@@ -109,7 +109,7 @@ def test_official_model_reconstructs(files):
 
 
 def test_official_app_serves_reconstruct(files, tmp_path, monkeypatch):
-    "The app built on the authors' model answers `/reconstruct` on a sample video: four clips, the frames, percentages."
+    "The app built on the authors' model answers `/reconstruct` on a sample video: five clips, the frames, percentages."
     import av
     from gradio_client import Client, handle_file
 
@@ -123,10 +123,11 @@ def test_official_app_serves_reconstruct(files, tmp_path, monkeypatch):
         *videos, frames, summary, model_acc, copy_acc = Client(f"http://127.0.0.1:{port}/", verbose=False).predict(
             handle_file(str(sample_videos()[2])), api_name="/reconstruct"
         )
-        with av.open(videos[2]) as c:  # the reconstruction: the model's 3 frames, upscaled to 256 px
+        assert Path(videos[3]).stem == "reconstruction"  # after the original, the tokenizer's and the masked input
+        with av.open(videos[3]) as c:  # carphone's 8 frames (4 s at 2 FPS) in windows of the model's 3, at 256 px
             clip = np.stack([f.to_ndarray(format="rgb24") for f in c.decode(video=0)])
-        assert clip.shape == (3, 256, 256, 3) and clip.std() > 10, clip.shape
-        assert len(frames) == 3 and "tokens masked" in summary
+        assert clip.shape == (8, 256, 256, 3) and clip.std() > 10, clip.shape
+        assert len(frames) == 8 and "tokens masked" in summary
         assert all(a.endswith("masked tokens") and 0 <= float(a.split("%")[0]) <= 100 for a in (model_acc, copy_acc))
     finally:
         app.close()
