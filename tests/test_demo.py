@@ -21,7 +21,7 @@ from vimpac.video import sample_videos
 from vimpac.tokenizer import load_tokenizer
 from vimpac.store import build_store, TokenStore
 from vimpac.pretrain import pretrain, PretrainConfig
-from vimpac.demo import PANELS, build_app, launch, main, reconstruction_figures
+from vimpac.demo import ACCURACY_LABELS, PANELS, build_app, launch, main, reconstruction_figures
 from vimpac.inference import load_reconstruction_model
 import vimpac.inference as inference
 from vimpac.utils import VimpacError
@@ -117,10 +117,11 @@ def test_api_reconstruct_sample_and_fake(server, tmp_path):
     assert strip.shape[0] > 256 and strip.shape[1] > 5 * 256 and strip.std() > 10  # five frames side by side
     n = int(re.search(r"\*\*(\d+) of 512 tokens masked", summary).group(1))
     assert "blocks: the number whose expected mask ratio is closest to 15%" in summary, summary
-    for acc in (model_acc, copy_acc):
-        assert re.fullmatch(rf"\d+\.\d% of {n} masked tokens", acc), acc
-    returns = [r["label"] for r in api["named_endpoints"]["/reconstruct"]["returns"]]
+    for acc in (model_acc, copy_acc):  # numbers: percent of the n masked tokens, one decimal
+        assert isinstance(acc, float) and 0 <= acc <= 100 and abs(acc - 100 * round(acc * n / 100) / n) <= 0.05, acc
+    returns = {r["label"]: r["python_type"]["type"] for r in api["named_endpoints"]["/reconstruct"]["returns"]}
     assert "summary" in returns and not [r for r in returns if r.startswith("value_")], returns  # every output named
+    assert [returns[k] for k in ACCURACY_LABELS] == ["float", "float"], returns
 
     fake = tmp_path / "fake.mp4"
     fake.write_text("this is a text file, not a video\n")
@@ -336,11 +337,12 @@ def test_browser_page(browser_server):
             page.on("request", lambda r: urls.append(r.url))
             page.goto(server, wait_until="networkidle")
             page.locator("#run").wait_for(state="visible", timeout=30_000)
-            acc = lambda: page.locator("#model_acc textarea, #model_acc input").first.input_value()
+            acc = lambda: page.locator("#model_acc input").first.input_value()
             summary = lambda: page.locator("#summary").inner_text()
             text = page.locator("body").inner_text()  # the header names the model and what it was trained on
             assert "Model:" in text and "pre-trained model; tokens of vimpac-vqvae" in text and "trained on" in text
-            assert acc() == "" and summary().strip() == "" and page.evaluate(videos) == []  # nothing before a run
+            assert summary().strip() == "" and page.evaluate(videos) == []  # nothing before a run
+            assert not page.locator("#model_acc").is_visible()  # no accuracy box reading 0
 
             assert page.locator("#blocks").is_visible()  # the number of blocks: block masks only
             page.get_by_role("radio", name="i.i.d.").check()
@@ -357,7 +359,8 @@ def test_browser_page(browser_server):
             )
             assert [v[1] for v in page.evaluate(videos)] == [256] * 5  # decoded by the browser: it plays them
             assert "i.i.d., each token with probability 75%" in summary(), summary()
-            assert re.fullmatch(r"\d+\.\d% of \d+ masked tokens", acc()), acc()
+            page.locator("#model_acc").wait_for(state="visible")
+            assert 0 <= float(acc()) <= 100, acc()
             assert page.get_by_role("radio", name="i.i.d.").is_checked()  # the example's settings are shown
 
             page.locator("#video").get_by_role("button", name="Clear").click()  # the example's video, then an upload

@@ -128,7 +128,7 @@ def test_official_app_serves_reconstruct(files, tmp_path, monkeypatch):
             clip = np.stack([f.to_ndarray(format="rgb24") for f in c.decode(video=0)])
         assert clip.shape == (8, 256, 256, 3) and clip.std() > 10, clip.shape
         assert len(frames) == 8 and "tokens masked" in summary
-        assert all(a.endswith("masked tokens") and 0 <= float(a.split("%")[0]) <= 100 for a in (model_acc, copy_acc))
+        assert all(isinstance(a, float) and 0 <= a <= 100 for a in (model_acc, copy_acc)), (model_acc, copy_acc)
     finally:
         app.close()
 

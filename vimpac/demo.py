@@ -20,8 +20,8 @@ from .synthetic import write_video
 from .inference import FPS, load_reconstruction_model, reconstruct_video
 
 # %% auto #0
-__all__ = ['LIMITS', 'PAGE_FRAMES', 'PANELS', 'THEME_FONTS', 'check_video', 'reconstruction_figures', 'reconstruction_clips',
-           'frame_strip', 'build_app', 'launch', 'check_address', 'main']
+__all__ = ['LIMITS', 'PAGE_FRAMES', 'PANELS', 'ACCURACY_LABELS', 'THEME_FONTS', 'check_video', 'reconstruction_figures',
+           'reconstruction_clips', 'frame_strip', 'build_app', 'launch', 'check_address', 'main']
 
 # %% ../nbs/10_demo.ipynb #e0142667
 LIMITS = dict(max_upload_mb=50.0, max_seconds=120.0, max_pixels=1920 * 1080)
@@ -93,6 +93,10 @@ PANELS = dict(
     masked="masked input",
     reconstruction="model reconstruction",
     copy="copy nearest token",
+)
+ACCURACY_LABELS = (  # the page's two numbers, and the API's names for them
+    "mask accuracy: model (%)",
+    "mask accuracy: copy the nearest visible token (%)",
 )
 
 
@@ -176,10 +180,6 @@ def _samples() -> list[Path]:
         return []
 
 
-def _share(acc: float, n: int) -> str:
-    return f"{100 * acc:.1f}% of {n} masked tokens"
-
-
 def _summary(r: dict, ratio: float, blocks: int) -> str:
     "The line above the clips: what was masked, and how (the mask ratio `ratio` in percent, as the page gives it)."
     head = f"**{r['masked_tokens']} of {r['tokens']} tokens masked ({100 * r['masked']:.1f}%)**"
@@ -196,7 +196,8 @@ def _summary(r: dict, ratio: float, blocks: int) -> str:
 def _page_reconstruct(model, tok, lim: dict):
     """The endpoint's function: `reconstruction_clips` with the page's inputs (the mask ratio in percent), returned
     as five looping videos (`PANELS`, upscaled to 256 px, at `FPS`), the frames as a gallery of `frame_strip`s, the
-    summary line and the two accuracies as percentages. Files go to a folder of this process's, removed at exit. An
+    summary line and the two mask accuracies as numbers, in percent of the masked tokens (one decimal; the count of
+    masked tokens is in the summary). Files go to a folder of this process's, removed at exit. An
     input it refuses becomes a `gr.Error` of the kit's one line, naming the upload by its file name (not Gradio's
     temporary path), and one line in the server's log, `vimpac-demo: refused NAME: ...` (not a traceback)."""
     gr = _gradio()
@@ -231,7 +232,7 @@ def _page_reconstruct(model, tok, lim: dict):
         videos = [str(write_video(_upscaled(clips[k]), out / f"{k}.mp4", fps=FPS)) for k in PANELS]
         T = len(clips["original"])
         frames = [(frame_strip(clips, i), f"frame {i + 1} of {T} ({i / FPS:.1f} s)") for i in range(T)]
-        accs = _share(r["model_acc"], r["masked_tokens"]), _share(r["copy_acc"], r["masked_tokens"])
+        accs = round(100 * r["model_acc"], 1), round(100 * r["copy_acc"], 1)
         return (*videos, frames, _summary(r, float(ratio), options["blocks"]), *accs)
 
     return run
@@ -322,11 +323,9 @@ def _page(model, tok, lim: dict):
                 go = gr.Button("Reconstruct", variant="primary", elem_id="run")
             with gr.Column(scale=3):
                 summary = gr.Markdown(label="summary", elem_id="summary")
-                with gr.Row():
-                    model_acc = gr.Textbox(label="mask accuracy: model", interactive=False, elem_id="model_acc")
-                    copy_acc = gr.Textbox(
-                        label="mask accuracy: copy the nearest visible token", interactive=False, elem_id="copy_acc"
-                    )
+                with gr.Row(visible=False) as accuracies:  # shown with the first result: a Number shows 0 before
+                    model_acc = gr.Number(label=ACCURACY_LABELS[0], precision=1, interactive=False, elem_id="model_acc")
+                    copy_acc = gr.Number(label=ACCURACY_LABELS[1], precision=1, interactive=False, elem_id="copy_acc")
                 with gr.Row():
                     clips = [
                         gr.Video(label=label, autoplay=True, loop=True, interactive=False, elem_id=f"clip_{k}")
@@ -366,6 +365,7 @@ def _page(model, tok, lim: dict):
                     elem_id="examples",
                 )
         go.click(run, inputs, outputs, api_name="reconstruct")
+        model_acc.change(lambda: gr.Row(visible=True), None, accuracies, api_visibility="private", queue=False)
         strategy.change(
             lambda s: (gr.Slider(visible=s == "block"), gr.Slider(label=_ratio_label(s))),
             strategy,
