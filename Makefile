@@ -85,7 +85,7 @@ nbtest: $(STAMP)
 	$(BIN)/nbdev-test --n-workers 2
 
 pytest: $(STAMP)
-	$(BIN)/python -m pytest tests
+	$(BIN)/python -m pytest --durations=15 tests
 
 # pyflakes, lines of at most 120 characters and one statement a line over the package, tests, benchmarks and the
 # notebooks' code, and `ruff format` over all but the generated modules (pyproject.toml [tool.ruff], issue 22)

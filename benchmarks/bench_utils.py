@@ -32,24 +32,15 @@ def peak_memory_gb(device) -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e9
 
 
-def forward_params(model) -> set:
-    """The parameter names of `model.forward` (of the module itself, not a compiled wrapper): what the kit in use takes,
-    so that a script runs against older kits too (before `label_positions`, `num_masked` or `has_pad`)."""
-    import inspect
-
-    return set(inspect.signature(getattr(model, "_orig_mod", model).forward).parameters)
-
-
-def pretrain_batch(config, videos: int, seed: int = 0, mask_ratio: float = 0.15, pin: bool = False) -> tuple:
-    """One pre-training micro-batch of `videos` random clip pairs, built on the host as `vimpac-pretrain`'s loader
-    builds it (`vimpac.pretrain._MaskedPairs`): (inputs, labels, label positions, has [PAD], videos), inputs and labels
-    int64 (2 x videos, T, h, w) in the order [c_1..c_n, c'_1..c'_n] with each clip's own block mask (`mask_clip_pairs`,
-    the appendix B.1 block count for `mask_ratio`), positions the flat indices (M,) int64 of the masked tokens, has
-    [PAD]
-    a Python bool found on the host. The masks are drawn from a generator seeded with `seed` alone, the tokens from
-    another (`seed` + 1), so that a seed gives the same masks (the same M) whatever the vocabulary. `pin`: in pinned
-    memory, for `to_device(..., non_blocking)`."""
-    from vimpac.pretrain import PretrainConfig, mask_clip_pairs
+def pretrain_batch(config, videos: int, seed: int = 0, mask_ratio: float = 0.15, pin: bool = False):
+    """One pre-training micro-batch of `videos` random clip pairs, a `vimpac.pretrain.MicroBatch` built on the host as
+    the loader's collate (`MaskedPairs`) builds it: inputs and labels int64 (2 x videos, T, h, w) in the order
+    [c_1..c_n, c'_1..c'_n], each clip with its own block mask (`mask_clip_pairs`, the appendix B.1 block count for
+    `mask_ratio`), the masked positions (M,) int64 (`label_positions`) and the [PAD] flag found on the host. The masks
+    are drawn from a generator seeded with `seed` alone, the tokens from another (`seed` + 1), so that a seed gives the
+    same masks (the same M) whatever the vocabulary. `pin`: tensors in pinned memory, for a `non_blocking` copy."""
+    from vimpac.model import label_positions
+    from vimpac.pretrain import MicroBatch, PretrainConfig, mask_clip_pairs
 
     c, T = config, config.max_clip_len
     pairs = torch.randint(
@@ -58,62 +49,35 @@ def pretrain_batch(config, videos: int, seed: int = 0, mask_ratio: float = 0.15,
     inputs, labels, _ = mask_clip_pairs(
         pairs, c, PretrainConfig(clip_len=T, mask_ratio=mask_ratio), torch.Generator().manual_seed(seed)
     )
-    positions = (labels.flatten() != -100).nonzero().squeeze(1)  # `vimpac.model.label_positions`, on the host
-    batch = (inputs, labels, positions)
-    if pin:
-        batch = tuple(t.pin_memory() for t in batch)
-    return (*batch, bool((pairs == c.pad_id).any()), videos)
+    mb = MicroBatch(inputs, labels, label_positions(labels), bool((pairs == c.pad_id).any()), videos)
+    return MicroBatch(*(t.pin_memory() if pin and isinstance(t, torch.Tensor) else t for t in mb))
 
 
-def to_device(batch: tuple, device) -> tuple:
-    """A `pretrain_batch` moved to `device` as `vimpac.pretrain._masked_step` moves it (tensors `non_blocking`, nothing
-    read back), with n_masked, the masked count as a float tensor on `device`, appended."""
-    inputs, labels, positions, has_pad, m = batch
-    moved = tuple(t.to(device, non_blocking=True) for t in (inputs, labels, positions))
-    return (*moved, has_pad, m, torch.full((), float(len(positions)), device=device))
+def to_device(batch, device):
+    """A `pretrain_batch` (or any `MicroBatch`) on `device` with its masked count, by the loop's own
+    `vimpac.pretrain.fetch_step` in one process (tensors copied `non_blocking`, nothing read back)."""
+    from types import SimpleNamespace
+    from vimpac.pretrain import MicroBatch, fetch_step
+
+    [mb], _ = fetch_step(iter([MicroBatch(*batch)]), 1, SimpleNamespace(device=torch.device(device), world=1))
+    return mb
 
 
-def pretrain_loss_fn(model, compiled: bool = False, amp_dtype=None, temperature: float = 0.2, alpha: float = 1.0):
-    """`loss(forward, micro_batch)`: the pre-training loss of a `to_device` micro-batch as `vimpac.pretrain._loss_fn`
-    computes it in one process, `forward` being `model` or its compiled wrapper, run under autocast at `amp_dtype`
-    (None: fp32), the losses outside it. The model gets the masked count, the label positions and the host's [PAD]
-    flag where its `forward` takes them (`forward_params`; compiled: no flag, and M marked dynamic, as the loop does);
-    the InfoNCE is `info_nce_distributed`'s sum over the batch divided by the videos (the loop's; `info_nce` on kits
-    without it). Returns a scalar float32 tensor."""
-    from vimpac.losses import pretraining_loss
+def pretrain_loss_fn(compiled: bool = False, amp_dtype=None, temperature: float = 0.2, alpha: float = 1.0):
+    """`loss(forward, micro_batch)`: the pre-training loss, float32 (), of a `to_device` micro-batch, computed by the
+    loop's own `vimpac.pretrain.micro_batch_loss` in one process, `forward` being the model or its compiled wrapper,
+    run under autocast at `amp_dtype` (None: fp32) as `Engine.forward` runs it. `compiled`: as the loop compiles (no
+    [PAD] flag, M marked dynamic)."""
+    from vimpac.pretrain import PretrainConfig, micro_batch_loss
 
-    try:
-        from vimpac.losses import info_nce_distributed as nce_fn
-
-        per_video = True
-    except ImportError:
-        from vimpac.losses import info_nce as nce_fn
-
-        per_video = False
-    params = forward_params(model)
+    cfg = PretrainConfig(compile=compiled, temperature=temperature, alpha=alpha)
 
     def loss(forward, mb):
-        inputs, labels, positions, has_pad, m, n_masked = mb
-        kw = {}
-        if "num_masked" in params:
-            kw["num_masked"] = n_masked
-        if "label_positions" in params:
-            if compiled:
-                torch._dynamo.mark_dynamic(positions, 0)
-            kw["label_positions"] = positions
-        if "has_pad" in params:
-            kw["has_pad"] = None if compiled else has_pad
-        dev = inputs.device.type
-        with torch.autocast(dev, dtype=amp_dtype, enabled=amp_dtype is not None):
-            o = forward(inputs, labels, **kw)
-        if "loss" in o:
-            l_mask = o["loss"]
-        else:  # kits whose model returned logits and targets only
-            from vimpac.losses import mask_loss
+        def autocast_forward(*args, **kwargs):
+            with torch.autocast(mb.inputs.device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
+                return forward(*args, **kwargs)
 
-            l_mask = mask_loss(o["logits"], o["targets"])[0]
-        nce = nce_fn(o["features"][:m], o["features"][m:], temperature)[0]
-        return pretraining_loss(l_mask, nce / m if per_video else nce, alpha, temperature)
+        return micro_batch_loss(autocast_forward, cfg)(mb)[0]
 
     return loss
 

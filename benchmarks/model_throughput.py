@@ -21,7 +21,6 @@ from bench_utils import (
     device_sync,
     median_seconds,
     peak_memory_gb,
-    forward_params,
     pretrain_batch,
     pretrain_loss_fn,
     to_device,
@@ -47,11 +46,9 @@ def worker(a):
         gradient_checkpointing=a.checkpointing,
     )
     model = VimpacForPreTraining(cfg).to(dev).train()
-    # the engine's compile (one graph, vimpac.engine.Engine) where the kit's forward takes the host's [PAD] flag;
-    # older kits broke the graph at `pad.any()`
-    step_model = torch.compile(model, fullgraph="has_pad" in forward_params(model)) if a.compile else model
+    step_model = torch.compile(model, fullgraph=True) if a.compile else model  # the engine's compile: one graph
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(a.precision)
-    loss_fn = pretrain_loss_fn(model, compiled=a.compile, amp_dtype=dtype)
+    loss_fn = pretrain_loss_fn(compiled=a.compile, amp_dtype=dtype)
     # the loader's micro-batches, masked on the host (two, so that M changes from step to step as in training)
     host = [pretrain_batch(cfg, a.videos, seed=i, pin=dev.type == "cuda") for i in range(2)]
     sync, n = device_sync(dev), [0]

@@ -87,21 +87,6 @@ def check_presets(presets) -> list[str]:
     return list(presets)
 
 
-@contextlib.contextmanager
-def _no_value_checks():
-    "The model's token-id checks read values, which fake tensors do not have: off while counting."
-    import vimpac.model as vm
-
-    orig = getattr(vm, "_refuse_any", None)
-    if orig is not None:
-        vm._refuse_any = lambda bad, message: None
-    try:
-        yield
-    finally:
-        if orig is not None:
-            vm._refuse_any = orig
-
-
 class SavedBytes:
     """`saved_tensors_hooks` that total the bytes autograd saves for backward, each storage once (by
     `untyped_storage()._cdata`, the tensors kept referenced so that no address is reused), leaving out `exclude`d
@@ -240,11 +225,11 @@ def count(
     w, amp = WORKLOADS[workload], torch.bfloat16 if precision == "bf16" else None
     c = VimpacConfig.from_preset(preset, max_clip_len=w["clip_len"], token_map=(w["token_map"],) * 2)
     host = pretrain_batch(c, samples) if workload == "pretrain" else None
-    with FakeTensorMode() as fm, _no_value_checks():
+    with FakeTensorMode() as fm:  # the model's token-id check skips fake tensors (no values)
         if workload == "pretrain":
             model = VimpacForPreTraining(c).train()
-            mb = to_device(tuple(fm.from_tensor(x) if isinstance(x, torch.Tensor) else x for x in host), "cpu")
-            loss_fn = pretrain_loss_fn(model, amp_dtype=amp)
+            mb = to_device([fm.from_tensor(x) if isinstance(x, torch.Tensor) else x for x in host], "cpu")
+            loss_fn = pretrain_loss_fn(amp_dtype=amp)
             forward = lambda: loss_fn(model, mb)  # noqa: E731
         else:
             model = VimpacForVideoClassification(c, w["num_classes"]).train()
@@ -340,15 +325,15 @@ def kit_plan(preset: str, workload: str, precision: str = "bf16", device_bytes: 
     w = WORKLOADS[workload]
     c = VimpacConfig.from_preset(preset, max_clip_len=w["clip_len"], token_map=(w["token_map"],) * 2)
     if workload == "pretrain":
-        from vimpac.pretrain import PretrainConfig as Cfg, _memory_inputs
+        from vimpac.pretrain import PretrainConfig as Cfg, memory_inputs
 
         model, least = VimpacForPreTraining(c), 2
     else:
-        from vimpac.finetune import FinetuneConfig as Cfg, _memory_inputs
+        from vimpac.finetune import FinetuneConfig as Cfg, memory_inputs
 
         model, least = VimpacForVideoClassification(c, w["num_classes"]), 1
     cfg = Cfg(clip_len=w["clip_len"])
-    mm = memory_model(model, _memory_inputs(c, cfg), torch.bfloat16 if precision == "bf16" else None)
+    mm = memory_model(model, memory_inputs(c, cfg), torch.bfloat16 if precision == "bf16" else None)
     micro = plan_steps(cfg, 10**6, 1, mm, device_bytes, least=least)[1]
     return micro, mm.peak(micro)
 

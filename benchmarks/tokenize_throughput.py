@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 from vimpac.video import CENTER_VIEW, sample_videos, read_views
 from vimpac.tokenizer import load_tokenizer, DalleTokenizer, DalleEncoder, DalleDecoder
-from vimpac.store import build_store, _DecodeVideos
+from vimpac.store import build_store, DecodeVideos
 from bench_utils import device_sync, machine_name, median_seconds
 
 
@@ -47,7 +47,7 @@ def main(argv=None) -> int:
     for workers in [0, 1, 2, 4] if "decode" in parts else []:
         if workers > (os.cpu_count() or 1) * 2:
             continue
-        ds = _DecodeVideos([(str(i), v, v.name) for i, v in enumerate(videos)], a.fps, a.size, [CENTER_VIEW], 64)
+        ds = DecodeVideos([(str(i), v, v.name) for i, v in enumerate(videos)], a.fps, a.size, [CENTER_VIEW], 64)
         n = sum(len(read_views(v, a.fps, a.size)["1x-center"]) for v in sample_videos()) * a.copies
 
         def run():

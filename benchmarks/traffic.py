@@ -95,7 +95,7 @@ def make_step(preset: str, token_map: int, clip_len: int, videos: int, seed: int
             if hasattr(m, "attn_drop"):
                 m.attn_drop = 0.0
     mb = to_device(pretrain_batch(c, videos, seed), "cpu")
-    loss = pretrain_loss_fn(model)
+    loss = pretrain_loss_fn()
 
     def step(m):
         loss(m, mb).backward()

@@ -2,7 +2,7 @@
 never a traceback or a signal; and the tokenizer's API edges (float frames outside [0, 1], float or bool tokens).
 Stores are made with the kit's own `build_store` and the default tokenizer on tiny synthetic videos."""
 
-import json, os, pickle, shutil, signal, subprocess, sys, warnings
+import json, os, pickle, shutil, signal, struct, subprocess, sys, warnings
 from vimpac.synthetic import write_video
 import numpy as np
 import pytest
@@ -69,7 +69,7 @@ def big_store(tmp_path_factory, videos, tok):
     out = tmp_path_factory.mktemp("stores") / "big"
     build_store(videos, tok, out, fps=8, frame_size=128, progress=False)
     shard = next(out.glob("shard-*.lmdb"))
-    env = store_mod._env(shard, write=True)  # the writer's environment, still open in this process
+    env = store_mod.lmdb_env(shard, write=True)  # the writer's environment, still open in this process
     with env.begin(write=True) as txn:
         key = next(k[2:].decode() for k, _ in txn.cursor() if k.startswith(b"m/"))
         rec, arr = json.loads(txn.get(f"m/{key}".encode())), txn.get(f"v/{key}/1x-center".encode())
@@ -340,8 +340,8 @@ def test_truncated_shard_through_the_cli(good_store, tmp_path, bin_dir):
 
 def test_lmdb_header_of_a_real_store(big_store):
     shard = next(big_store.glob("shard-*.lmdb"))
-    h = store_mod._lmdb_header(shard / "data.mdb")
-    env = store_mod._env(shard)  # this process's environment (the fixture's writer)
+    h = store_mod.lmdb_header(shard / "data.mdb")
+    env = store_mod.lmdb_env(shard)  # this process's environment (the fixture's writer)
     info, psize = env.info(), env.stat()["psize"]
     assert (h["page_size"], h["last_page"], h["txnid"]) == (psize, info["last_pgno"], info["last_txnid"])
     assert h["needed"] == (shard / "data.mdb").stat().st_size and h["txnid"] >= 2
@@ -362,13 +362,13 @@ class _ReadInWorker(torch.utils.data.Dataset):
     def __getitem__(self, i):
         x = self.store[i]
         shard = self.store.shards[self.store._where[self.store.keys()[i]]].resolve()
-        return x, os.getpid(), sorted(pid for pid, p in store_mod._ENVS if p == str(shard))
+        return x, os.getpid(), sorted(pid for pid, p, _ in store_mod.lmdb_environments() if p == str(shard))
 
 
 def test_forked_workers_open_their_own_environment(good_store):
     store = TokenStore(good_store)  # opens the shard's environment in this process
     shard = str(store.shards[0].resolve())
-    parent_env = store_mod._ENVS[(os.getpid(), shard)][0]
+    parent_env = store_mod.lmdb_env(shard)
     want = [store[i] for i in range(len(store))]
     dl = torch.utils.data.DataLoader(
         _ReadInWorker(store), batch_size=None, num_workers=2, multiprocessing_context="fork"
@@ -379,7 +379,7 @@ def test_forked_workers_open_their_own_environment(good_store):
     # a forked worker reads through an environment it opened itself (the copy of the parent's is closed there)
     assert all(pids == [pid] for _, pid, pids in got)
     assert len({pid for _, pid, _ in got}) == 2
-    assert store_mod._ENVS[(os.getpid(), shard)][0] is parent_env  # the parent's is untouched and still reads
+    assert store_mod.lmdb_env(shard) is parent_env  # the parent's is untouched and still reads
     assert all(torch.equal(store[i], w) for i, w in enumerate(want))
 
 
@@ -439,21 +439,23 @@ def test_store_tokens_decode_as_they_are(good_store, tok):
 def test_lmdb_header_page_sizes(psize, tmp_path):
     "The parser reads the page size from the header (4 KiB here; 16 KiB on Apple silicon, 64 KiB on some arm64 /"
     "ppc64le)."
+    # LMDB's own layout (lmdb.h, mdb.c), written here independently of the parser: a 16-byte MDB_page header (page
+    # number, pad, flags with P_META 0x08), then MDB_meta: magic 0xBEEFC0DE, version 1, address, map size, two MDB_db
+    # whose first md_pad is the page size, the last used page and the transaction id
+    page_head, meta = struct.Struct("=QHH4x"), struct.Struct("=II8xQI92xQQ")
     buf = bytearray(2 * psize)
     for i, (last, txnid) in enumerate([(30, 5), (33, 6)]):  # the second meta page is the newer one
-        store_mod._PAGE_HEAD.pack_into(buf, i * psize, i, 0, store_mod._P_META)
-        store_mod._META.pack_into(
-            buf, i * psize + store_mod._PAGE_HEAD.size, store_mod._MDB_MAGIC, 1, 1 << 30, psize, last, txnid
-        )
+        page_head.pack_into(buf, i * psize, i, 0, 0x08)
+        meta.pack_into(buf, i * psize + page_head.size, 0xBEEFC0DE, 1, 1 << 30, psize, last, txnid)
     shard = tmp_path / "shard-00000-of-00001.lmdb"
     shard.mkdir()
     (shard / "data.mdb").write_bytes(bytes(buf) + bytes(32 * psize))  # exactly the 34 pages the header needs
-    h = store_mod._lmdb_header(shard / "data.mdb")
+    h = store_mod.lmdb_header(shard / "data.mdb")
     assert (h["page_size"], h["last_page"], h["txnid"], h["needed"]) == (psize, 33, 6, 34 * psize)
-    store_mod._check_shard(shard)
+    store_mod.check_shard(shard)
     os.truncate(shard / "data.mdb", 34 * psize - 1)
     with pytest.raises(VimpacError) as e:
-        store_mod._check_shard(shard)
+        store_mod.check_shard(shard)
     one_line(
         str(e.value),
         shard,

@@ -5,7 +5,7 @@ the run notebooks' parameters cells are written from the same fields (tools/sync
 import dataclasses, importlib.util
 from pathlib import Path
 import pytest
-from vimpac.cli import MODEL_SKIP, pretrain_main, pretrain_parser, finetune_parser, _model_spec
+from vimpac.cli import MODEL_SKIP, pretrain_main, pretrain_parser, finetune_parser, model_spec
 from vimpac.finetune import FinetuneConfig
 from vimpac.model import VimpacConfig
 from vimpac.pretrain import PretrainConfig
@@ -223,10 +223,10 @@ def test_pretrain_options_make_the_configs():
     assert config_from_options(PretrainConfig, a) == PretrainConfig(
         mask_ratio=0.3, num_blocks=4, weight_decay=0.1, warmup_ratio=0.2, d_max=2.0, epochs=2.0, compile=True
     )
-    assert _model_spec(a) == dict(preset="small", num_layers=3, layout="T,H,W", norm="pre")
+    assert model_spec(a) == dict(preset="small", num_layers=3, layout="T,H,W", norm="pre")
     a = finetune_parser().parse_args(["--store", "s", "--out", "o", "--views", "noflip", "--lr", "1e-4"])
     assert config_from_options(FinetuneConfig, a) == FinetuneConfig(views="noflip", lr=1e-4)
-    assert _model_spec(a) is None
+    assert model_spec(a) is None
 
 
 @pytest.mark.parametrize(

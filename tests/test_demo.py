@@ -163,15 +163,15 @@ def test_block_ratio_sets_the_number_of_blocks(run_dir):
 
 def test_examples_cache_is_per_model(run_dir, cache_home):
     "The examples' outputs are kept per model: another model's page never shows them."
-    from vimpac.demo import _examples_cache
+    from vimpac.demo import examples_cache
 
     model, _ = load_reconstruction_model(run_dir)
     other, _ = load_reconstruction_model(run_dir)
-    assert _examples_cache(model) == _examples_cache(other)
-    assert _examples_cache(model).is_relative_to(cache_home / "vimpac" / "demo-examples")
+    assert examples_cache(model) == examples_cache(other)
+    assert examples_cache(model).is_relative_to(cache_home / "vimpac" / "demo-examples")
     with torch.no_grad():
         next(other.parameters()).add_(1e-3)  # one weight changed, a little
-    assert _examples_cache(model) != _examples_cache(other)
+    assert examples_cache(model) != examples_cache(other)
 
 
 def test_too_long_video_is_refused(run_dir, tmp_path):
@@ -409,14 +409,14 @@ def test_refused_upload_is_one_line_without_the_temporary_path(run_dir, tmp_path
     """An upload the demo refuses: the page's message names the file, not Gradio's temporary folder, and the server log
     gets one line, not a traceback (Gradio prints one for a `gr.Error` unless told not to)."""
     import gradio as gr
-    from vimpac.demo import _page_reconstruct, LIMITS
+    from vimpac.demo import page_reconstruct, LIMITS
 
     model, tok = load_reconstruction_model(run_dir)
     upload = tmp_path / "gradio" / "0123abcd" / "holiday.mp4"
     upload.parent.mkdir(parents=True)
     upload.write_text("this is a text file, not a video\n")
     with pytest.raises(gr.Error) as e:
-        _page_reconstruct(model, tok, dict(LIMITS))(str(upload), progress=lambda *a, **k: None)
+        page_reconstruct(model, tok, dict(LIMITS))(str(upload), progress=lambda *a, **k: None)
     assert str(e.value.message).startswith("holiday.mp4: ") and str(tmp_path) not in e.value.message, e.value.message
     assert e.value.print_exception is False
     err = capsys.readouterr().err.strip()

@@ -11,7 +11,7 @@ import vimpac.model as vm
 from vimpac.model import VimpacConfig, VimpacForPreTraining, VimpacForVideoClassification, SDPA_MAX_BATCH
 from vimpac.losses import info_nce
 from vimpac.engine import Engine, Run
-from vimpac.pretrain import PretrainConfig, _MaskedPairs, _masked_step, _loss_fn
+from vimpac.pretrain import MaskedPairs, PretrainConfig, fetch_step, micro_batch_loss
 
 
 class OpLog(TorchDispatchMode):
@@ -141,18 +141,18 @@ def test_compiled_step_is_one_graph_for_every_batch(monkeypatch):
     assert eng._fwd is not model
     eng._fwd = torch.compile(model, fullgraph=True)  # whatever the engine chose: no graph break allowed here
     eager = Engine(eager_model, PretrainConfig(clip_len=3, batch_size=4, steps=3), 3, run)
-    collate, counts = _MaskedPairs(c, cfg), []
+    collate, counts = MaskedPairs(c, cfg), []
     try:
         for i, pad in enumerate([False, True, False]):
-            mbs, _ = _masked_step(iter([collate(_pairs(c, i, pad))]), 1, run)
-            counts.append(len(mbs[0][2]))
+            mbs, _ = fetch_step(iter([collate(_pairs(c, i, pad))]), 1, run)
+            counts.append(len(mbs[0].positions))
             if i == 1:
                 torch._dynamo.config.error_on_recompile = True
-            loss, _ = _loss_fn(eng, cfg, 1, 1)(mbs[0])
+            loss, _ = micro_batch_loss(eng.forward, cfg)(mbs[0])
             loss.backward()
-            ref, _ = _loss_fn(eager, eager.cfg, 1, 1)(mbs[0])
+            ref, _ = micro_batch_loss(eager.forward, eager.cfg)(mbs[0])
             assert abs(loss.item() - ref.item()) <= 1e-5 * abs(ref.item()), (i, loss.item(), ref.item())
-            assert mbs[0][3] == pad
+            assert mbs[0].has_pad == pad
     finally:
         torch._dynamo.config.error_on_recompile = False
         torch._dynamo.reset()

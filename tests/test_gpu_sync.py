@@ -1,5 +1,6 @@
 """No host-device synchronisation in pre-training's steady state (issue 20 §4): the loop's own pieces (the loader's
-collate `_MaskedPairs` with pinned memory, `_masked_step`, `Engine.accumulate` of `_loss_fn`, `Engine.update_async`)
+collate `MaskedPairs` with pinned memory, `fetch_step`, `Engine.accumulate` of `micro_batch_loss`,
+`Engine.update_async`)
 run a few steps on CUDA under `torch.cuda.set_sync_debug_mode("error")` after a warm-up, so that any host read is an
 error (`gpu`-marked: a GPU run proves it). The same steps run on the CPU with the GPU's choices stood in (the fused
 AdamW, the device-side token check), with a dispatch-mode check that nothing is read back on the host."""
@@ -12,7 +13,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 import vimpac.model as vm
 from vimpac.model import VimpacConfig, VimpacForPreTraining
 from vimpac.engine import Engine, Run
-from vimpac.pretrain import PretrainConfig, _MaskedPairs, _masked_step, _loss_fn
+from vimpac.pretrain import MaskedPairs, MicroBatch, PretrainConfig, fetch_step, micro_batch_loss
 
 HOST_READS = {"_local_scalar_dense", "item", "is_nonzero", "nonzero"}
 
@@ -32,10 +33,8 @@ def _micro_batch(c, seed: int, pad: bool, pin: bool):
     pairs = torch.randint(0, c.vocab_size, (4, 2, 3, 4, 4), generator=g)
     if pad:
         pairs[0, :, 2:] = c.pad_id
-    mb = _MaskedPairs(c, PretrainConfig(clip_len=3, batch_size=4))(
-        list(zip(pairs, torch.rand(4, 2, 2, 6, generator=g)))
-    )
-    return tuple(t.pin_memory() if pin and isinstance(t, torch.Tensor) else t for t in mb)
+    mb = MaskedPairs(c, PretrainConfig(clip_len=3, batch_size=4))(list(zip(pairs, torch.rand(4, 2, 2, 6, generator=g))))
+    return MicroBatch(*(t.pin_memory() if pin and isinstance(t, torch.Tensor) else t for t in mb))
 
 
 def steady_state_steps(
@@ -58,12 +57,12 @@ def steady_state_steps(
     torch.manual_seed(0)
     run = Run(0, 1, dev, amp_dtype, use_scaler, None)
     eng = Engine(VimpacForPreTraining(c), cfg, warmup + steps, run, fused=fused)
-    loss_fn = _loss_fn(eng, cfg, 1, 1)
+    loss_fn = micro_batch_loss(eng.forward, cfg)
     batches = iter([_micro_batch(c, i, pad=i % 2 == 1, pin=dev.type == "cuda") for i in range(warmup + steps)])
     pending = []
 
     def step(i):
-        mbs, n_masked = _masked_step(batches, 1, run)
+        mbs, n_masked = fetch_step(batches, 1, run)
         pending.append((i, *eng.update_async(eng.accumulate(mbs, loss_fn)), n_masked))
 
     for i in range(warmup):

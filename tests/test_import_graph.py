@@ -91,3 +91,44 @@ def test_the_checker_flags_a_cycle_with_its_lines(tmp_path):
     found = _fake(tmp_path, {"a": "X = 1\nfrom . import c\n", "b": "from .a import X\n", "c": "\n\nfrom .b import X\n"})
     assert found["cycles"] == ["import cycle: a.py:2 imports c -> c.py:3 imports b -> b.py:1 imports a"]
     assert found["later"] == ["a.py:2: imports c from c, a later stage (2 > 0)"]
+
+
+def _private_uses(path: Path) -> list[str]:
+    """The package's private names (`_x`, not dunders) that the script `path` imports (`from vimpac.m import _x`) or
+    reaches through an imported module (`import vimpac.m as M` ... `M._x`)."""
+    import ast
+
+    tree, found, modules = ast.parse(path.read_text()), [], set()
+    private = lambda n: n.startswith("_") and not n.startswith("__")  # noqa: E731
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "vimpac":
+            found += [f"{node.module}.{a.name}" for a in node.names if private(a.name)]
+            modules |= {a.asname or a.name for a in node.names if node.module == "vimpac"}
+        elif isinstance(node, ast.Import):
+            modules |= {a.asname for a in node.names if a.name.startswith("vimpac.") and a.asname}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in modules:
+            found += [f"{node.value.id}.{node.attr}"] if private(node.attr) else []
+    return [f"{path.relative_to(ROOT)}: {name}" for name in found]
+
+
+def test_no_test_or_benchmark_uses_a_private_name_of_the_package():
+    "What tests and benchmarks call is public (issue 33): a private name is free to change, a test of it is not."
+    scripts = sorted(
+        [*(ROOT / "tests").glob("*.py"), *(ROOT / "benchmarks").glob("*.py"), *(ROOT / "tools").glob("*.py")]
+    )
+    problems = [p for s in scripts for p in _private_uses(s)]
+    assert not problems, "\n".join(problems)
+
+
+def test_the_private_name_check_sees_both_forms(tmp_path):
+    script = tmp_path / "t.py"
+    script.write_text(
+        "from vimpac.pretrain import _loss_fn, pretrain\nimport vimpac.demo as D\nD._page(1)\nD.__name__\n"
+    )
+    rel = ROOT / "tests" / "t_tmp_check.py"
+    rel.write_text(script.read_text())
+    try:
+        assert [p.split(": ")[1] for p in _private_uses(rel)] == ["vimpac.pretrain._loss_fn", "D._page"]
+    finally:
+        rel.unlink()

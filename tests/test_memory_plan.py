@@ -56,11 +56,11 @@ def test_pretrain_takes_the_micro_batch_that_fits(labelled, tmp_path, monkeypatc
     """Pre-training plans in clip pairs, at least 2 in one process (InfoNCE needs a negative): room for 2 pairs and not
     3
     → a batch of 4 pairs is 2 micro-batches of 2 (4 clips); room for 1 only is an error naming 2 pairs."""
-    from vimpac.pretrain import PretrainConfig, pretrain, _memory_inputs
+    from vimpac.pretrain import PretrainConfig, pretrain, memory_inputs
 
     cfg = PretrainConfig(steps=1, batch_size=4, clip_len=3)
     c = VimpacConfig.from_preset("tiny", vocab_size=labelled.vocab_size, token_map=labelled.token_map, max_clip_len=3)
-    mm = memory_model(VimpacForPreTraining(c), _memory_inputs(c, cfg))
+    mm = memory_model(VimpacForPreTraining(c), memory_inputs(c, cfg))
     monkeypatch.setattr(E, "device_memory", lambda d: mm.peak(2) + mm.per_sample // 2)
     seen = micro_batches(monkeypatch)
     pretrain(labelled, c, cfg, device="cpu", progress=False)
@@ -102,9 +102,9 @@ def test_saved_bytes_count_the_fused_attention_not_the_weights():
 
 
 def test_cli_micro_batch_auto():
-    from vimpac.cli import _micro_batch
+    from vimpac.cli import parse_micro_batch
 
-    assert _micro_batch("auto") is None and _micro_batch("AUTO") is None and _micro_batch("4") == 4
+    assert parse_micro_batch("auto") is None and parse_micro_batch("AUTO") is None and parse_micro_batch("4") == 4
     with pytest.raises(Exception, match="expected an integer >= 1"):
-        _micro_batch("0")
+        parse_micro_batch("0")
     assert TrainConfig(micro_batch_size=None).micro_batch_size is None

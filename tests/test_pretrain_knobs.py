@@ -6,7 +6,8 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-from vimpac.data import ClipPairDataset, MaskSpec
+from vimpac.data import ClipPairDataset
+from vimpac.masking import MaskSpec
 from vimpac.losses import info_nce_distributed
 from vimpac.model import VimpacConfig
 from vimpac.pretrain import PretrainConfig, mask_clip_pairs, pretrain

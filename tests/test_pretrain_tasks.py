@@ -21,16 +21,16 @@ pytestmark = pytest.mark.usefixtures("one_thread")  # conftest.py
 
 
 def first_micro_batch(cfg: PretrainConfig, monkeypatch=None):
-    """The first micro-batch of 4 clip pairs of `TokenVideos` as the loop builds it (`_MaskedPairs`, `_masked_step`),
+    """The first micro-batch of 4 clip pairs of `TokenVideos` as the loop builds it (`MaskedPairs`, `fetch_step`),
     a tiny model without dropout (so a direct forward repeats the loop's), its `Engine`, and the loss and stats of
-    `_loss_fn`; with `monkeypatch`, also the features the loop hands to InfoNCE."""
+    `micro_batch_loss`; with `monkeypatch`, also the features the loop hands to InfoNCE."""
     c = VimpacConfig.from_preset("tiny", vocab_size=50, token_map=(8, 8), max_clip_len=cfg.clip_len, dropout=0.0)
     torch.manual_seed(0)
     model = VimpacForPreTraining(c)
     data = ClipPairDataset(TokenVideos(), cfg.clip_len, c.pad_id, cfg.seed, masking=cfg.mask_spec())
-    batch = P._MaskedPairs(c, cfg)([data[(0, i)] for i in range(4)])
+    batch = P.MaskedPairs(c, cfg)([data[(0, i)] for i in range(4)])
     run = start_run(None, False, "cpu", "fp32")
-    mbs, _ = P._masked_step(iter([batch]), 1, run)
+    mbs, _ = P.fetch_step(iter([batch]), 1, run)
     eng = Engine(model, cfg, 1, run)
     seen = []
     if monkeypatch is not None:
@@ -41,7 +41,7 @@ def first_micro_batch(cfg: PretrainConfig, monkeypatch=None):
             return nce(f1, f2, *a, **k)
 
         monkeypatch.setattr(P, "info_nce_distributed", record)
-    loss, stats = P._loss_fn(eng, cfg, 1, 1)(mbs[0])
+    loss, stats = P.micro_batch_loss(eng.forward, cfg)(mbs[0])
     return model, mbs[0], loss, stats, seen
 
 

@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 import torch
-from vimpac.cli import _demo_clip, _demo_mask, showcase_main
+from vimpac.cli import demo_clip, demo_mask, showcase_main
 from vimpac.masking import blocks_for_ratio
 from vimpac.synthetic import write_video
 from vimpac.tokenizer import load_tokenizer
@@ -21,14 +21,14 @@ def test_the_figure_clip_avoids_a_scene_cut(tmp_path):
     for cut in (6, 3, 8):  # frames [0, cut) show a, the rest b; 12 frames in all
         frames = np.concatenate([np.roll(a if t < cut else b, t, axis=2) for t in range(12)])
         write_video(frames, tmp_path / f"cut{cut}.mp4", fps=2)
-        clip, start = _demo_clip(tmp_path / f"cut{cut}.mp4", 2.0, 64, 5, tok)
+        clip, start = demo_clip(tmp_path / f"cut{cut}.mp4", 2.0, 64, 5, tok)
         assert clip.shape == (5, 64, 64, 3) and not start < cut < start + 5, (cut, start)
 
 
 @pytest.mark.parametrize("seed", range(6))
 def test_the_figure_mask_covers_every_frame(seed):
     "The block mask drawn for the figure masks a token in each frame, with appendix B.1's block count."
-    mask = _demo_mask(5, 16, seed)
+    mask = demo_mask(5, 16, seed)
     assert mask.shape == (5, 16, 16) and mask.dtype == torch.bool
     assert mask.flatten(1).any(1).all()
     assert 0.03 < mask.float().mean() < 0.5 and blocks_for_ratio(5, 16, 16) >= 1

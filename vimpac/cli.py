@@ -13,7 +13,6 @@ from vimpac.utils import (
     VimpacError,
     write_json,
     read_json,
-    make_generator,
     get_device,
     idle_cpu_threads,
     renamed_kwargs,
@@ -35,7 +34,7 @@ from .video import VIEW_SETS, read_video, sample_videos
 from .tokenizer import load_tokenizer
 from .store import build_store, TokenStore
 from .data import DATASET_PRESETS, SPLIT_DATASETS, dataset_preset, preset_lines, read_split
-from .masking import block_mask, blocks_for_ratio
+from .masking import MaskSpec
 from .model import LAYOUTS, PRESETS, VimpacConfig
 from .engine import check_store_tokenizer, summary_line
 from .pretrain import PRECISIONS, PretrainConfig, pretrain, evaluate_masking
@@ -54,13 +53,14 @@ from vimpac.evaluate import (
 )
 
 # %% auto #0
-__all__ = ['DATASET_FPS', 'DATASET_VIEWS', 'MODEL_SKIP', 'LOOP_OVERRIDES', 'PROBES', 'tokenize_videos', 'tokenize_dataset',
-           'tokenize_parser', 'tokenize_main', 'pretrain_parser', 'pretrain_args', 'pretrain_main', 'print_run_summary',
-           'run_demo', 'showcase_main', 'finetune_parser', 'finetune_config', 'finetune_args', 'finetune_main',
-           'predict_videos', 'predict_main', 'features_of', 'features_main', 'evaluate_run', 'evaluate_main']
+__all__ = ['DATASET_FPS', 'DATASET_VIEWS', 'MODEL_SKIP', 'LOOP_OVERRIDES', 'PROBES', 'parse_micro_batch', 'tokenize_videos',
+           'tokenize_dataset', 'tokenize_parser', 'tokenize_main', 'model_spec', 'pretrain_parser', 'pretrain_args',
+           'pretrain_main', 'print_run_summary', 'demo_clip', 'demo_mask', 'run_demo', 'showcase_main',
+           'finetune_parser', 'finetune_config', 'finetune_args', 'finetune_main', 'predict_videos', 'predict_main',
+           'features_of', 'features_main', 'evaluate_run', 'evaluate_main']
 
 # %% ../nbs/11_cli.ipynb #128b3780
-def _micro_batch(text: str) -> int | None:
+def parse_micro_batch(text: str) -> int | None:
     """An argparse `type=` for `--micro-batch-size`: `auto` (None: the most that fit a GPU, `plan_run`) or an integer
     >= 1."""
     if text.strip().lower() == "auto":
@@ -376,7 +376,7 @@ MODEL_SKIP = (
 # the training-loop options whose parsing is the tool's: at least one step, `auto` micro-batches, named precisions
 LOOP_OVERRIDES = dict(
     steps=dict(type=number_option(integer=True, ge=1)),
-    micro_batch_size=dict(type=_micro_batch, metavar="N|auto"),
+    micro_batch_size=dict(type=parse_micro_batch, metavar="N|auto"),
     precision=dict(choices=PRECISIONS),
 )
 
@@ -393,7 +393,7 @@ def _model_options(p, what: str):
     add_config_options(g, VimpacConfig, skip=MODEL_SKIP, defaults=unset, overrides=overrides)
 
 
-def _model_spec(a: argparse.Namespace) -> dict | None:
+def model_spec(a: argparse.Namespace) -> dict | None:
     "The model parsed `_model_options` ask for: {preset, field: value} of the options given, or None when none is."
     given = config_values(VimpacConfig, a, MODEL_SKIP)
     if a.preset is not None:
@@ -450,7 +450,7 @@ def pretrain_args(a: argparse.Namespace, progress: bool | str = True) -> dict | 
     cfg = config_from_options(PretrainConfig, a)
     model, hist = pretrain(
         store,
-        _model_spec(a),
+        model_spec(a),
         cfg,
         device=a.device,
         out=a.out,
@@ -492,7 +492,7 @@ def print_run_summary(out) -> None:
         print(summary_line(read_json(path, "a run summary", ("desc", "steps", "wall_s", "device"))))
 
 # %% ../nbs/11_cli.ipynb #88045811
-def _demo_clip(video, fps: float, frame_size: int, clip_len: int, tok) -> tuple:
+def demo_clip(video, fps: float, frame_size: int, clip_len: int, tok) -> tuple:
     """The figure's clip of `video`: the `clip_len` frames whose largest frame-to-frame change (the share of tokens
     that differ) is smallest, so that it holds no scene cut; returns (frames (T, S, S, 3) uint8, first frame index)."""
     frames = read_video(video, fps, frame_size)
@@ -502,12 +502,11 @@ def _demo_clip(video, fps: float, frame_size: int, clip_len: int, tok) -> tuple:
     return frames[start : start + clip_len], start
 
 
-def _demo_mask(clip_len: int, h: int, seed: int, tries: int = 100) -> torch.Tensor:
+def demo_mask(clip_len: int, h: int, seed: int, tries: int = 100) -> torch.Tensor:
     """A block mask (T, h, h) at the paper's ratio (appendix B.1's block count) with a masked token in every frame:
     the first of the seeds `seed` + 7, + 8, ... whose mask has one (else the last tried)."""
-    k = blocks_for_ratio(clip_len, h, h)
     for i in range(tries):
-        mask = block_mask((1, clip_len, h, h), k, generator=make_generator(seed + 7 + i))[0]
+        mask = MaskSpec().sample((clip_len, h, h), seed + 7 + i)  # the paper's block mask
         if mask.flatten(1).any(1).all():
             break
     return mask
@@ -524,8 +523,8 @@ def _demo_figures(video, tok, model, hist, ev, images: Path, fps, frame_size, cf
     notes = dict(alpha=cfg.alpha, temperature=cfg.temperature, videos=videos)
     plot_curves(hist, images / "training_curves.png", baseline=ev["majority_acc"], **notes)
     steps, seed, clip_len = cfg.steps, cfg.seed, cfg.clip_len
-    clip, start = _demo_clip(video, fps, frame_size, clip_len, tok)
-    mask = _demo_mask(clip_len, frame_size // tok.downsample, seed)
+    clip, start = demo_clip(video, fps, frame_size, clip_len, tok)
+    mask = demo_mask(clip_len, frame_size // tok.downsample, seed)
     acc = reconstruct_tokens(model, tok.encode(clip).cpu(), mask)["accuracy"]
     name = Path(video).name
     title = (
@@ -719,7 +718,7 @@ def finetune_args(a: argparse.Namespace, progress: bool | str = True) -> list[di
     test = TokenStore(a.test_store) if a.test_store else None
     rank = int(os.environ.get("RANK", "0"))
     cfg = finetune_config(a, show=rank == 0)
-    given = _model_spec(a)
+    given = model_spec(a)
     if given and (a.init or a.official or a.resume):
         names = "/".join(option_name(k) for k in given)
         raise VimpacError(

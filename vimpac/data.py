@@ -10,14 +10,15 @@ import csv, json, math, re, warnings
 from dataclasses import dataclass, field, asdict
 from pathlib import Path
 import torch
-from .utils import VimpacError, VimpacDeprecationWarning, make_generator, derive_seed, read_json
-from .masking import block_mask, block_mask_from_uniform, blocks_for_ratio
+from .utils import VimpacError, VimpacDeprecationWarning, make_generator, derive_seed, read_json, moved_names
+from .masking import MaskSpec  # its home since issue 33; `vimpac.data.MaskSpec` is the same class
 from .video import VIEW_SETS, scan_folder
 
+__getattr__ = moved_names(__name__, dict(MASK_STRATEGIES="vimpac.masking.MASK_STRATEGIES"))  # until the next release
+
 # %% auto #0
-__all__ = ['MASK_STRATEGIES', 'SPLIT_DATASETS', 'NUM_SPLITS', 'DATASET_PRESETS', 'take_clip', 'MaskSpec', 'ClipPairDataset',
-           'clip_stride', 'LabelledClipDataset', 'Split', 'read_split', 'DatasetPreset', 'dataset_preset',
-           'preset_lines']
+__all__ = ['SPLIT_DATASETS', 'NUM_SPLITS', 'DATASET_PRESETS', 'take_clip', 'ClipPairDataset', 'clip_stride',
+           'LabelledClipDataset', 'Split', 'read_split', 'DatasetPreset', 'dataset_preset', 'preset_lines']
 
 # %% ../nbs/06_data.ipynb #bdc2d7d1
 def take_clip(tokens: torch.Tensor, start: int, clip_len: int, pad_id: int) -> torch.Tensor:
@@ -26,50 +27,6 @@ def take_clip(tokens: torch.Tensor, start: int, clip_len: int, pad_id: int) -> t
     if len(clip) < clip_len:
         clip = torch.cat([clip, clip.new_full((clip_len - len(clip), *clip.shape[1:]), pad_id)])
     return clip
-
-# %% ../nbs/06_data.ipynb #1b6ef44e
-MASK_STRATEGIES = ("block", "iid")  # §3.1's block masking, the paper's; BERT's i.i.d. masking, its comparison
-
-
-@dataclass(frozen=True)
-class MaskSpec:
-    """How a pre-training clip is masked (§3.1): `strategy` "block", K blocks (`num_blocks`, or None: the count of
-    `blocks_for_ratio(T, h, w, mask_ratio)`, appendix B.1), or "iid", each token masked independently when its
-    uniform is below `mask_ratio` (M_iid, Eq. 2; compared in Table 5). Raises `VimpacError` for another strategy,
-    `num_blocks` < 1 or a `mask_ratio` outside (0, 1)."""
-
-    strategy: str = "block"
-    num_blocks: int | None = None
-    mask_ratio: float = 0.15
-
-    def __post_init__(self):
-        if self.strategy not in MASK_STRATEGIES:
-            raise VimpacError(f"mask_strategy: expected one of {', '.join(MASK_STRATEGIES)}, got {self.strategy!r}")
-        if self.num_blocks is not None and not (isinstance(self.num_blocks, int) and self.num_blocks >= 1):
-            raise VimpacError(f"num_blocks: expected an integer >= 1, got {self.num_blocks!r}")
-        if not 0 < self.mask_ratio < 1:
-            raise VimpacError(f"mask_ratio: expected a number in (0, 1), got {self.mask_ratio!r}")
-
-    def blocks(self, T: int, h: int, w: int) -> int:
-        "K, the blocks of a block mask of a T x h x w clip: `num_blocks`, else `blocks_for_ratio` (appendix B.1)."
-        return self.num_blocks or blocks_for_ratio(T, h, w, self.mask_ratio)
-
-    def uniforms_shape(self, T: int, h: int, w: int) -> tuple[int, ...]:
-        "The shape of one clip's uniforms: (K, 6), a block's two corners in each of T, h, w; or (T, h, w), one a token."
-        return (self.blocks(T, h, w), 6) if self.strategy == "block" else (T, h, w)
-
-    def mask(self, u: torch.Tensor, T: int, h: int, w: int) -> torch.Tensor:
-        """The bool masks (B, T, h, w) of float uniforms `u` (B, *`uniforms_shape`), as the loader draws them:
-        `block_mask_from_uniform`, or `u < mask_ratio`."""
-        if self.strategy == "iid":
-            return u < self.mask_ratio
-        return block_mask_from_uniform(u, T, h, w)
-
-    def draw(self, shape: tuple, generator: torch.Generator | None = None, device=None) -> torch.Tensor:
-        "Bool masks for clips of `shape` (B, T, h, w) drawn from `generator` on `device`: `block_mask` or i.i.d."
-        if self.strategy == "iid":
-            return torch.rand(tuple(shape), generator=generator, device=device) < self.mask_ratio
-        return block_mask(shape, self.blocks(*shape[1:]), generator=generator, device=device)
 
 # %% ../nbs/06_data.ipynb #6e6ef1aa
 def _masking(masking: MaskSpec | None, old: dict) -> MaskSpec:

@@ -21,7 +21,8 @@ from .inference import FPS, load_reconstruction_model, reconstruct_video
 
 # %% auto #0
 __all__ = ['LIMITS', 'PAGE_FRAMES', 'PANELS', 'ACCURACY_LABELS', 'THEME_FONTS', 'check_video', 'reconstruction_figures',
-           'reconstruction_clips', 'frame_strip', 'build_app', 'launch', 'check_address', 'main']
+           'reconstruction_clips', 'frame_strip', 'page_reconstruct', 'examples_cache', 'build_app', 'launch',
+           'check_address', 'main']
 
 # %% ../nbs/10_demo.ipynb #e0142667
 LIMITS = dict(max_upload_mb=50.0, max_seconds=120.0, max_pixels=1920 * 1080)
@@ -193,7 +194,7 @@ def _summary(r: dict, ratio: float, blocks: int) -> str:
     )
 
 
-def _page_reconstruct(model, tok, lim: dict):
+def page_reconstruct(model, tok, lim: dict):
     """The endpoint's function: `reconstruction_clips` with the page's inputs (the mask ratio in percent), returned
     as five looping videos (`PANELS`, upscaled to 256 px, at `FPS`), the frames as a gallery of `frame_strip`s, the
     summary line and the two mask accuracies as numbers, in percent of the masked tokens (one decimal; the count of
@@ -238,7 +239,7 @@ def _page_reconstruct(model, tok, lim: dict):
     return run
 
 
-def _examples_cache(model) -> Path:
+def examples_cache(model) -> Path:
     """Where the page's examples keep their outputs, computed at start-up: a folder per model and kit under the
     user's cache (`$XDG_CACHE_HOME/vimpac/demo-examples/`), keyed by this module's code, the model's description and
     a checksum of its weights. Gradio's default (`./.gradio/` of the working folder, keyed by the page's component
@@ -289,7 +290,7 @@ def build_app(
     """The Gradio app, a `gradio.Blocks` (gradio is imported here, on first use). Loads the model
     (`vimpac.inference.load_reconstruction_model(checkpoint, tokenizer, official=official, device=device)`) unless
     `model` and `tok` are given. The sample videos are its examples, their outputs computed when the app starts
-    (`_examples_cache`). Raises `VimpacError` when the model cannot be loaded. Launch it with `launch`."""
+    (`examples_cache`). Raises `VimpacError` when the model cannot be loaded. Launch it with `launch`."""
     if model is None or tok is None:
         model, tok = load_reconstruction_model(checkpoint, tokenizer, official=official, device=device)
     lim = {**LIMITS, **(limits or {})}
@@ -345,14 +346,14 @@ def _page(model, tok, lim: dict):
             [video, strategy, ratio, blocks, seed, neighbour],
             [*clips, frames, summary, model_acc, copy_acc],
         )
-        run = _page_reconstruct(model, tok, lim)
+        run = page_reconstruct(model, tok, lim)
         if samples := _samples():
             settings = [
                 ("block", 15, 0, 0, "spatial"),
                 ("iid", 75, 0, 0, "spatial"),
                 ("block", 40, 0, 1, "spatiotemporal"),
             ]
-            with patch.dict(os.environ, GRADIO_EXAMPLES_CACHE=str(_examples_cache(model))):  # read by Examples
+            with patch.dict(os.environ, GRADIO_EXAMPLES_CACHE=str(examples_cache(model))):  # read by Examples
                 gr.Examples(
                     [[str(p), *s] for p, s in zip(samples, settings)],
                     inputs,

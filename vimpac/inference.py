@@ -9,10 +9,10 @@ from __future__ import annotations
 import importlib.resources
 from pathlib import Path
 import torch
-from .utils import VimpacError, check_number, make_generator, read_json
+from .utils import VimpacError, check_number, read_json
 from .video import read_video
 from .tokenizer import load_tokenizer
-from .masking import apply_mask, block_mask, blocks_for_ratio, iid_mask, copy_accuracy
+from .masking import MaskSpec, apply_mask, copy_accuracy
 from .model import VimpacForPreTraining
 from .official import load_official_pretraining
 from .evaluate import describe_run, read_run
@@ -173,38 +173,19 @@ def predict_masked(model, tokens: torch.Tensor, mask: torch.Tensor) -> torch.Ten
     return reconstruct_tokens(model, tokens, mask)["pred"]
 
 # %% ../nbs/08b_inference.ipynb #91fa1943
-def _check_ratio(ratio) -> float:
-    if not 0 < float(ratio) < 1:
-        raise VimpacError(f"ratio: expected a number in (0, 1), got {ratio}")
-    return float(ratio)
-
-
-def _block_count(shape, blocks: int = 0, ratio: float = 0.15) -> int:
-    "The number of blocks `make_mask` draws on token map `shape` (T, h, w): `blocks`, or when 0 the count for `ratio`."
-    if int(blocks) < 0:
-        raise VimpacError(f"blocks: expected an integer >= 0 (0 = the count for the mask ratio), got {blocks}")
-    return int(blocks) or blocks_for_ratio(*shape, _check_ratio(ratio))
+def _page_spec(strategy: str, blocks: int, ratio: float) -> MaskSpec:
+    "The page's mask options as a `MaskSpec`: `blocks` 0 is None, the count for the mask ratio `ratio`."
+    return MaskSpec(strategy, None if blocks == 0 else blocks, ratio)
 
 
 def make_mask(shape, strategy: str = "block", *, blocks: int = 0, ratio: float = 0.15, seed: int = 0) -> torch.Tensor:
-    """A bool mask (T, h, w) for a clip of token map `shape` = (T, h, w): `strategy="block"` draws `blocks` cubes
-    (§3.1, Eq. 3; 0 = the count whose expected mask ratio is closest to `ratio`, as §3.1 derives it:
-    `blocks_for_ratio`; one clip's ratio varies around it), `"iid"` masks each token with probability `ratio` (Eq. 2),
-    with at least one token masked and one visible. Seeded by `seed`. Raises `VimpacError` for an unknown strategy,
-    `blocks` < 0, or a ratio outside (0, 1)."""
-    T, h, w = shape
-    g = make_generator(int(seed))
-    if strategy == "block":
-        return block_mask((1, T, h, w), _block_count(shape, blocks, ratio), generator=g)[0]
-    if strategy == "iid":
-        _check_ratio(ratio)
-        m = iid_mask((1, T, h, w), float(ratio), generator=g)[0]
-        if not m.any():
-            m.view(-1)[torch.randint(m.numel(), (1,), generator=g)] = True
-        if m.all():
-            m.view(-1)[0] = False
-        return m
-    raise VimpacError(f"strategy: expected 'block' or 'iid', got {strategy!r}")
+    """A bool mask (T, h, w) for a clip of token map `shape` = (T, h, w): `MaskSpec(strategy, num_blocks=blocks,
+    mask_ratio=ratio).sample(shape, seed)`. `strategy="block"` draws `blocks` cubes (§3.1, Eq. 3; 0 = the count whose
+    expected mask ratio is closest to `ratio`, as §3.1 derives it: `blocks_for_ratio`; one clip's ratio varies
+    around it), `"iid"` masks each token with probability `ratio` (Eq. 2), with at least one token masked and one
+    visible. Raises `VimpacError` as `MaskSpec` does: an unknown strategy, a number of blocks that is not an integer
+    >= 1 (or 0), a mask ratio outside (0, 1)."""
+    return _page_spec(strategy, blocks, ratio).sample(tuple(shape), seed)
 
 # %% ../nbs/08b_inference.ipynb #df4a7a47
 def reconstruct_video(
@@ -219,33 +200,37 @@ def reconstruct_video(
     neighbour: str = "spatial",
     fps: float = FPS,
     num_frames: int | None = None,
+    start: int = 0,
     progress=None,
 ) -> dict:
     """Mask a clip of the video at `path` and reconstruct it with `model` (a `VimpacForPreTraining`) and
-    `tokenizer`. The first `num_frames` frames N (default: the model's clip length T) at `fps` are decoded at the
-    model's frame size (token map x the tokenizer's downsampling, centre crop), tokenized, masked (`make_mask` with
-    `strategy`, `blocks`, `ratio`, `seed`, over all N frames) and filled by the model (`reconstruct_tokens`, in
-    consecutive windows of T frames, the last one shorter when T does not divide N) and by copying the nearest
-    visible token (`copy_accuracy` in mode `neighbour`). Returns a dict: `frames` uint8 (N, S, S, 3), `tokens` int64
-    (N, h, w), `mask` bool (N, h, w), `pred` int64 and `confidence` float32 (N, h, w) (as `reconstruct_tokens`),
-    `windows` (the first frame of each), `model_acc` and
+    `tokenizer`. `num_frames` frames N (default: the model's clip length T) at `fps` from frame `start` (0: the
+    first) are decoded at the model's frame size (token map x the tokenizer's downsampling, centre crop), tokenized,
+    masked over all N frames (`make_mask`'s options `strategy`, `blocks`, `ratio`, `seed`, i.e. `MaskSpec.sample`)
+    and filled by the model (`reconstruct_tokens`, in consecutive windows of T frames, the last one shorter when T
+    does not divide N) and by copying the nearest visible token (`copy_accuracy` in mode `neighbour`). Returns a
+    dict: `frames` uint8 (N, S, S, 3), `tokens` int64 (N, h, w), `mask` bool (N, h, w), `pred` int64 and
+    `confidence` float32 (N, h, w) (as `reconstruct_tokens`), `windows` (the first frame of each), `model_acc` and
     `copy_acc` (the share of masked tokens recovered exactly, in [0, 1]), `mask_ratio` (the share of tokens masked)
-    and `blocks` (the number of blocks drawn; None for i.i.d.).
-    `progress(fraction, desc=...)` is called along the way when given. Raises `VimpacError` (one line) for a video
-    it cannot read, an unknown `neighbour` mode, and as `make_mask` does."""
+    and `blocks` (the number of blocks drawn; None for i.i.d.). `progress(fraction, desc=...)` is called along the
+    way when given. The page and the explorer (`vimpac.viz.explore_state`) both reconstruct by this one function.
+    Raises `VimpacError` (one line) for a video it cannot read or with no frame from `start`, an unknown
+    `neighbour` mode, and as `MaskSpec` does."""
     step = progress or (lambda *a, **k: None)
     if neighbour not in ("spatial", "spatiotemporal"):
         raise VimpacError(f"neighbour: expected 'spatial' or 'spatiotemporal', got {neighbour!r}")
+    spec = _page_spec(strategy, blocks, ratio)  # checked before any decoding
     c = model.config
     frame_size = c.token_map[0] * tokenizer.downsample
     step(0.15, desc=f"decoding frames at {frame_size} px")
-    check_number("num_frames", num_frames if num_frames is not None else c.max_clip_len, integer=True, gt=0)
-    frames = read_video(path, fps, frame_size, max_frames=num_frames or c.max_clip_len)
+    n = check_number("num_frames", num_frames if num_frames is not None else c.max_clip_len, integer=True, gt=0)
+    start = check_number("start", start, integer=True, ge=0)
+    frames = read_video(path, fps, frame_size, max_frames=start + n)[start:]
+    if len(frames) == 0:
+        raise VimpacError(f"{path}: no frame at {fps:g} FPS from frame {start}")
     step(0.35, desc="tokenizing")
     tokens = tokenizer.encode(frames).cpu()
-    if strategy == "block":  # the count drawn, derived once from the ratio when not given
-        blocks = _block_count(tuple(tokens.shape), blocks, ratio)
-    mask = make_mask(tuple(tokens.shape), strategy, blocks=blocks, ratio=ratio, seed=seed)
+    mask = spec.sample(tuple(tokens.shape), seed)
     step(0.5, desc="predicting the masked tokens")
     windows = list(range(0, len(tokens), c.max_clip_len))
     parts = [reconstruct_tokens(model, tokens[s : s + c.max_clip_len], mask[s : s + c.max_clip_len]) for s in windows]
@@ -260,5 +245,5 @@ def reconstruct_video(
         model_acc=(r["pred"][mask] == tokens[mask]).float().mean().item(),
         copy_acc=copy_accuracy(tokens[None], mask[None], neighbour),
         mask_ratio=mask.float().mean().item(),
-        blocks=blocks if strategy == "block" else None,
+        blocks=spec.blocks(*tokens.shape) if spec.strategy == "block" else None,
     )

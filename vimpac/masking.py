@@ -7,12 +7,14 @@ Docs: https://vimpac.github.io/vimpac/masking.html.md"""
 # %% ../nbs/03_masking.ipynb #fdb10937
 from __future__ import annotations
 import functools
+from dataclasses import dataclass
 import torch
-from .utils import VimpacError, IGNORE_INDEX
+from .utils import VimpacError, IGNORE_INDEX, check_number, make_generator
 
 # %% auto #0
-__all__ = ['block_max_lengths', 'block_mask_from_uniform', 'block_mask', 'expected_block_ratio', 'blocks_for_ratio', 'iid_mask',
-           'apply_mask', 'nearest_neighbour_fill', 'copy_accuracy', 'temporal_copy_fill']
+__all__ = ['MASK_STRATEGIES', 'block_max_lengths', 'block_mask_from_uniform', 'block_mask', 'expected_block_ratio',
+           'blocks_for_ratio', 'iid_mask', 'MaskSpec', 'apply_mask', 'nearest_neighbour_fill', 'copy_accuracy',
+           'temporal_copy_fill']
 
 # %% ../nbs/03_masking.ipynb #f464fd17
 def _check_shape(shape):
@@ -101,6 +103,68 @@ def iid_mask(shape, ratio: float, generator: torch.Generator | None = None, devi
         raise VimpacError(f"ratio: expected a value in [0, 1], got {ratio}")
     gdev = generator.device if generator is not None else torch.device(device or "cpu")
     return (torch.rand(shape, generator=generator, device=gdev) < ratio).to(device or gdev)
+
+# %% ../nbs/03_masking.ipynb #910229d6
+MASK_STRATEGIES = ("block", "iid")  # §3.1's block masking, the paper's; BERT's i.i.d. masking, its comparison
+
+
+@dataclass(frozen=True)
+class MaskSpec:
+    """How a pre-training clip is masked (§3.1): `strategy` "block", K blocks (`num_blocks`, or None: the count of
+    `blocks_for_ratio(T, h, w, mask_ratio)`, appendix B.1), or "iid", each token masked independently when its
+    uniform is below `mask_ratio` (M_iid, Eq. 2; compared in Table 5). The one place a mask is specified and
+    checked: pre-training (`PretrainConfig.mask_spec`), the loader, inference, the page, the explorer and the CLI's
+    figure all build one. Raises `VimpacError` for another strategy, a `num_blocks` that is not an integer >= 1 (or
+    None), or a `mask_ratio` outside (0, 1)."""
+
+    strategy: str = "block"
+    num_blocks: int | None = None
+    mask_ratio: float = 0.15
+
+    def __post_init__(self):
+        if self.strategy not in MASK_STRATEGIES:
+            raise VimpacError(f"mask_strategy: expected one of {', '.join(MASK_STRATEGIES)}, got {self.strategy!r}")
+        if self.num_blocks is not None:
+            object.__setattr__(self, "num_blocks", check_number("num_blocks", self.num_blocks, integer=True, ge=1))
+        object.__setattr__(self, "mask_ratio", check_number("mask_ratio", self.mask_ratio, gt=0, lt=1))
+
+    def blocks(self, T: int, h: int, w: int) -> int:
+        "K, the blocks of a block mask of a T x h x w clip: `num_blocks`, else `blocks_for_ratio` (appendix B.1)."
+        return self.num_blocks or blocks_for_ratio(T, h, w, self.mask_ratio)
+
+    def uniforms_shape(self, T: int, h: int, w: int) -> tuple[int, ...]:
+        "The shape of one clip's uniforms: (K, 6), a block's two corners in each of T, h, w; or (T, h, w), one a token."
+        return (self.blocks(T, h, w), 6) if self.strategy == "block" else (T, h, w)
+
+    def mask(self, u: torch.Tensor, T: int, h: int, w: int) -> torch.Tensor:
+        """The bool masks (B, T, h, w) of float uniforms `u` (B, *`uniforms_shape`), as the loader draws them:
+        `block_mask_from_uniform`, or `u < mask_ratio`."""
+        if self.strategy == "iid":
+            return u < self.mask_ratio
+        return block_mask_from_uniform(u, T, h, w)
+
+    def draw(self, shape: tuple, generator: torch.Generator | None = None, device=None) -> torch.Tensor:
+        "Bool masks for clips of `shape` (B, T, h, w) drawn from `generator` on `device`: `block_mask` or i.i.d."
+        if self.strategy == "iid":
+            return iid_mask(shape, self.mask_ratio, generator=generator, device=device)
+        return block_mask(shape, self.blocks(*shape[1:]), generator=generator, device=device)
+
+    def sample(self, shape: tuple, seed: int = 0) -> torch.Tensor:
+        """One clip's bool mask (T, h, w) for token map `shape` = (T, h, w), drawn from `seed` (`make_generator`), as
+        inference, the page and the explorer show it: `draw` of one clip, an i.i.d. mask then given at least one
+        masked and one visible token (a block mask always has both)."""
+        g = make_generator(int(seed))
+        m = self.draw((1, *shape), g)[0]
+        if self.strategy == "iid":
+            if not m.any():
+                m.view(-1)[torch.randint(m.numel(), (1,), generator=g)] = True
+            if m.all():
+                m.view(-1)[0] = False
+        return m
+
+    def describe(self, shape: tuple) -> str:
+        "The mask in a few words for token map `shape` (T, h, w): '5 blocks' or 'i.i.d. 15%'."
+        return f"{self.blocks(*shape)} blocks" if self.strategy == "block" else f"i.i.d. {self.mask_ratio:.0%}"
 
 # %% ../nbs/03_masking.ipynb #d4c2f0cb
 def apply_mask(

@@ -9,15 +9,16 @@ from __future__ import annotations
 import math, warnings
 from dataclasses import dataclass, asdict, field
 from pathlib import Path
+from typing import NamedTuple
 import torch
 import torch.distributed as dist
 from einops import rearrange
 from .utils import VimpacError, VimpacDeprecationWarning, IGNORE_INDEX, check_number, make_generator, derive_seed
 from .utils import read_json
-from .masking import apply_mask, temporal_copy_fill
+from .masking import MaskSpec, apply_mask, temporal_copy_fill
 from .model import PRESETS, VimpacConfig, VimpacForPreTraining, model_flops, label_positions
 from .losses import info_nce, info_nce_distributed, pretraining_loss
-from .data import ClipPairDataset, MaskSpec
+from .data import ClipPairDataset
 from .engine import TrainConfig, Engine, MetricsLog, StepBatches, StepPlan, start_run, plan_run, step_loader
 from .engine import batch_indices, check_resume_settings, latest_checkpoint, peak_flops, config_from_spec
 from .engine import as_json_value, check_store_tokenizer, check_run_tokenizer, inference_precision
@@ -25,7 +26,8 @@ from .engine import PRECISIONS, list_checkpoints, param_groups  # noqa: F401 (fo
 
 # %% auto #0
 __all__ = ['CHECKPOINT_FIELDS', 'CHECKPOINT', 'EVAL_MICRO_BATCH', 'PretrainConfig', 'mask_clip_pairs', 'LogContext',
-           'step_record', 'clip_flops', 'log_record', 'pretrain', 'evaluate_masking']
+           'step_record', 'clip_flops', 'log_record', 'MicroBatch', 'MaskedPairs', 'fetch_step', 'micro_batch_loss',
+           'memory_inputs', 'pretrain', 'evaluate_masking']
 
 # %% ../nbs/07_pretrain.ipynb #b9637bec
 @dataclass
@@ -105,13 +107,11 @@ class PretrainConfig(TrainConfig):
 
     def __post_init__(self):
         super().__post_init__()
-        self._check("num_blocks", integer=True, ge=1)
         self._check("temperature", gt=0)
         for name in ("d_max", "alpha"):
             self._check(name, ge=0)
-        self._check("mask_ratio", gt=0, lt=1)
         self._check("negatives", integer=True, ge=1)
-        self.mask_spec()  # the strategy is one of `MASK_STRATEGIES`
+        self.mask_spec()  # the mask options, checked where every mask is specified (`MaskSpec`)
         for name in ("mask_then_predict", "cl_mask"):
             if not isinstance(getattr(self, name), bool):
                 raise VimpacError(f"{name}: expected True or False, got {getattr(self, name)!r}")
@@ -126,7 +126,7 @@ class PretrainConfig(TrainConfig):
             )
 
     def mask_spec(self) -> MaskSpec:
-        "How the loop masks a clip (`vimpac.data.MaskSpec`): `mask_strategy`, `num_blocks`, `mask_ratio`."
+        "How the loop masks a clip (`vimpac.masking.MaskSpec`): `mask_strategy`, `num_blocks`, `mask_ratio`."
         return MaskSpec(self.mask_strategy, self.num_blocks, self.mask_ratio)
 
     def masks(self) -> bool:
@@ -147,17 +147,18 @@ CHECKPOINT = dict(
 def mask_clip_pairs(
     pairs: torch.Tensor,
     model_config: VimpacConfig,
-    cfg: "PretrainConfig",
+    cfg: "PretrainConfig | MaskSpec",
     generator: torch.Generator | None = None,
     mask_u: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Clip pairs int64 (n, 2, T, h, w) → 2n clips [c_1..c_n, c'_1..c'_n], each with its own mask of
-    `cfg.mask_spec()` (block or i.i.d.): (inputs with [MASK], labels, bool mask), each (2n, T, h, w). The masks come
-    from `mask_u` (n, 2, *uniforms), the keyed uniforms of `ClipPairDataset` (training), or are drawn from
-    `generator` (evaluation, benchmarks); the block count K is `MaskSpec.blocks` either way."""
+    `cfg.mask_spec()` (block or i.i.d.; `cfg` may be the `MaskSpec` itself): (inputs with [MASK], labels, bool
+    mask), each (2n, T, h, w). The masks come from `mask_u` (n, 2, *uniforms), the keyed uniforms of
+    `ClipPairDataset` (training), or are drawn from `generator` (evaluation, benchmarks); the block count K is
+    `MaskSpec.blocks` either way."""
     clips = rearrange(pairs, "n two t h w -> (two n) t h w")
     T, h, w = clips.shape[1:]
-    spec = cfg.mask_spec()
+    spec = cfg if isinstance(cfg, MaskSpec) else cfg.mask_spec()
     if mask_u is not None:
         mask = spec.mask(rearrange(mask_u, "n two ... -> (two n) ..."), T, h, w)
     else:
@@ -165,10 +166,6 @@ def mask_clip_pairs(
     return (*apply_mask(clips, mask, model_config.mask_id, model_config.pad_id), mask)
 
 # %% ../nbs/07_pretrain.ipynb #c1d456d6
-def _collate(items):
-    return torch.stack([p for p, _ in items]), torch.stack([u for _, u in items])
-
-
 @dataclass
 class LogContext:
     """What a pre-training run's records are measured against, fixed for the run: its `cfg`, the global `batch` of
@@ -348,74 +345,95 @@ def _check_store(store, cfg: PretrainConfig, rank: int):
 
 def _pair_batches(store, cfg: PretrainConfig, c: VimpacConfig, plan: StepPlan, run, start: int):
     """An iterator over this process's micro-batches from step `start` of the `plan`, masked by the loader
-    (`_MaskedPairs`) from the uniforms `ClipPairDataset` draws with each pair (`cfg.mask_spec()`)."""
+    (`MaskedPairs`) from the uniforms `ClipPairDataset` draws with each pair (`cfg.mask_spec()`)."""
     data = ClipPairDataset(store, cfg.clip_len, c.pad_id, cfg.seed, masking=cfg.mask_spec(), d_max=cfg.d_max)
     batches = StepBatches(len(store), plan, run.world, run.rank, start, cfg.seed)
-    return iter(step_loader(data, batches, cfg, run.device, _MaskedPairs(c, cfg)))
+    return iter(step_loader(data, batches, cfg, run.device, MaskedPairs(c, cfg)))
 
 # %% ../nbs/07_pretrain.ipynb #2367bdbf
-class _MaskedPairs:
-    """The loader's collate: a micro-batch of (clip pair, mask uniforms) → (inputs, labels, label positions, has [PAD],
-    clip pairs, unmasked clips), all found on the host. The unmasked clips [c_1..c_n, c'_1..c'_n] are None unless
-    CL-Mask is off with mask-then-predict on (`cfg.cl_mask`); with neither (`cfg.masks()` False) the inputs are the
-    unmasked clips and labels and positions None."""
+class MicroBatch(NamedTuple):
+    """One pre-training micro-batch of m clip pairs (§3.2-3.3), as `MaskedPairs` builds it on the host and
+    `fetch_step` moves it to the device:
+    - `inputs` int64 (2m, T, h, w): the clips [c_1..c_m, c'_1..c'_m], masked tokens replaced by [MASK] (the unmasked
+      clips when the run masks nothing, `PretrainConfig.masks()` False);
+    - `labels` int64 (2m, T, h, w): the masked tokens' codes, `IGNORE_INDEX` elsewhere; None when nothing is masked;
+    - `positions` int64 (M,): the flat indices of the M masked tokens (`label_positions`); None likewise;
+    - `has_pad`: whether a clip holds [PAD] (found on the host); `pairs`: m;
+    - `clean` int64 (2m, T, h, w): the unmasked clips, for InfoNCE when CL-Mask is off with mask-then-predict on
+      (`PretrainConfig.cl_mask`, Table 9); else None;
+    - `n_masked` float32 (): the masked tokens of the whole global batch, summed over processes (set by `fetch_step`;
+      None before)."""
+
+    inputs: torch.Tensor
+    labels: torch.Tensor | None
+    positions: torch.Tensor | None
+    has_pad: bool
+    pairs: int
+    clean: torch.Tensor | None = None
+    n_masked: torch.Tensor | None = None
+
+    def to(self, device) -> MicroBatch:
+        "The same micro-batch with its tensors on `device` (copied `non_blocking`: nothing waits for the device)."
+        move = lambda t: None if t is None else t.to(device, non_blocking=True)  # noqa: E731
+        return self._replace(
+            inputs=move(self.inputs), labels=move(self.labels), positions=move(self.positions), clean=move(self.clean)
+        )
+
+
+class MaskedPairs:
+    """The data loader's collate for pre-training: a list of (clip pair int64 (2, T, h, w), mask uniforms) items from
+    `ClipPairDataset` → a `MicroBatch`, everything found on the host. Each clip is masked by `mask_clip_pairs` with
+    `cfg.mask_spec()` from its keyed uniforms; `c` gives the [MASK] and [PAD] ids."""
 
     def __init__(self, c: VimpacConfig, cfg: PretrainConfig):
-        self.c, self.cfg = c, cfg
+        self.c, self.cfg, self.spec = c, cfg, cfg.mask_spec()  # the spec made once, not per micro-batch
 
-    def __call__(self, items):
-        pairs, u = _collate(items)
-        has_pad = bool((pairs == self.c.pad_id).any())
+    def __call__(self, items) -> MicroBatch:
+        pairs, u = torch.stack([p for p, _ in items]), torch.stack([u for _, u in items])
+        has_pad, clips = bool((pairs == self.c.pad_id).any()), rearrange(pairs, "n two t h w -> (two n) t h w")
         if not self.cfg.masks():
-            return rearrange(pairs, "n two t h w -> (two n) t h w"), None, None, has_pad, len(pairs), None
-        inputs, labels, _ = mask_clip_pairs(pairs, self.c, self.cfg, mask_u=u)
-        clean = None if self.cfg.cl_mask else rearrange(pairs, "n two t h w -> (two n) t h w")
-        return inputs, labels, label_positions(labels), has_pad, len(pairs), clean
+            return MicroBatch(clips, None, None, has_pad, len(pairs))
+        inputs, labels, _ = mask_clip_pairs(pairs, self.c, self.spec, mask_u=u)
+        clean = None if self.cfg.cl_mask else clips
+        return MicroBatch(inputs, labels, label_positions(labels), has_pad, len(pairs), clean)
 
 
-def _masked_step(it, accum: int, run) -> tuple[list, torch.Tensor]:
-    """The `accum` micro-batches of one step, masked by the loader, moved to the device: [(inputs, labels, positions,
-    has [PAD], clip pairs, unmasked clips, n_masked)] (see `_MaskedPairs` for the None ones), with n_masked the masked
-    tokens of the global batch (summed over processes), which normalises the token loss; and n_masked. Nothing is
-    read from the device."""
-    mbs = []
-    for _ in range(accum):
-        inputs, labels, positions, has_pad, m, clean = next(it)
-        inputs, labels, positions, clean = (
-            None if t is None else t.to(run.device, non_blocking=True) for t in (inputs, labels, positions, clean)
-        )
-        mbs.append((inputs, labels, positions, has_pad, m, clean))
-    n_masked = torch.full(
-        (), float(sum(0 if mb[2] is None else len(mb[2]) for mb in mbs)), device=run.device
-    )  # counted by the loader, on the host
+def fetch_step(it, accum: int, run) -> tuple[list[MicroBatch], torch.Tensor]:
+    """The `accum` micro-batches of one optimizer step from the loader iterator `it`, moved to `run.device`, each with
+    `n_masked` set; and n_masked, float32 () on the device: the masked tokens of the global batch (counted on the
+    host, summed over the `run.world` processes), which normalises the token loss. Nothing is read from the device."""
+    mbs = [next(it).to(run.device) for _ in range(accum)]
+    counted = sum(0 if mb.positions is None else len(mb.positions) for mb in mbs)
+    n_masked = torch.full((), float(counted), device=run.device)
     if run.world > 1:
         dist.all_reduce(n_masked)
-    return [(*mb, n_masked) for mb in mbs], n_masked
+    return [mb._replace(n_masked=n_masked) for mb in mbs], n_masked
 
 
-def _loss_fn(eng: Engine, cfg: PretrainConfig, world: int, accum: int):
-    """The loss of one micro-batch (inputs, labels, label positions, has [PAD], m clip pairs, unmasked clips,
-    n_masked) and its stats for `step_record`. Compiled (`cfg.compile`), the model gets no [PAD] flag (it then masks
-    every batch) and the masked count M is marked dynamic: one graph serves every batch (chapter 04, "Rows for the
-    fused kernels"). Without mask-then-predict the token loss is measured, not trained; without CL-Mask the features
-    come from the unmasked clips (a second forward when the clips are masked for mask-then-predict)."""
+def micro_batch_loss(forward, cfg: PretrainConfig, world: int = 1, accum: int = 1):
+    """The pre-training objective of one `MicroBatch` (§3.3, Eq. 8), as a function `mb → (loss, stats)`: the
+    micro-batch's share of L = L_mask + α·γ·L_cl, float32 (), scaled so that the `accum` micro-batches of the `world`
+    processes add up to the global batch's loss; and the float32 (4,) statistics `step_record` reads. `forward` runs
+    the model (`Engine.forward`: DDP, compiled, under autocast). Compiled (`cfg.compile`), the model gets no [PAD]
+    flag (it then masks every batch) and the masked count M is marked dynamic: one graph serves every batch
+    (chapter 04, "Rows for the fused kernels"). Without mask-then-predict the token loss is measured, not trained;
+    without CL-Mask the features come from the unmasked clips (a second forward when the clips are masked for
+    mask-then-predict); InfoNCE runs over all processes, in groups of `cfg.negatives` + 1 pairs when set."""
 
-    def loss_fn(mb):  # the token loss over the global batch's masked tokens, InfoNCE over all processes
-        # (in groups of `cfg.negatives` + 1 pairs when set)
-        inputs, labels, positions, has_pad, m, clean, n_masked = mb
-        pad = None if cfg.compile else has_pad
-        if labels is None:  # neither mask-then-predict nor CL-Mask: the unmasked clips, features only
-            return _cl_only(eng.forward(inputs, has_pad=pad).features, m, cfg, accum)
+    def loss_fn(mb: MicroBatch):
+        pad, m = None if cfg.compile else mb.has_pad, mb.pairs
+        if mb.labels is None:  # neither mask-then-predict nor CL-Mask: the unmasked clips, features only
+            return _cl_only(forward(mb.inputs, has_pad=pad).features, m, cfg, accum)
         if cfg.compile:
-            torch._dynamo.maybe_mark_dynamic(positions, 0)  # M: one graph for every count
-        o = eng.forward(inputs, labels, n_masked, positions, has_pad=pad, features=clean is None)
-        f = o.features if clean is None else eng.forward(clean, has_pad=pad).features  # CL-Mask off: 2nd forward
+            torch._dynamo.maybe_mark_dynamic(mb.positions, 0)  # M: one graph for every count
+        o = forward(mb.inputs, mb.labels, mb.n_masked, mb.positions, has_pad=pad, features=mb.clean is None)
+        f = o.features if mb.clean is None else forward(mb.clean, has_pad=pad).features  # CL-Mask off: 2nd forward
         nce, cl_correct = info_nce_distributed(f[:m], f[m:], cfg.temperature, group=cfg.group())
         # DDP averages over processes: scaled by `world`, these sum to the one-process loss of the global batch
         l_mask = world * o.loss if cfg.mask_then_predict else torch.zeros_like(nce)  # off: measured, not trained
         loss = pretraining_loss(l_mask, nce / (accum * m), cfg.alpha, cfg.temperature)
         correct = (o.logits.argmax(-1) == o.targets).sum()
-        return loss, torch.stack([o.loss.detach() * n_masked.clamp_min(1), correct, nce.detach(), cl_correct])
+        return loss, torch.stack([o.loss.detach() * mb.n_masked.clamp_min(1), correct, nce.detach(), cl_correct])
 
     return loss_fn
 
@@ -428,8 +446,9 @@ def _cl_only(features: torch.Tensor, m: int, cfg: PretrainConfig, accum: int):
     return loss, torch.stack([zero, zero, nce.detach(), cl_correct])
 
 # %% ../nbs/07_pretrain.ipynb #bb4cc5e8
-def _memory_inputs(c: VimpacConfig, cfg: PretrainConfig):
-    """`n` clip pairs as `plan_run` counts them (fake tensors): 2n clips of T x h x w tokens, their labels, and
+def memory_inputs(c: VimpacConfig, cfg: PretrainConfig):
+    """What `plan_run` measures a micro-batch of pre-training by: a function `n → (args, kwargs)` of the model's
+    forward for `n` clip pairs (fake tensors under `memory_model`): 2n clips of T x h x w tokens, their labels, and
     `cfg.mask_ratio` of the 2n clips' tokens as labelled positions. Without CL-Mask the unmasked clips' forward
     saves its own activations: with mask-then-predict 4n clips are counted (the masked and the unmasked, the CLS head
     on all: a slight overcount), without it 2n clips and no labels (no token head)."""
@@ -507,18 +526,18 @@ def pretrain(
     model = _pretrain_model(store, model, cfg, state, init)
     c, world = model.config, run.world
     model.token_head.requires_grad_(cfg.mask_then_predict)  # off: frozen, outside AdamW and DDP (no update, no decay)
-    plan = plan_run(cfg, len(store), run, model, _memory_inputs(c, cfg), sample="clip pair", least=-(-2 // world))
+    plan = plan_run(cfg, len(store), run, model, memory_inputs(c, cfg), sample="clip pair", least=-(-2 // world))
     _check_groups(cfg, plan.micro * world)
     eng = Engine(model, cfg, plan.steps, run)
     start = eng.restore(state)
     it = _pair_batches(store, cfg, c, plan, run, start)
     log = MetricsLog(run, start, plan.steps, resume, "pre-train", progress)
     ctx = LogContext(cfg, plan.batch, c, peak_flops(run.device, cfg.peak_tflops), world)
-    loss_fn = _loss_fn(eng, cfg, world, plan.accum)
+    loss_fn = micro_batch_loss(eng.forward, cfg, world, plan.accum)
     pending = []  # steps not yet read on the host: the loop reads the device at log and checkpoint steps only
     with eng.stop:  # SIGTERM, SIGUSR1: a checkpoint at the next step boundary, then RunStopped
         for step in log:
-            micro_batches, n_masked = _masked_step(it, plan.accum, run)
+            micro_batches, n_masked = fetch_step(it, plan.accum, run)
             pending.append((step, *eng.update_async(eng.accumulate(micro_batches, loss_fn)), n_masked))
             log.count(2 * plan.batch)
             if eng.read_due(step):

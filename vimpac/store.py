@@ -18,8 +18,9 @@ from .utils import VimpacError, write_json, disk_full_error, read_json, check_fi
 from .video import iter_views, check_fps, list_videos, VIEW_SETS, CENTER_VIEW, parse_view
 
 # %% auto #0
-__all__ = ['STORE_FORMAT', 'MAP_SIZE', 'READABLE_FORMATS', 'video_key', 'expand_inputs', 'shard_name', 'StoreSummary',
-           'writer_lock', 'build_store', 'TokenStore']
+__all__ = ['STORE_FORMAT', 'MAP_SIZE', 'READABLE_FORMATS', 'video_key', 'expand_inputs', 'shard_name', 'lmdb_env',
+           'lmdb_environments', 'lmdb_header', 'check_shard', 'DecodeVideos', 'StoreSummary', 'writer_lock',
+           'build_store', 'TokenStore']
 
 # %% ../nbs/02_store.ipynb #28c12336
 STORE_FORMAT = "vimpac-token-store/3"  # /3: keys from paths relative to the root given (/2: absolute paths)
@@ -112,11 +113,11 @@ def shard_name(index: int, num_shards: int) -> str:
 _ENVS: dict = {}
 
 # %% ../nbs/02_store.ipynb #8851f9ea
-def _env(path, write: bool = False) -> lmdb.Environment:
+def lmdb_env(path, write: bool = False) -> lmdb.Environment:
     """The process's environment for the LMDB shard at `path`; readers open it read-only, a writer reopens it writable.
     A process never uses an environment opened by another: in a forked worker, the copy inherited from the parent is
     closed (in the worker only) and the shard opened again. An existing shard is checked against its own LMDB header
-    before LMDB maps it (`_check_shard`: a truncated file would otherwise kill the process with SIGBUS). Raises
+    before LMDB maps it (`check_shard`: a truncated file would otherwise kill the process with SIGBUS). Raises
     `VimpacError` naming the shard when it is truncated, not an LMDB database, or LMDB cannot open it."""
     path = Path(path).resolve()
     key = (os.getpid(), str(path))
@@ -126,7 +127,7 @@ def _env(path, write: bool = False) -> lmdb.Environment:
     for k in [k for k in _ENVS if k[1] == key[1]]:  # this process's reader, or a parent's environment copied by fork()
         _ENVS.pop(k)[0].close()  # lmdb refuses a second open of the same files in one process
     if not write or (path / "data.mdb").exists():
-        _check_shard(path)
+        check_shard(path)
     try:
         env = (
             lmdb.open(str(path), map_size=MAP_SIZE, subdir=True)
@@ -137,6 +138,12 @@ def _env(path, write: bool = False) -> lmdb.Environment:
         raise VimpacError(f"{path}: LMDB cannot open this shard ({type(e).__name__}: {_first_line(e)})") from None
     _ENVS[key] = (env, write)
     return env
+
+
+def lmdb_environments() -> list[tuple[int, str, bool]]:
+    """The LMDB environments `lmdb_env` holds open, as (process id, shard folder, writable): this process's, and in a
+    forked worker the parent's it has not yet replaced. A diagnostic: e.g. that a worker reads through its own."""
+    return [(pid, path, writable) for (pid, path), (_, writable) in _ENVS.items()]
 
 # %% ../nbs/02_store.ipynb #cd9d1741
 _MDB_MAGIC, _MDB_VERSION, _P_META = 0xBEEFC0DE, 1, 0x08
@@ -163,7 +170,7 @@ def _lmdb_meta(f: Path, buf: bytes, i: int) -> dict:
     return dict(page_size=psize, last_page=last, txnid=txnid, map_size=mapsize)
 
 
-def _lmdb_header(f) -> dict:
+def lmdb_header(f) -> dict:
     """What the header of the LMDB data file `f` records, from the current (higher transaction id) of its two meta
     pages: `page_size` (bytes), `last_page`, `txnid`, `map_size`, and `needed`, the least file size in bytes,
     (last_page + 1) x page_size. Raises `VimpacError` naming `f` when it holds no valid LMDB header."""
@@ -179,7 +186,7 @@ def _lmdb_header(f) -> dict:
     return dict(m, page_size=ps, needed=max(2, m["last_page"] + 1) * ps)
 
 # %% ../nbs/02_store.ipynb #164159dd
-def _check_shard(shard):
+def check_shard(shard):
     """Raise `VimpacError` naming the LMDB shard folder `shard` unless its `data.mdb` holds a valid LMDB header and at
     least as many bytes as that header needs. Reads two meta pages; nothing is memory-mapped."""
     shard = Path(shard)
@@ -188,7 +195,7 @@ def _check_shard(shard):
     f = shard / "data.mdb"
     if not f.is_file():
         raise VimpacError(f"{shard}: LMDB shard without its data.mdb")
-    size, h = f.stat().st_size, _lmdb_header(f)
+    size, h = f.stat().st_size, lmdb_header(f)
     if size < h["needed"]:
         raise VimpacError(
             f"{shard}: truncated LMDB shard: data.mdb holds {size} bytes, its header needs at least "
@@ -211,8 +218,12 @@ def _identity(x):
     return x  # the loader's collate_fn: items pass through as they are (a module-level function pickles)
 
 
-class _DecodeVideos(torch.utils.data.IterableDataset):
-    "Worker side of `build_store`: for each (key, path, name) item, chunks of frames of every view, then a report."
+class DecodeVideos(torch.utils.data.IterableDataset):
+    """The decoding side of `build_store`, run in the loader's workers (each takes every `num_workers`-th item): for
+    each (key, path, name) of `items`, the video decoded by `iter_views` at `fps` and frame size `size` (pixels) in
+    each of `views`, yielded as dicts {key, path, name, frames}, `frames` a chunk of at most `chunk` frames per view
+    (uint8, as `iter_views` gives them), then {key, path, name, info} (what `iter_views` reports). A video that fails
+    yields {key, path, name, error}, the one-line reason, instead of raising: one bad file loses nothing else."""
 
     def __init__(self, items, fps, size, views, chunk):
         self.items, self.fps, self.size, self.views, self.chunk = items, fps, size, views, chunk
@@ -584,11 +595,11 @@ def build_store(
     if device is not None:
         tokenizer.to(device)
     with _writing(out, meta, num_shards, shard_index):
-        env = _env(out / shard_name(shard_index, num_shards), write=True)
+        env = lmdb_env(out / shard_name(shard_index, num_shards), write=True)
         summary, dtype = StoreSummary(out, scan_skipped=dict(scan_skipped)), _token_dtype(tokenizer.vocab_size)
         todo = _pending(env, out, items, label_of, classes, summary)
         loader = torch.utils.data.DataLoader(
-            _DecodeVideos(todo, fps, frame_size, view_names, batch_size),
+            DecodeVideos(todo, fps, frame_size, view_names, batch_size),
             batch_size=None,
             num_workers=workers,
             collate_fn=_identity,
@@ -651,7 +662,7 @@ def _read_records(shards: list[Path], classes: list[str] | None) -> tuple[dict, 
     (key -> int). With `classes`, every record's label must be a class index; else `VimpacError` naming the shard."""
     records, where = {}, {}
     for i, shard in enumerate(shards):
-        with _reading(shard), _env(shard).begin() as txn:
+        with _reading(shard), lmdb_env(shard).begin() as txn:
             for k, v in txn.cursor():
                 if k.startswith(b"m/"):
                     key = k[2:].decode()
@@ -677,7 +688,7 @@ def _read_tokens(
     `VimpacError` naming the shard when they are missing, of another size, or outside the vocabulary."""
     T, h, w = record["shape"]
     dt = np.dtype(dtype)
-    with _reading(shard), _env(shard).begin(buffers=True) as txn:
+    with _reading(shard), lmdb_env(shard).begin(buffers=True) as txn:
         buf = txn.get(f"v/{key}/{view}".encode())
         if buf is None or len(buf) != T * h * w * dt.itemsize:
             found = "missing" if buf is None else f"{len(buf)} bytes"
@@ -787,7 +798,7 @@ class TokenStore:
         `frames` kept and `expected`): dicts with `key`, `path`, `reason`."""
         out = []
         for shard in self.shards:
-            with _reading(shard), _env(shard).begin() as txn:
+            with _reading(shard), lmdb_env(shard).begin() as txn:
                 out += [json.loads(v) for k, v in txn.cursor() if k.startswith(b"f/")]
         return out
 

@@ -12,9 +12,9 @@ import numpy as np
 import torch
 import matplotlib.pyplot as plt
 from .utils import VimpacError, atomic_path, moved_names
-from .video import read_video, sample_videos
+from .video import sample_videos
 from .tokenizer import load_tokenizer
-from .masking import block_mask, iid_mask, copy_accuracy, nearest_neighbour_fill
+from .masking import MaskSpec, nearest_neighbour_fill
 from .evaluate import nearest_neighbours, store_frames
 from . import inference
 
@@ -377,14 +377,14 @@ def explore_state(
     """What the explorer shows, without widgets. `model`: a `VimpacForPreTraining` or a `save_pretrained` folder
     (loaded by `vimpac.inference.load_reconstruction_model`); `tokenizer`: a tokenizer or a `load_tokenizer` name;
     `video`: a sample's file name (`sample_videos()`), a path, or None (the first sample). The clip: `max_clip_len`
-    frames from frame `start` at `fps`, at the model's resolution. The mask: `block_mask` with `num_blocks`
-    (`strategy="block"`) or `iid_mask` with `ratio` (`"iid"`), drawn from `seed`. Returns a dict: `frames` uint8
+    frames from frame `start` at `fps`, at the model's resolution, reconstructed by the page's own
+    `vimpac.inference.reconstruct_video`. The mask: `MaskSpec.sample` from `seed`,
+    `num_blocks` blocks (`strategy="block"`) or i.i.d. at `ratio` (`"iid"`). Returns a dict: `frames` uint8
     (T, S, S, 3), `tokens` int64 (T, h, w), `mask` bool (T, h, w), `model_accuracy` and `copy_accuracy` (in [0, 1]:
     the model's top-1 and `nearest_neighbour_fill` with `neighbour`, over the masked tokens), the figures
     `reconstruction` (`plot_reconstruction`) and `nearest_neighbour` (`plot_nn_fill`).
     Raises `VimpacError` for an unknown strategy, neighbour or unreadable input, or a video too short for the model."""
-    if strategy not in ("block", "iid"):
-        raise VimpacError(f"strategy: {strategy!r} is not one of 'block', 'iid'")
+    MaskSpec(strategy, int(num_blocks) if strategy == "block" else None, float(ratio))  # checked before any work
     if neighbour not in ("spatial", "spatiotemporal"):
         raise VimpacError(f"neighbour: {neighbour!r} is not one of 'spatial', 'spatiotemporal'")
     if model is None:
@@ -394,26 +394,31 @@ def explore_state(
         model = inference.load_reconstruction_model(model, tok)[0]
     T, (h, w) = model.config.max_clip_len, model.config.token_map
     path = _video_path(video)
-    frames = read_video(path, fps=fps, frame_size=h * tok.downsample)[start : start + T]
+    blocks = int(num_blocks) if strategy == "block" else 0
+    r = inference.reconstruct_video(  # the page's reconstruction, from frame `start`
+        path,
+        model,
+        tok,
+        strategy=strategy,
+        blocks=blocks,
+        ratio=ratio,
+        seed=seed,
+        neighbour=neighbour,
+        fps=fps,
+        start=start,
+    )
+    frames, z, mask, copy = r["frames"], r["tokens"], r["mask"], r["copy_acc"]
     if len(frames) < T:
         raise VimpacError(f"{path}: {len(frames)} frames at {fps} fps from frame {start}, the model needs {T}")
-    with torch.no_grad():
-        z = tok.encode(frames).cpu()
-    g = torch.Generator().manual_seed(int(seed))
-    if strategy == "block":
-        mask, what = block_mask((1, T, h, w), int(num_blocks), generator=g)[0], f"{num_blocks} blocks"
-    else:
-        mask, what = iid_mask((1, T, h, w), float(ratio), generator=g)[0], f"i.i.d. {ratio:.0%}"
-    r = inference.reconstruct_tokens(model, z, mask)
-    copy = copy_accuracy(z[None], mask[None], neighbour)
-    title = f"{path.name}, {what}, seed {seed}: model accuracy {r['accuracy']:.1%}"
+    what = MaskSpec(strategy, blocks or None, float(ratio)).describe((T, h, w))
+    title = f"{path.name}, {what}, seed {seed}: model accuracy {r['model_acc']:.1%}"
     rec = plot_reconstruction(frames, tok, model, mask, title=title)
     nn = plot_nn_fill(tok, z, mask, neighbour, title=f"copying the nearest visible token: accuracy {copy:.1%}")
     return dict(
         frames=frames,
         tokens=z,
         mask=mask,
-        model_accuracy=r["accuracy"],
+        model_accuracy=r["model_acc"],
         copy_accuracy=copy,
         reconstruction=rec,
         nearest_neighbour=nn,
