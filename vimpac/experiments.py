@@ -1437,7 +1437,7 @@ def _run_notebooks(names: list, a: argparse.Namespace) -> None:
 # %% ../nbs/12_experiments.ipynb #17f510b3
 def write_index(out) -> Path:
     """Write `out/README.md`: every table written under `out` (`out/NAME/table.md`, by `ExperimentResult.write`), in
-    the paper's order, each with links to its folder and its executed notebook `out/NAME.ipynb` when there is one.
+    the paper's order, each with links to its table and to the executed notebook that wrote it (`_notebook_of`).
     Returns its path. Raises `VimpacError` when `out` holds no table."""
     out = Path(out)
     names = [n for n in EXPERIMENTS if (out / n / "table.md").is_file()]
@@ -1453,8 +1453,20 @@ def write_index(out) -> Path:
     ]
     for n in names:
         table = (out / n / "table.md").read_text().strip().splitlines()
-        links = [f"[table]({n}/table.md)"] + ([f"[notebook]({n}.ipynb)"] if (out / f"{n}.ipynb").is_file() else [])
+        notebook = _notebook_of(out, n)
+        links = [f"[table]({n}/table.md)"] + ([f"[notebook]({notebook})"] if notebook else [])
         text += ["#" + table[0], "", " · ".join(links), "", *"\n".join(table[1:]).strip().splitlines(), ""]
     with atomic_path(out / "README.md") as tmp:
         tmp.write_text("\n".join(text).rstrip() + "\n")
     return out / "README.md"
+
+
+def _notebook_of(out: Path, name: str) -> str | None:
+    """The executed notebook behind table `name`: `NAME.ipynb` when the table holds every row of the experiment (a
+    whole run), else the newest `NAME-rows-*.ipynb` (a run of some rows, `--rows`), else None. A whole run still
+    going on has written its notebook already, and a table of some rows must not link to it."""
+    done = {r["row"] for r in read_json(out / name / "results.json", "experiment results").get("results", [])}
+    whole, parts = out / f"{name}.ipynb", sorted(out.glob(f"{name}-rows-*.ipynb"), key=lambda p: p.stat().st_mtime)
+    if whole.is_file() and done >= {r.label for r in EXPERIMENTS[name].rows}:
+        return whole.name
+    return parts[-1].name if parts else None
