@@ -325,11 +325,11 @@ def kit_plan(preset: str, workload: str, precision: str = "bf16", device_bytes: 
     w = WORKLOADS[workload]
     c = VimpacConfig.from_preset(preset, max_clip_len=w["clip_len"], token_map=(w["token_map"],) * 2)
     if workload == "pretrain":
-        from vimpac.pretrain import PretrainConfig as Cfg, memory_inputs
+        from vimpac.pretrain import PretrainConfig as Cfg, pretrain_memory_inputs as memory_inputs
 
         model, least = VimpacForPreTraining(c), 2
     else:
-        from vimpac.finetune import FinetuneConfig as Cfg, memory_inputs
+        from vimpac.finetune import FinetuneConfig as Cfg, finetune_memory_inputs as memory_inputs
 
         model, least = VimpacForVideoClassification(c, w["num_classes"]), 1
     cfg = Cfg(clip_len=w["clip_len"])

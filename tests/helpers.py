@@ -104,3 +104,28 @@ def screenshot_path(name: str) -> Path:
         folder = Path(tempfile.gettempdir()) / "vimpac-screenshots"
     folder.mkdir(parents=True, exist_ok=True)
     return folder / name
+
+
+CHROMIUM = __import__("shutil").which("chromium") or __import__("shutil").which("chromium-browser")
+NO_CHROMIUM = "Debian's chromium is not installed (apt-get install chromium); .ci/run installs it"
+
+
+def browser_page(viewport=(1400, 1300)):
+    """A context manager giving a fresh page of Debian's headless Chromium (`CHROMIUM`, through Playwright) of
+    `viewport` (width, height) pixels, closed afterwards; skips the test, saying why, without Playwright for Python.
+    Callers mark themselves `skipif(CHROMIUM is None, reason=NO_CHROMIUM)`."""
+    import contextlib
+    import pytest
+
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright for Python is not installed")
+
+    @contextlib.contextmanager
+    def page():
+        with sync_api.sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
+            try:
+                yield browser.new_page(viewport={"width": viewport[0], "height": viewport[1]})
+            finally:
+                browser.close()
+
+    return page()

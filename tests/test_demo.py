@@ -5,8 +5,8 @@ import os
 
 os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
 os.environ["HF_HUB_OFFLINE"] = "1"
-import re, shutil, signal, socket, subprocess, sys, time, urllib.request
-from helpers import run, screenshot_path
+import re, signal, socket, subprocess, sys, time, urllib.request
+from helpers import CHROMIUM, NO_CHROMIUM, browser_page, run, screenshot_path
 from pathlib import Path
 import av
 import numpy as np
@@ -27,7 +27,6 @@ import vimpac.inference as inference
 from vimpac.utils import VimpacError
 
 ROOT = Path(__file__).resolve().parents[1]
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
 EXAMPLES = {  # the page's examples: their labels, and what each one's summary says
@@ -263,28 +262,19 @@ def test_examples_load_with_the_cache_in_home(home_server):
     assert list((home / ".cache" / "vimpac" / "demo-examples").glob("*/*/original/*/original.mp4"))  # kept there
 
 
-@pytest.mark.skipif(
-    CHROMIUM is None, reason="Debian's chromium is not installed (apt-get install chromium); .ci/run installs it"
-)
+@pytest.mark.skipif(CHROMIUM is None, reason=NO_CHROMIUM)
 def test_browser_clicks_every_example(home_server):
     "In headless Chromium, each sample example of the page served from a user's home shows five videos that play."
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright for Python is not installed")
     ready = "() => [...document.querySelectorAll('video')].filter(v => v.readyState >= 2 && v.videoWidth == 256).length"
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
-        try:
-            page = browser.new_page(viewport={"width": 1400, "height": 1300})
-            page.goto(home_server[1], wait_until="networkidle")
-            for label in EXAMPLES:
-                page.get_by_text(label).first.click()
-                page.wait_for_function(
-                    f"() => document.querySelector('#summary').innerText.includes({EXAMPLES[label]!r})",
-                    timeout=30_000,
-                )
-                page.wait_for_function(f"{ready} == 5", timeout=30_000)
-                assert "Error" not in page.locator("#summary").inner_text()
-        finally:
-            browser.close()
+    with browser_page() as page:
+        page.goto(home_server[1], wait_until="networkidle")
+        for label in EXAMPLES:
+            page.get_by_text(label).first.click()
+            page.wait_for_function(
+                f"() => document.querySelector('#summary').innerText.includes({EXAMPLES[label]!r})", timeout=30_000
+            )
+            page.wait_for_function(f"{ready} == 5", timeout=30_000)
+            assert "Error" not in page.locator("#summary").inner_text()
 
 
 def test_python_m_serves_on_loopback(home_server):
@@ -318,72 +308,64 @@ def test_python_m_serves_on_loopback(home_server):
             proc.wait(10)
 
 
-@pytest.mark.skipif(
-    CHROMIUM is None, reason="Debian's chromium is not installed (apt-get install chromium); .ci/run installs it"
-)
+@pytest.mark.skipif(CHROMIUM is None, reason=NO_CHROMIUM)
 def test_browser_page(browser_server):
-    """The page as a user meets it, in headless Chromium: empty boxes before a run, the number of blocks shown for
+    """The page as a user meets it, in headless Chromium: nothing shown before a run, the number of blocks shown for
     block masks only, a sample example whose outputs were computed at start-up (five videos that play, the frames),
     an upload reconstructed at another mask ratio, a frame picked; nothing fetched from outside. Saves the screenshot
     `demo.png` (`helpers.screenshot_path`: the README's under `make screenshots`)."""
     server = browser_server
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright for Python is not installed")
     videos = "() => [...document.querySelectorAll('video')].map(v => [v.readyState, v.videoWidth, v.currentSrc])"
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
-        try:
-            page = browser.new_page(viewport={"width": 1400, "height": 1300})
-            urls = []
-            page.on("request", lambda r: urls.append(r.url))
-            page.goto(server, wait_until="networkidle")
-            page.locator("#run").wait_for(state="visible", timeout=30_000)
-            acc = lambda: page.locator("#model_acc input").first.input_value()
-            summary = lambda: page.locator("#summary").inner_text()
-            text = page.locator("body").inner_text()  # the header names the model and what it was trained on
-            assert "Model:" in text and "pre-trained model; tokens of vimpac-vqvae" in text and "trained on" in text
-            assert summary().strip() == "" and page.evaluate(videos) == []  # nothing before a run
-            assert not page.locator("#model_acc").is_visible()  # no accuracy box reading 0
+    with browser_page() as page:
+        urls = []
+        page.on("request", lambda r: urls.append(r.url))
+        page.goto(server, wait_until="networkidle")
+        page.locator("#run").wait_for(state="visible", timeout=30_000)
+        acc = lambda: page.locator("#model_acc input").first.input_value()
+        summary = lambda: page.locator("#summary").inner_text()
+        text = page.locator("body").inner_text()  # the header names the model and what it was trained on
+        assert "Model:" in text and "pre-trained model; tokens of vimpac-vqvae" in text and "trained on" in text
+        assert summary().strip() == "" and page.evaluate(videos) == []  # nothing before a run
+        assert not page.locator("#model_acc").is_visible()  # no accuracy box reading 0
 
-            assert page.locator("#blocks").is_visible()  # the number of blocks: block masks only
-            page.get_by_role("radio", name="i.i.d.").check()
-            page.locator("#blocks").wait_for(state="hidden")
-            assert "each token's probability" in page.locator("#ratio").inner_text()
-            page.get_by_role("radio", name="blocks").check()
-            page.locator("#blocks").wait_for(state="visible")
-            assert "the number of blocks follows from it" in page.locator("#ratio").inner_text()
+        assert page.locator("#blocks").is_visible()  # the number of blocks: block masks only
+        page.get_by_role("radio", name="i.i.d.").check()
+        page.locator("#blocks").wait_for(state="hidden")
+        assert "each token's probability" in page.locator("#ratio").inner_text()
+        page.get_by_role("radio", name="blocks").check()
+        page.locator("#blocks").wait_for(state="visible")
+        assert "the number of blocks follows from it" in page.locator("#ratio").inner_text()
 
-            page.get_by_text("bikes.mp4: i.i.d., 75%").click()  # an example: outputs computed at start-up
-            page.wait_for_function("() => document.querySelectorAll('video').length == 5", timeout=15_000)
-            page.wait_for_function(
-                "() => [...document.querySelectorAll('video')].every(v => v.readyState >= 2)", timeout=15_000
-            )
-            assert [v[1] for v in page.evaluate(videos)] == [256] * 5  # decoded by the browser: it plays them
-            assert "i.i.d., each token with probability 75%" in summary(), summary()
-            page.locator("#model_acc").wait_for(state="visible")
-            assert 0 <= float(acc()) <= 100, acc()
-            assert page.get_by_role("radio", name="i.i.d.").is_checked()  # the example's settings are shown
+        page.get_by_text("bikes.mp4: i.i.d., 75%").click()  # an example: outputs computed at start-up
+        page.wait_for_function("() => document.querySelectorAll('video').length == 5", timeout=15_000)
+        page.wait_for_function(
+            "() => [...document.querySelectorAll('video')].every(v => v.readyState >= 2)", timeout=15_000
+        )
+        assert [v[1] for v in page.evaluate(videos)] == [256] * 5  # decoded by the browser: it plays them
+        assert "i.i.d., each token with probability 75%" in summary(), summary()
+        page.locator("#model_acc").wait_for(state="visible")
+        assert 0 <= float(acc()) <= 100, acc()
+        assert page.get_by_role("radio", name="i.i.d.").is_checked()  # the example's settings are shown
 
-            page.locator("#video").get_by_role("button", name="Clear").click()  # the example's video, then an upload
-            page.locator("#video input[type=file]").set_input_files(str(sample_videos()[2]))
-            page.get_by_role("radio", name="blocks").check()
-            ratio = page.locator("#ratio input[type=number]")
-            ratio.fill("50")
-            ratio.press("Enter")
-            page.locator("#run").click()
-            page.wait_for_function(
-                "() => document.querySelector('#summary').innerText.includes('closest to 50%')", timeout=60_000
-            )
-            share = float(re.search(r"masked \(([\d.]+)%\)", summary()).group(1))
-            assert 25 < share < 75, summary()  # one clip's share varies around the ratio asked for
+        page.locator("#video").get_by_role("button", name="Clear").click()  # the example's video, then an upload
+        page.locator("#video input[type=file]").set_input_files(str(sample_videos()[2]))
+        page.get_by_role("radio", name="blocks").check()
+        ratio = page.locator("#ratio input[type=number]")
+        ratio.fill("50")
+        ratio.press("Enter")
+        page.locator("#run").click()
+        page.wait_for_function(
+            "() => document.querySelector('#summary').innerText.includes('closest to 50%')", timeout=60_000
+        )
+        share = float(re.search(r"masked \(([\d.]+)%\)", summary()).group(1))
+        assert 25 < share < 75, summary()  # one clip's share varies around the ratio asked for
 
-            page.locator("#frames button.thumbnail-item").nth(2).click()  # the frame chooser
-            page.get_by_text("frame 3 of 8 (1.0 s)").first.wait_for(state="visible")
-            outside = [u for u in urls if not u.startswith((server, "data:", "blob:"))]
-            assert not outside, f"the page fetched from outside: {outside[:5]}"  # no fonts, scripts or analytics
-            page.wait_for_timeout(600)  # the videos a little into their loop
-            page.screenshot(path=str(screenshot_path("demo.png")), full_page=True)
-        finally:
-            browser.close()
+        page.locator("#frames button.thumbnail-item").nth(2).click()  # the frame chooser
+        page.get_by_text("frame 3 of 8 (1.0 s)").first.wait_for(state="visible")
+        outside = [u for u in urls if not u.startswith((server, "data:", "blob:"))]
+        assert not outside, f"the page fetched from outside: {outside[:5]}"  # no fonts, scripts or analytics
+        page.wait_for_timeout(600)  # the videos a little into their loop
+        page.screenshot(path=str(screenshot_path("demo.png")), full_page=True)
 
 
 @pytest.mark.parametrize("case", ["port in use", "foreign host", "unknown host"])

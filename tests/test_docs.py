@@ -1,11 +1,11 @@
 """The documentation tooling (tools/build_docs.py): README.md is what nbs/index.ipynb makes, and the site check finds
 broken pages (missing images, dead links, error outputs). `make docs` builds the real site; these are its checks."""
 
-import functools, html, http.server, importlib.util, json, os, re, shutil, subprocess, sys, threading
+import functools, html, http.server, importlib.util, json, os, re, subprocess, sys, threading
 from pathlib import Path
 
 import pytest
-from helpers import screenshot_path
+from helpers import CHROMIUM, NO_CHROMIUM, browser_page, screenshot_path
 
 ROOT = Path(__file__).resolve().parents[1]
 spec = importlib.util.spec_from_file_location("build_docs", ROOT / "tools" / "build_docs.py")
@@ -103,7 +103,6 @@ def test_a_widget_output_shows_its_static_snapshot_on_a_page():
 
 # ---- the built site (nbconvert): one build for the tests below ----
 REPO = re.search(r'^Repository = "([^"]+)"', (ROOT / "pyproject.toml").read_text(), re.M)[1].rstrip("/")
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
 @pytest.fixture(scope="module")
@@ -261,53 +260,45 @@ def serve(folder):
     return srv, f"http://127.0.0.1:{srv.server_address[1]}/"
 
 
-@pytest.mark.skipif(
-    CHROMIUM is None, reason="Debian's chromium is not installed (apt-get install chromium); .ci/run installs it"
-)
+@pytest.mark.skipif(CHROMIUM is None, reason=NO_CHROMIUM)
 def test_browser_formulas_load_every_file_and_search_finds(site):
     """In headless Chromium: the losses page typesets its formulas with no request failing (no 404, no font left
     out) and none going outside the site; typing in the search box lists results, the first the `mask_loss` entry, and
     Enter goes there. The screenshot of the search in use is docs.png, the README's under `make screenshots` (taken
     only where the formulas are typeset: with jupyter-server-mathjax installed)."""
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright for Python is not installed")
     math = (site / "mathjax").is_dir()
     srv, base = serve(site)
     try:
-        with sync_api.sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
-            try:
-                page = browser.new_page(viewport={"width": 1400, "height": 900})
-                bad, urls = [], []
-                page.on("response", lambda r: bad.append(f"{r.status} {r.url}") if r.status >= 400 else None)
-                page.on("requestfailed", lambda r: bad.append(f"failed {r.url}"))
-                page.on("request", lambda r: urls.append(r.url))
-                page.goto(base + "losses.html", wait_until="networkidle")
-                if math:
-                    page.wait_for_function(
-                        "() => window.MathJax && MathJax.Hub && MathJax.Hub.queue.pending === 0"
-                        " && document.querySelectorAll('.MathJax').length > 3",
-                        timeout=30_000,
-                    )
-                    page.wait_for_load_state("networkidle")
-                    assert any("STIXMathJax_" in u for u in urls), "no MathJax font was loaded"
-                page.fill("#search", "mask loss")
-                page.locator("#search-results.open a").first.wait_for(state="visible", timeout=10_000)
-                hrefs = page.eval_on_selector_all("#search-results a", "els => els.map(e => e.getAttribute('href'))")
-                assert hrefs[0] == "losses.html#mask_loss" and len(hrefs) >= 5, hrefs
-                assert bad == [], bad
-                outside = [u for u in urls if not u.startswith((base, "data:"))]
-                assert not outside, f"the page fetched from outside: {outside[:5]}"
-                if math:  # the README's picture shows the formulas typeset, not their TeX
-                    page.screenshot(path=str(screenshot_path("docs.png")))
-                page.keyboard.press("Enter")
-                page.wait_for_url("**/losses.html#mask_loss")
-                page.goto(base + "runs/pretrain.html", wait_until="networkidle")  # a page one folder down
-                page.fill("#search", "VimpacForPreTraining")
-                page.locator("#search-results.open a").first.wait_for(state="visible", timeout=10_000)
-                first = page.eval_on_selector("#search-results a", "e => e.getAttribute('href')")
-                assert first == "../model.html#vimpacforpretraining", first
-                assert bad == [], bad
-            finally:
-                browser.close()
+        with browser_page(viewport=(1400, 900)) as page:
+            bad, urls = [], []
+            page.on("response", lambda r: bad.append(f"{r.status} {r.url}") if r.status >= 400 else None)
+            page.on("requestfailed", lambda r: bad.append(f"failed {r.url}"))
+            page.on("request", lambda r: urls.append(r.url))
+            page.goto(base + "losses.html", wait_until="networkidle")
+            if math:
+                page.wait_for_function(
+                    "() => window.MathJax && MathJax.Hub && MathJax.Hub.queue.pending === 0"
+                    " && document.querySelectorAll('.MathJax').length > 3",
+                    timeout=30_000,
+                )
+                page.wait_for_load_state("networkidle")
+                assert any("STIXMathJax_" in u for u in urls), "no MathJax font was loaded"
+            page.fill("#search", "mask loss")
+            page.locator("#search-results.open a").first.wait_for(state="visible", timeout=10_000)
+            hrefs = page.eval_on_selector_all("#search-results a", "els => els.map(e => e.getAttribute('href'))")
+            assert hrefs[0] == "losses.html#mask_loss" and len(hrefs) >= 5, hrefs
+            assert bad == [], bad
+            outside = [u for u in urls if not u.startswith((base, "data:"))]
+            assert not outside, f"the page fetched from outside: {outside[:5]}"
+            if math:  # the README's picture shows the formulas typeset, not their TeX
+                page.screenshot(path=str(screenshot_path("docs.png")))
+            page.keyboard.press("Enter")
+            page.wait_for_url("**/losses.html#mask_loss")
+            page.goto(base + "runs/pretrain.html", wait_until="networkidle")  # a page one folder down
+            page.fill("#search", "VimpacForPreTraining")
+            page.locator("#search-results.open a").first.wait_for(state="visible", timeout=10_000)
+            first = page.eval_on_selector("#search-results a", "e => e.getAttribute('href')")
+            assert first == "../model.html#vimpacforpretraining", first
+            assert bad == [], bad
     finally:
         srv.shutdown()

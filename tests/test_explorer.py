@@ -5,10 +5,9 @@ from outside. Saves the screenshot `explorer.png` (the README's under `make scre
 import json, shutil, subprocess, sys
 from pathlib import Path
 import pytest
-from helpers import screenshot_path
+from helpers import CHROMIUM, NO_CHROMIUM, screenshot_path
 
 ROOT = Path(__file__).resolve().parents[1]
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 LAB = shutil.which("jupyter-lab", path=str(Path(sys.executable).parent))
 
 
@@ -34,7 +33,7 @@ def test_the_chapter_has_its_explorer_cell_with_saved_output():
     assert {"text/html", "application/vnd.jupyter.widget-view+json"} <= kinds, kinds  # a snapshot beside the widget
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (apt-get install chromium)")
+@pytest.mark.skipif(CHROMIUM is None, reason=NO_CHROMIUM)
 @pytest.mark.skipif(LAB is None, reason="JupyterLab is not installed (pip install -e '.[dev]')")
 def test_explorer_cell_in_jupyterlab(tmp_path):
     pytest.importorskip("playwright.sync_api", reason="playwright for Python is not installed")

@@ -56,11 +56,11 @@ def test_pretrain_takes_the_micro_batch_that_fits(labelled, tmp_path, monkeypatc
     """Pre-training plans in clip pairs, at least 2 in one process (InfoNCE needs a negative): room for 2 pairs and not
     3
     → a batch of 4 pairs is 2 micro-batches of 2 (4 clips); room for 1 only is an error naming 2 pairs."""
-    from vimpac.pretrain import PretrainConfig, pretrain, memory_inputs
+    from vimpac.pretrain import PretrainConfig, pretrain, pretrain_memory_inputs
 
     cfg = PretrainConfig(steps=1, batch_size=4, clip_len=3)
     c = VimpacConfig.from_preset("tiny", vocab_size=labelled.vocab_size, token_map=labelled.token_map, max_clip_len=3)
-    mm = memory_model(VimpacForPreTraining(c), memory_inputs(c, cfg))
+    mm = memory_model(VimpacForPreTraining(c), pretrain_memory_inputs(c, cfg))
     monkeypatch.setattr(E, "device_memory", lambda d: mm.peak(2) + mm.per_sample // 2)
     seen = micro_batches(monkeypatch)
     pretrain(labelled, c, cfg, device="cpu", progress=False)

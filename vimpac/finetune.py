@@ -20,8 +20,8 @@ from .engine import check_resume_settings, latest_checkpoint, config_from_spec, 
 from .engine import check_run_tokenizer
 
 # %% auto #0
-__all__ = ['CHECKPOINT', 'FinetuneConfig', 'finetune_lr', 'check_labelled', 'finetune_model', 'clip_accuracy', 'memory_inputs',
-           'finetune']
+__all__ = ['CHECKPOINT', 'FinetuneConfig', 'finetune_lr', 'check_labelled', 'finetune_model', 'clip_accuracy',
+           'finetune_memory_inputs', 'finetune']
 
 # %% ../nbs/08_finetune.ipynb #f4b12275
 @dataclass
@@ -305,7 +305,7 @@ def clip_accuracy(
     return hits.item() / max(len(keys), 1)
 
 # %% ../nbs/08_finetune.ipynb #11fe76f9
-def memory_inputs(c: VimpacConfig, cfg: FinetuneConfig):
+def finetune_memory_inputs(c: VimpacConfig, cfg: FinetuneConfig):
     """What `plan_run` measures a micro-batch of fine-tuning by: a function `n → (args, kwargs)` of the model's
     forward for `n` labelled clips (fake tensors under `memory_model`): int64 (n, T, h, w) tokens and (n,) classes."""
 
@@ -366,7 +366,7 @@ def finetune(
         model = VimpacForVideoClassification(VimpacConfig.from_dict(state["model_config"]), state["num_classes"])
         model.load_state_dict(state["model"])
     c = model.config
-    plan = plan_run(cfg, len(store), run, model, memory_inputs(c, cfg), sample="clip")
+    plan = plan_run(cfg, len(store), run, model, finetune_memory_inputs(c, cfg), sample="clip")
     eng = Engine(model, replace(cfg, lr=cfg.lr or finetune_lr(c)), plan.steps, run)
     start = eng.restore(state)
     it = _clip_batches(store, cfg, c.pad_id, plan, run, start)

@@ -27,7 +27,7 @@ from .engine import PRECISIONS, list_checkpoints, param_groups  # noqa: F401 (fo
 # %% auto #0
 __all__ = ['CHECKPOINT_FIELDS', 'CHECKPOINT', 'EVAL_MICRO_BATCH', 'PretrainConfig', 'mask_clip_pairs', 'LogContext',
            'step_record', 'clip_flops', 'log_record', 'MicroBatch', 'MaskedPairs', 'fetch_step', 'micro_batch_loss',
-           'memory_inputs', 'pretrain', 'evaluate_masking']
+           'pretrain_memory_inputs', 'pretrain', 'evaluate_masking']
 
 # %% ../nbs/07_pretrain.ipynb #b9637bec
 @dataclass
@@ -446,7 +446,7 @@ def _cl_only(features: torch.Tensor, m: int, cfg: PretrainConfig, accum: int):
     return loss, torch.stack([zero, zero, nce.detach(), cl_correct])
 
 # %% ../nbs/07_pretrain.ipynb #bb4cc5e8
-def memory_inputs(c: VimpacConfig, cfg: PretrainConfig):
+def pretrain_memory_inputs(c: VimpacConfig, cfg: PretrainConfig):
     """What `plan_run` measures a micro-batch of pre-training by: a function `n → (args, kwargs)` of the model's
     forward for `n` clip pairs (fake tensors under `memory_model`): 2n clips of T x h x w tokens, their labels, and
     `cfg.mask_ratio` of the 2n clips' tokens as labelled positions. Without CL-Mask the unmasked clips' forward
@@ -526,7 +526,9 @@ def pretrain(
     model = _pretrain_model(store, model, cfg, state, init)
     c, world = model.config, run.world
     model.token_head.requires_grad_(cfg.mask_then_predict)  # off: frozen, outside AdamW and DDP (no update, no decay)
-    plan = plan_run(cfg, len(store), run, model, memory_inputs(c, cfg), sample="clip pair", least=-(-2 // world))
+    plan = plan_run(
+        cfg, len(store), run, model, pretrain_memory_inputs(c, cfg), sample="clip pair", least=-(-2 // world)
+    )
     _check_groups(cfg, plan.micro * world)
     eng = Engine(model, cfg, plan.steps, run)
     start = eng.restore(state)
