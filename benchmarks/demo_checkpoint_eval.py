@@ -34,7 +34,7 @@ from vimpac.data import ClipPairDataset
 from vimpac.model import VimpacForPreTraining
 from vimpac.pretrain import PretrainConfig, evaluate_masking, mask_clip_pairs, batch_indices
 from vimpac.utils import make_generator, derive_seed, write_json
-from vimpac.evaluate import read_run
+from vimpac.runs import read_run
 from vimpac.inference import reconstruct_video
 from vimpac.masking import copy_accuracy
 
@@ -113,8 +113,8 @@ def main(argv=None):
     model = VimpacForPreTraining.from_pretrained(ckpt).eval()
     tok = load_tokenizer("default")
     frame_size = model.config.token_map[0] * tok.downsample
-    if tok.identity != run["tokenizer"]:
-        raise SystemExit(f"the default tokenizer {tok.identity} is not the run's {run['tokenizer']}")
+    if tok.identity != run.tokenizer:
+        raise SystemExit(f"the default tokenizer {tok.identity} is not the run's {run.tokenizer}")
     cfg = PretrainConfig(batch_size=a.batch_size, clip_len=model.config.max_clip_len)
     results = {}
     with tempfile.TemporaryDirectory() as d:
@@ -127,7 +127,7 @@ def main(argv=None):
             if videos is None:
                 store = TokenStore(a.train_store, tokenizer=tok)
             else:
-                build_store(videos, tok, d / name, fps=run["fps"], frame_size=frame_size, progress=False)
+                build_store(videos, tok, d / name, fps=run.fps, frame_size=frame_size, progress=False)
                 store = TokenStore(d / name, tokenizer=tok)
             torch.manual_seed(0)
             ev = evaluate_masking(model, store, cfg, batches=a.batches) | copy_baselines(model, store, cfg, a.batches)

@@ -45,7 +45,7 @@ def main(argv=None):
     ap.add_argument("--batch-size", type=int, default=3)
     ap.add_argument("--out", default=None, help="a JSON file for the results")
     a = ap.parse_args(argv)
-    from vimpac.cli import tokenize_videos
+    from vimpac.store import tokenize_videos
     from vimpac.video import sample_videos
 
     tmp = Path(tempfile.mkdtemp(prefix="vimpac-pm-"))

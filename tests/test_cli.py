@@ -3,6 +3,7 @@
 "a run."
 
 import json, subprocess
+import pytest
 from vimpac.video import sample_videos
 
 
@@ -40,6 +41,7 @@ def test_not_a_video(bin_dir, tmp_path):
     assert "0 stored, 0 skipped (already stored), 1 failed" in r.stdout
 
 
+@pytest.mark.slow
 def test_failures_do_not_stop_the_run_and_rerun_skips(bin_dir, tmp_path):
     truncated = tmp_path / "truncated.mp4"
     truncated.write_bytes(sample_videos()[1].read_bytes()[:20000])

@@ -5,7 +5,7 @@ the run notebooks' parameters cells are written from the same fields (tools/sync
 import dataclasses, importlib.util
 from pathlib import Path
 import pytest
-from vimpac.cli import MODEL_SKIP, pretrain_main, pretrain_parser, finetune_parser, model_spec
+from vimpac.cli import pretrain_main, pretrain_parser, finetune_parser, model_spec
 from vimpac.finetune import FinetuneConfig
 from vimpac.model import VimpacConfig
 from vimpac.pretrain import PretrainConfig
@@ -126,7 +126,7 @@ def options_of(parser) -> set:
 @pytest.mark.parametrize("parser,config_class", [(pretrain_parser, PretrainConfig), (finetune_parser, FinetuneConfig)])
 def test_every_knob_is_an_option(parser, config_class):
     have = options_of(parser())
-    knobs = config_fields(config_class) + config_fields(VimpacConfig, MODEL_SKIP)
+    knobs = config_fields(config_class) + config_fields(VimpacConfig)
     assert {option_name(f.name) for f in knobs} <= have
     for paper in (
         ("--mask-ratio", "--num-blocks", "--d-max", "--alpha", "--temperature")

@@ -262,6 +262,7 @@ def test_examples_load_with_the_cache_in_home(home_server):
     assert list((home / ".cache" / "vimpac" / "demo-examples").glob("*/*/original/*/original.mp4"))  # kept there
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(CHROMIUM is None, reason=NO_CHROMIUM)
 def test_browser_clicks_every_example(home_server):
     "In headless Chromium, each sample example of the page served from a user's home shows five videos that play."
@@ -308,6 +309,7 @@ def test_python_m_serves_on_loopback(home_server):
             proc.wait(10)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(CHROMIUM is None, reason=NO_CHROMIUM)
 def test_browser_page(browser_server):
     """The page as a user meets it, in headless Chromium: nothing shown before a run, the number of blocks shown for

@@ -107,7 +107,12 @@ REPO = re.search(r'^Repository = "([^"]+)"', (ROOT / "pyproject.toml").read_text
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
-    "The site as `make docs` builds it without Quarto (`--html`), into a temporary folder."
+    """The site as `make docs` builds it without Quarto (`--html`), into a temporary folder; or, when `make test` has
+    just built it so (`VIMPAC_DOCS_SITE`, set by the Makefile only where no `quarto` renders), that site: one build."""
+    built = os.environ.get("VIMPAC_DOCS_SITE")
+    if built:
+        assert (Path(built) / "search_index.js").is_file(), f"VIMPAC_DOCS_SITE={built}: no site built there"
+        return Path(built)
     out = tmp_path_factory.mktemp("site") / "_docs"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
@@ -137,6 +142,7 @@ def search_index(site):
     return json.loads(text.split("=", 1)[1].strip().rstrip(";"))
 
 
+@pytest.mark.slow
 def test_search_index_holds_api_names_and_headings_and_every_result_lands(site):
     index = search_index(site)
     by = {(e["u"], e["h"]): e for e in index}
@@ -165,6 +171,7 @@ def test_search_index_holds_api_names_and_headings_and_every_result_lands(site):
         assert f'<script src="{up}search.js" data-root="{up}"></script>' in text, name
 
 
+@pytest.mark.slow
 def test_api_index_links_every_public_name_to_its_entry_and_source(site):
     api = (site / "api.html").read_text()
     model = (site / "model.html").read_text()
@@ -189,6 +196,7 @@ def test_api_index_links_every_public_name_to_its_entry_and_source(site):
     assert '<a href="api.html" class="here">API index</a>' in api
 
 
+@pytest.mark.slow
 def test_previous_next_links_follow_the_sidebar(site):
     all_pages = pages(site)
     nav = re.search(r"<nav>(.*?)</nav>", all_pages["index.html"], re.S)[1]
@@ -203,6 +211,7 @@ def test_previous_next_links_follow_the_sidebar(site):
         assert (nxt[1] if nxt else None) == (up + order[i + 1] if i + 1 < len(order) else None), name
 
 
+@pytest.mark.slow
 def test_every_page_has_its_contents(site):
     for name, text in pages(site).items():
         main = re.search(r"<main>(.*)</main>", text, re.S)[1]
@@ -218,6 +227,7 @@ def test_every_page_has_its_contents(site):
     assert len(re.findall(r'class="l3"', (site / "model.html").read_text())) > 20
 
 
+@pytest.mark.slow
 def test_source_links_point_at_the_repository_named_in_pyproject(site):
     n = 0
     for name, text in pages(site).items():
@@ -235,6 +245,7 @@ def test_source_links_point_at_the_repository_named_in_pyproject(site):
     assert n > 300
 
 
+@pytest.mark.slow
 def test_mathjax_fonts_are_served(site):
     "Every file a page's MathJax configuration names (its script, the fonts its styles point at) is in the site."
     if not (site / "mathjax").is_dir():
@@ -260,6 +271,7 @@ def serve(folder):
     return srv, f"http://127.0.0.1:{srv.server_address[1]}/"
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(CHROMIUM is None, reason=NO_CHROMIUM)
 def test_browser_formulas_load_every_file_and_search_finds(site):
     """In headless Chromium: the losses page typesets its formulas with no request failing (no 404, no font left

@@ -261,6 +261,7 @@ def test_papermill_with_yaml_and_p_as_a_cluster_job_calls_it(tmp_path):
     assert any("T,H|W beats full attention" in "".join(o.get("text", "")) for o in outputs)  # the verdicts
 
 
+@pytest.mark.slow
 def test_bad_parameter_one_line_and_killed_sweep_resumed(tmp_path, bin_dir):
     out = tmp_path / "exp"
     cmd = [str(bin_dir / "vimpac-experiment"), "cl_weight", "--out", str(out), "--rows", "0", "2"]

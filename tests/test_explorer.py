@@ -33,6 +33,7 @@ def test_the_chapter_has_its_explorer_cell_with_saved_output():
     assert {"text/html", "application/vnd.jupyter.widget-view+json"} <= kinds, kinds  # a snapshot beside the widget
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(CHROMIUM is None, reason=NO_CHROMIUM)
 @pytest.mark.skipif(LAB is None, reason="JupyterLab is not installed (pip install -e '.[dev]')")
 def test_explorer_cell_in_jupyterlab(tmp_path):

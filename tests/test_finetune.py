@@ -90,6 +90,7 @@ def test_finetune_learns_the_toy(stores, tmp_path, capsys):
     assert "test accuracy" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_resume_after_sigkill_is_bitwise(bin_dir, stores, tmp_path):
     args = ["--steps", 50, "--batch-size", 6, "--lr", 1e-3, "--save-every", 10, "--keep-last", 2, "--log-every", 1]
     cmd = lambda out, *extra: [str(bin_dir / "vimpac-finetune"), *ft(stores["train"], out, *args, *extra)]
@@ -171,6 +172,7 @@ def test_config_records_the_batch_size_used(stores, tmp_path, capsys):
     assert json.loads((tmp_path / "run" / "finetune_config.json").read_text())["batch_size"] == 2
 
 
+@pytest.mark.slow
 def test_two_processes_follow_one(bin_dir, stores, tmp_path):
     "Under torchrun, two gloo processes with a micro-batch of 3 each follow the one-process loss curve (dropout 0)."
     losses, args = [], ["--steps", 6, "--batch-size", 6, "--lr", 1e-3, "--log-every", 1, "--dropout", 0]
@@ -193,7 +195,8 @@ def test_clip_fps_subsamples_the_store(stores, tmp_path, capsys):
     """issue 23: `--clip-fps 1` on stores tokenized at 2 FPS trains on every other stored frame, records the clip rate
     for evaluation and prediction, and `evaluate` with the run's record takes the same stride (the authors' 16 FPS
     sub-sampling); a store rate that is not a multiple of the clip rate is one line, before anything is written."""
-    from vimpac.evaluate import evaluate, multiview_scores, read_run, store_videos
+    from vimpac.evaluate import evaluate, multiview_scores, store_videos
+    from vimpac.runs import read_run
 
     line = one_line_error(capsys, ft(stores["train"], tmp_path / "bad", "--clip-fps", 3, "--steps", 1))
     assert f"{stores['train']}: tokens at 2.0 FPS cannot give clips at clip_fps=3" in line, line
@@ -201,10 +204,10 @@ def test_clip_fps_subsamples_the_store(stores, tmp_path, capsys):
     finetune_main(ft(stores["train"], tmp_path / "run", "--clip-fps", 1, "--steps", 2, "--batch-size", 3))
     rec = json.loads((tmp_path / "run" / "finetune_config.json").read_text())
     assert (rec["clip_fps"], rec["fps"], rec["store_fps"]) == (1, 1, 2.0)
-    info, model = read_run(tmp_path / "run"), VimpacForVideoClassification.from_pretrained(tmp_path / "run")
-    assert info["fps"] == 1.0
+    run, model = read_run(tmp_path / "run"), VimpacForVideoClassification.from_pretrained(tmp_path / "run")
+    assert run.fps == 1.0
     test = TokenStore(stores["test"])
-    ev = evaluate(model, test, "1x2", info=info, progress=False)
+    ev = evaluate(model, test, "1x2", run=run, progress=False)
     by_hand = [multiview_scores(model, store_videos(test, ["1x-center"]), "1x2", stride=s) for s in (2, 1)]
     torch.testing.assert_close(ev.scores, by_hand[0])
     assert not torch.allclose(by_hand[0], by_hand[1])  # the stride matters: the check is not vacuous

@@ -65,6 +65,7 @@ def test_finetune_run_starts_from_pretraining_and_refuses_bad_input(tmp_path):
     assert not (tmp_path / "run" / "model" / "model.safetensors").exists()
 
 
+@pytest.mark.slow
 def test_finetune_run_table12_schedule(tmp_path, texture_video):
     """`-p schedule table12` with a dataset as it ships (UCF101's layout): the preset's values, printed with their
     sources, fill the parameters left at None (T 10, the 12 training views, batch 128 clamped to the store, 3x10 test

@@ -124,6 +124,7 @@ def _pairs(c, seed, pad):
     return list(zip(pairs, torch.rand(4, 2, 2, 6, generator=g)))
 
 
+@pytest.mark.slow
 def test_compiled_step_is_one_graph_for_every_batch(monkeypatch):
     """The pre-training step (forward and backward of both losses) compiled on the CPU with inductor, `fullgraph=True`
     (no graph break): three micro-batches with different masked counts M, with and without [PAD], run on the graph

@@ -132,3 +132,30 @@ def test_the_private_name_check_sees_both_forms(tmp_path):
         assert [p.split(": ")[1] for p in _private_uses(rel)] == ["vimpac.pretrain._loss_fn", "D._page"]
     finally:
         rel.unlink()
+
+
+def _targets_of(module: str) -> set[str]:
+    "The package modules that `module` imports, at module level or inside a function."
+    return {i.target for i in cs.imports(ROOT / "vimpac") if i.module == module}
+
+
+def test_the_stages_do_not_import_the_command_line_nor_inference_scoring():
+    "Issue 33: the experiments sit below the CLI (its stages' functions live in their chapters), and reconstruction"
+    "reads run folders through `vimpac.runs`, not through evaluation."
+    assert "cli" not in _targets_of("experiments")
+    assert "evaluate" not in _targets_of("inference")
+    users_of_cli = sorted(m for m in cs.modules(ROOT / "vimpac") if "cli" in _targets_of(m))
+    assert users_of_cli == []
+
+
+def test_the_cli_holds_only_parsers_and_entry_points():
+    "Every public function of `vimpac/cli.py` parses options (`*_parser`, `parse_*`, the option-to-config helpers) or"
+    "is a console script's body (`*_main`, and `*_args`, what a papermill run notebook calls with parsed options)."
+    import ast
+
+    tree = ast.parse((ROOT / "vimpac" / "cli.py").read_text())
+    public = [n.name for n in tree.body if isinstance(n, ast.FunctionDef) and not n.name.startswith("_")]
+    helpers = {"parse_micro_batch", "model_spec", "finetune_config", "print_run_summary"}
+    others = [n for n in public if not n.endswith(("_parser", "_main", "_args")) and n not in helpers]
+    assert others == [], f"cli.py defines stage functions: {others}"
+    assert {n for n in public if n.endswith("_main")} >= {"tokenize_main", "pretrain_main", "evaluate_main"}

@@ -2,12 +2,14 @@
 accuracy on fresh block masks beats always predicting the most frequent code (issue 2, item 6)."""
 
 import numpy as np
+import pytest
 from vimpac.video import sample_videos
 from vimpac.tokenizer import load_tokenizer
 from vimpac.store import build_store, TokenStore
 from vimpac.pretrain import PretrainConfig, pretrain, evaluate_masking
 
 
+@pytest.mark.slow
 def test_pretraining_learns_on_sample_videos(tmp_path):
     videos = sample_videos()
     tok = load_tokenizer("default")

@@ -4,7 +4,9 @@ independently of `vimpac.data.DATASET_PRESETS`: Table 12 (`tab:appen_hyperparam`
 
 import numpy as np
 import pytest
-from vimpac.cli import DATASET_FPS, DATASET_VIEWS, evaluate_run, finetune_config, finetune_parser, tokenize_parser
+from vimpac.cli import finetune_config, finetune_parser, tokenize_parser
+from vimpac.data import DATASET_FPS, DATASET_VIEWS
+from vimpac.evaluate import evaluate_run
 from vimpac.data import DATASET_PRESETS, LabelledClipDataset, dataset_preset, preset_lines
 from vimpac.evaluate import parse_views
 from vimpac.finetune import FinetuneConfig
@@ -125,11 +127,11 @@ def test_evaluate_takes_the_presets_views(monkeypatch):
         seen.append(views)
         raise VimpacError("stop")  # the views are what is checked; nothing is evaluated
 
-    import vimpac.cli as cli
+    import vimpac.evaluate as evaluate
 
-    monkeypatch.setattr(cli, "evaluate", fake_evaluate)
-    monkeypatch.setattr(cli, "load_run", lambda checkpoint, dev: (None, {}))
-    monkeypatch.setattr(cli, "TokenStore", lambda path: path)
+    monkeypatch.setattr(evaluate, "evaluate", fake_evaluate)
+    monkeypatch.setattr(evaluate, "load_run", lambda checkpoint, dev: (None, None))
+    monkeypatch.setattr(evaluate, "TokenStore", lambda path: path)
     for dataset, views in [("ssv2", None), ("ucf101", None), ("ssv2", "3x2"), (None, None)]:
         with pytest.raises(VimpacError, match="stop"):
             evaluate_run("ck", "test", dataset=dataset, views=views, device="cpu", progress=False)

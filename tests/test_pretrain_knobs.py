@@ -102,3 +102,21 @@ def test_pretrain_runs_with_both_knobs(labelled, tmp_path):  # noqa: F811
     with pytest.raises(VimpacError, match="negatives: groups of 2 pairs do not divide the 3 pairs of a micro-batch"):
         pretrain(labelled, "tiny", odd, device="cpu", out=tmp_path / "odd", progress=False)
     assert not (tmp_path / "odd" / "metrics.jsonl").exists()
+
+
+def test_the_mask_is_specified_once_per_run(labelled, monkeypatch):  # noqa: F811
+    """Issue 33: `--mask-ratio` goes option -> `PretrainConfig` -> one `MaskSpec`, made and checked once, which the
+    dataset and every micro-batch share; a changed field makes a new one."""
+    made, check = [], MaskSpec.__post_init__
+
+    def counted(self):
+        made.append(self)
+        check(self)
+
+    monkeypatch.setattr(MaskSpec, "__post_init__", counted)
+    cfg = PretrainConfig(steps=2, batch_size=6, clip_len=3, log_every=1, mask_strategy="iid", mask_ratio=0.2)
+    assert len(made) == 1
+    pretrain(labelled, "tiny", cfg, device="cpu", progress=False)
+    assert len(made) == 1 and cfg.mask_spec() is made[0]
+    cfg.mask_ratio = 0.3
+    assert cfg.mask_spec().mask_ratio == 0.3 and len(made) == 2

@@ -35,6 +35,7 @@ def pretrain_cmd(bin_dir, store, out, *extra):
     return [bin_dir / "vimpac-pretrain", *run_argv(store, out, "--no-eval", "--log-every", 1, *extra)]
 
 
+@pytest.mark.slow
 def test_resume_after_sigkill_is_bitwise(bin_dir, store, tmp_path):
     args = ["--steps", 200, "--batch-size", 3, "--lr", 2e-3, "--save-every", 10, "--keep-last", 2]
     r = run(*pretrain_cmd(bin_dir, store, tmp_path / "full", *args), env=ENV, timeout=600)
@@ -80,6 +81,7 @@ def test_resume_errors_are_one_line(bin_dir, store, tmp_path):
     ]
 
 
+@pytest.mark.slow
 def test_two_processes_follow_one(bin_dir, store, tmp_path):
     args = ["--steps", 8, "--batch-size", 4, "--lr", 3e-4, "--dropout", 0]
     one = run(*pretrain_cmd(bin_dir, store, tmp_path / "one", *args), env=ENV, timeout=600)

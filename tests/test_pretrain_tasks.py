@@ -137,6 +137,7 @@ def test_pretrain_without_cl_mask_runs(labelled, tmp_path, mp):  # noqa: F811
     assert 0 <= ev["cl_acc"] <= 1 and ev["masked_tokens"] > 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("flags", [["--no-cl-mask"], ["--no-mask-then-predict", "--no-cl-mask"]])
 def test_two_processes_agree_at_step_0(bin_dir, labelled, tmp_path, flags):  # noqa: F811
     """Under torchrun (two gloo processes), the step without CL-Mask (two forwards through DDP before one backward)

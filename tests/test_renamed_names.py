@@ -88,3 +88,72 @@ def test_from_official_shims_warn_and_load_the_same():
     with pytest.warns(VimpacDeprecationWarning, match="load_official_classifier"):
         clf = VimpacForVideoClassification.from_official(FX / "classifier_tiny.pt", None, 4)
     assert clf.num_classes == load_official_classifier(FX / "classifier_tiny.pt", num_heads=4).num_classes == 7
+
+
+@pytest.mark.parametrize(
+    "old, new",
+    [
+        ("vimpac.evaluate.read_run", "vimpac.runs.read_run"),
+        ("vimpac.evaluate.describe_run", "vimpac.runs.describe_run"),
+        ("vimpac.evaluate.RUN_RECORDS", "vimpac.runs.RUN_RECORDS"),
+        ("vimpac.engine.check_run_tokenizer", "vimpac.runs.check_run_tokenizer"),
+        ("vimpac.inference.shipped_classifier", "vimpac.runs.shipped_classifier"),
+        ("vimpac.inference.CLASSIFIER_CHECKPOINT", "vimpac.runs.CLASSIFIER_CHECKPOINT"),
+        ("vimpac.cli.run_demo", "vimpac.showcase.run_demo"),
+        ("vimpac.cli.demo_clip", "vimpac.showcase.demo_clip"),
+        ("vimpac.cli.demo_mask", "vimpac.showcase.demo_mask"),
+        ("vimpac.cli.DATASET_FPS", "vimpac.data.DATASET_FPS"),
+        ("vimpac.cli.DATASET_VIEWS", "vimpac.data.DATASET_VIEWS"),
+    ],
+)
+def test_names_moved_by_issue_33_keep_their_old_path_with_a_warning(old, new):
+    "Each old path gives the very object of the new one, warning `VimpacDeprecationWarning` naming both."
+    import importlib
+
+    (om, _, oname), (nm, _, nname) = old.rpartition("."), new.rpartition(".")
+    with pytest.warns(VimpacDeprecationWarning, match=f"{old} is now {new}"):
+        got = getattr(importlib.import_module(om), oname)
+    assert got is getattr(importlib.import_module(nm), nname)
+
+
+@pytest.mark.parametrize(
+    "old, new",
+    [
+        ("vimpac.cli.tokenize_videos", "vimpac.store.tokenize_videos"),
+        ("vimpac.cli.tokenize_dataset", "vimpac.data.tokenize_dataset"),
+        ("vimpac.cli.predict_videos", "vimpac.evaluate.predict_videos"),
+        ("vimpac.cli.features_of", "vimpac.evaluate.features_of"),
+        ("vimpac.cli.evaluate_run", "vimpac.evaluate.evaluate_run"),
+        ("vimpac.cli.PROBES", "vimpac.evaluate.PROBES"),
+        ("vimpac.inference.DEMO_CHECKPOINT", "vimpac.runs.DEMO_CHECKPOINT"),
+        ("vimpac.evaluate.load_run", "vimpac.runs.load_run"),
+        ("vimpac.evaluate.run_tokenizer", "vimpac.runs.run_tokenizer"),
+    ],
+)
+def test_names_the_cli_still_calls_stay_importable_from_it(old, new):
+    "The moved names their old module still calls are imported there, so their old path is the same object."
+    import importlib
+
+    (om, _, oname), (nm, _, nname) = old.rpartition("."), new.rpartition(".")
+    assert getattr(importlib.import_module(om), oname) is getattr(importlib.import_module(nm), nname)
+
+
+def test_model_skip_is_the_fields_metadata_now():
+    from vimpac.utils import config_fields
+    import vimpac.cli as cli
+
+    with pytest.warns(VimpacDeprecationWarning, match="MODEL_SKIP is now the VimpacConfig fields' metadata"):
+        skip = cli.MODEL_SKIP
+    assert {"vocab_size", "token_map", "max_clip_len", "pad_id", "mask_id", "num_embeddings"} <= set(skip)
+    assert not set(skip) & {f.name for f in config_fields(VimpacConfig)}
+
+
+def test_a_run_record_still_reads_as_the_old_dict_with_a_warning():
+    from vimpac.runs import SavedRun, read_run
+
+    run = read_run(DEMO_CHECKPOINT)
+    assert isinstance(run, SavedRun)
+    with pytest.warns(VimpacDeprecationWarning, match=r"run\['kind'\] is deprecated; read the field run.kind"):
+        assert run["kind"] == run.kind == "vimpac-pretraining"
+    with pytest.warns(VimpacDeprecationWarning, match="SavedRun.get"):
+        assert run.get("fps") == 2.0

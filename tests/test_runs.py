@@ -9,6 +9,7 @@ from papermill.exceptions import PapermillExecutionError
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.slow
 def test_pretrain_run_notebook(tmp_path):
     out = tmp_path / "run"
     pm.execute_notebook(
@@ -43,6 +44,7 @@ def test_pretrain_run_notebook(tmp_path):
     assert re.search(ran, summary), summary
 
 
+@pytest.mark.slow
 def test_pretrain_run_notebook_stages(tmp_path):
     "§4.2's progressive resolution as two stages: the second starts from the first, its positional tables interpolated."
     from vimpac.video import sample_videos
@@ -155,12 +157,11 @@ def test_papermill_reads_every_parameter(name, expected):
     assert {k: got.get(k) for k in expected} == expected
     assert all(p["help"] for p in params.values())
     if name == "pretrain":  # the others are one a knob of the configs, as tools/sync_parameters.py writes them
-        from vimpac.cli import MODEL_SKIP
         from vimpac.model import VimpacConfig
         from vimpac.pretrain import PretrainConfig
         from vimpac.utils import config_fields
 
-        knobs = {f.name for f in config_fields(VimpacConfig, MODEL_SKIP) + config_fields(PretrainConfig)}
+        knobs = {f.name for f in config_fields(VimpacConfig) + config_fields(PretrainConfig)}
         own = {"store", "videos", "frame_size", "fps", "tokenizer", "out", "preset", "gpus", "resume", "stages"}
         assert set(got) == own | knobs
     else:

@@ -10,11 +10,11 @@ import pytest
 from matplotlib import cbook
 from helpers import run_in_process
 
-import vimpac.inference as inference
+import vimpac.runs as runs
 from vimpac.cli import predict_main
 from vimpac.synthetic import pan_zoom, write_video
 
-SHIPPED = inference.CLASSIFIER_CHECKPOINT
+SHIPPED = runs.CLASSIFIER_CHECKPOINT
 pytestmark = pytest.mark.skipif(not (SHIPPED / "config.json").is_file(), reason="this install ships no classifier")
 
 
@@ -44,7 +44,7 @@ def test_predict_without_a_checkpoint_names_the_camera_motion(tmp_path, capsys, 
 
 
 def test_no_shipped_classifier_is_one_line(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(inference, "CLASSIFIER_CHECKPOINT", tmp_path / "none")
+    monkeypatch.setattr(runs, "CLASSIFIER_CHECKPOINT", tmp_path / "none")
     code, out, err = run_in_process(predict_main, [tmp_path / "x.mp4"], capsys)
     assert code == 2 and err.strip() == (
         f"vimpac-predict: error: no classifier is shipped at {tmp_path / 'none'}; pass --checkpoint RUN "

@@ -6,7 +6,8 @@ import json
 import numpy as np
 import pytest
 import torch
-from vimpac.cli import demo_clip, demo_mask, showcase_main
+from vimpac.cli import showcase_main
+from vimpac.showcase import demo_clip, demo_mask
 from vimpac.masking import blocks_for_ratio
 from vimpac.synthetic import write_video
 from vimpac.tokenizer import load_tokenizer

@@ -188,6 +188,7 @@ def test_ssv2_defaults(tmp_path, tokenizer, texture_video):
     assert train.record(train.keys()[0])["frames"] == 32  # 2 s at 16 FPS
 
 
+@pytest.mark.slow
 def test_symlinked_folders_followed_and_loops_warned(tmp_path, tokenizer, bin_dir, texture_video):
     """Issue 21: class sub-folders that are symbolic links to folders elsewhere (how a dataset is assembled on a shared
     filesystem) were skipped by the folder scan (3 of 9 videos stored, exit 0; all linked: "folder holds no video

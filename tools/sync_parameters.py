@@ -14,7 +14,6 @@ import json
 import sys
 from pathlib import Path
 
-from vimpac.cli import MODEL_SKIP
 from vimpac.finetune import FinetuneConfig
 from vimpac.model import VimpacConfig
 from vimpac.pretrain import PretrainConfig
@@ -38,9 +37,9 @@ NOTES = {FinetuneConfig: "; None: the schedule's, else the config's default"}
 
 def generated(config_class, skip=(), defaults=None) -> list[str]:
     "The generated lines of a parameters cell: the marker, the model's knobs, then the loop's."
-    unset = dict.fromkeys([f.name for f in config_fields(VimpacConfig, MODEL_SKIP)], None)
+    unset = dict.fromkeys([f.name for f in config_fields(VimpacConfig)], None)
     lines = [MARKER, "# the model from scratch (VimpacConfig's fields; None: the preset's)"]
-    lines += parameter_lines(VimpacConfig, MODEL_SKIP, unset)
+    lines += parameter_lines(VimpacConfig, (), unset)
     lines += [f"# the training loop ({config_class.__name__}'s fields{NOTES.get(config_class, '')})"]
     lines += parameter_lines(config_class, skip, defaults)
     return lines

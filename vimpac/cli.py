@@ -6,17 +6,15 @@ Docs: https://vimpac.github.io/vimpac/cli.html.md"""
 
 # %% ../nbs/11_cli.ipynb #a533b2f8
 from __future__ import annotations
-import argparse, os, sys, time, warnings
+import argparse, os, sys, warnings
+from dataclasses import fields
 from pathlib import Path
 import torch
 from vimpac.utils import (
     VimpacError,
-    write_json,
+    VimpacDeprecationWarning,
     read_json,
-    get_device,
-    idle_cpu_threads,
-    renamed_kwargs,
-    check_number,
+    write_json,
     OptionParser,
     run_main,
     options_for,
@@ -29,35 +27,23 @@ from vimpac.utils import (
     config_from_options,
     add_config_options,
     option_name,
+    moved_names,
 )
-from .video import VIEW_SETS, read_video, sample_videos
-from .tokenizer import load_tokenizer
-from .store import build_store, TokenStore
-from .data import DATASET_PRESETS, SPLIT_DATASETS, dataset_preset, preset_lines, read_split
-from .masking import MaskSpec
+from .video import VIEW_SETS
+from .data import DATASET_PRESETS, SPLIT_DATASETS, dataset_preset, preset_lines, tokenize_dataset
+from .store import TokenStore, tokenize_videos
 from .model import LAYOUTS, PRESETS, VimpacConfig
-from .engine import check_store_tokenizer, summary_line
+from .engine import summary_line
 from .pretrain import PRECISIONS, PretrainConfig, pretrain, evaluate_masking
 from .finetune import FinetuneConfig, finetune
-from vimpac.evaluate import (
-    Features,
-    describe_run,
-    load_run,
-    run_tokenizer,
-    predict,
-    extract_features,
-    evaluate,
-    evaluate_probe,
-    parse_views,
-    write_predictions,
-)
+from .runs import describe_run
+from .evaluate import PROBES, evaluate_run, evaluation_views, features_of, parse_views, predict_videos
+from .evaluate import write_predictions
 
 # %% auto #0
-__all__ = ['DATASET_FPS', 'DATASET_VIEWS', 'MODEL_SKIP', 'LOOP_OVERRIDES', 'PROBES', 'parse_micro_batch', 'tokenize_videos',
-           'tokenize_dataset', 'tokenize_parser', 'tokenize_main', 'model_spec', 'pretrain_parser', 'pretrain_args',
-           'pretrain_main', 'print_run_summary', 'demo_clip', 'demo_mask', 'run_demo', 'showcase_main',
-           'finetune_parser', 'finetune_config', 'finetune_args', 'finetune_main', 'predict_videos', 'predict_main',
-           'features_of', 'features_main', 'evaluate_run', 'evaluate_main']
+__all__ = ['LOOP_OVERRIDES', 'parse_micro_batch', 'tokenize_parser', 'tokenize_main', 'model_spec', 'pretrain_parser',
+           'pretrain_args', 'pretrain_main', 'print_run_summary', 'showcase_main', 'finetune_parser', 'finetune_config',
+           'finetune_args', 'finetune_main', 'predict_main', 'features_main', 'evaluate_main']
 
 # %% ../nbs/11_cli.ipynb #128b3780
 def parse_micro_batch(text: str) -> int | None:
@@ -91,142 +77,6 @@ def _frame_size_option(p, default=128, help=_FRAME_SIZE_HELP):
     size = number_option(integer=True, ge=1)
     p.add_argument("--frame-size", type=size, default=default, help=help)
     p.add_argument("--size", dest="frame_size", type=size, action=_Renamed, new="--frame-size", help=argparse.SUPPRESS)
-
-# %% ../nbs/11_cli.ipynb #04162286
-@renamed_kwargs(size="frame_size")
-def tokenize_videos(
-    inputs,
-    out,
-    tokenizer="default",
-    fps: float = 2.0,
-    frame_size: int = 128,
-    views="center",
-    batch_size: int = 64,
-    device=None,
-    workers: int = 0,
-    num_shards: int | None = None,
-    shard_index: int | None = None,
-    progress: bool = True,
-    labels: dict | None = None,
-    classes: list[str] | None = None,
-    root=None,
-):
-    """Tokenize `inputs` into the store `out` with the tokenizer named `tokenizer` (see `load_tokenizer`; a loaded
-    tokenizer is used as it is) at `fps` frames per second and frame size S = `frame_size` pixels. Without
-    `num_shards`, the shard comes from torchrun's `WORLD_SIZE` / `RANK` when set, else 1 / 0. `labels`, `classes`
-    and `root` go to `build_store` (a labelled store). Returns (`StoreSummary`, tokenizer). Raises `VimpacError`
-    for a missing path or an empty folder, and before anything is written for a bad option: `fps` not a finite
-    number > 0, `frame_size` < 1 or not a multiple of the tokenizer's downsample, `batch_size` < 1, `workers` < 0,
-    a `device` that does not exist here, an `out` that is a file."""
-    fps = check_number("fps", fps, gt=0)
-    frame_size = check_number("frame_size", frame_size, integer=True, ge=1)
-    batch_size = check_number("batch_size", batch_size, integer=True, ge=1)
-    workers = check_number("workers", workers, integer=True, ge=0)
-    if Path(out).exists() and not Path(out).is_dir():
-        raise VimpacError(f"out: {out} is a file; expected a store folder (new or existing)")
-    if num_shards is None:
-        num_shards = int(os.environ.get("WORLD_SIZE", 1))
-        shard_index = int(os.environ.get("RANK", 0))
-    device = get_device(device)
-    tok = load_tokenizer(tokenizer, device=device) if isinstance(tokenizer, (str, os.PathLike)) else tokenizer
-    if frame_size % tok.downsample:
-        lo = max(tok.downsample, frame_size // tok.downsample * tok.downsample)
-        raise VimpacError(
-            f"frame size: {frame_size} is not a multiple of the tokenizer's downsample {tok.downsample} "
-            f"(e.g. {lo} or {lo + tok.downsample})"
-        )
-    summary = build_store(
-        inputs,
-        tok,
-        out,
-        fps=fps,
-        frame_size=frame_size,
-        views=views,
-        batch_size=batch_size,
-        device=device,
-        workers=workers,
-        num_shards=num_shards,
-        shard_index=shard_index or 0,
-        progress=progress,
-        labels=labels,
-        classes=classes,
-        root=root,
-    )
-    return summary, tok
-
-# %% ../nbs/11_cli.ipynb #f398776c
-# `DATASET_PRESETS`: the frame rate each dataset is tokenized at (the authors' 16 FPS, of which fine-tuning keeps
-# §4.2's 2 or 4 FPS with a jittered start) and the stored views (Table 12); a `folder` dataset (a user's own) has no
-# preset: the pre-training rate, all 12 views and S = 128
-DATASET_FPS = {**{k: p.store_fps for k, p in DATASET_PRESETS.items()}, "folder": 2.0}
-DATASET_VIEWS = {**{k: p.train_views for k, p in DATASET_PRESETS.items()}, "folder": "all"}
-
-
-@renamed_kwargs(size="frame_size")
-def tokenize_dataset(
-    dataset: str,
-    video_root,
-    out,
-    split_dir=None,
-    split: int = 1,
-    tokenizer="default",
-    fps: float | None = None,
-    frame_size: int | None = None,
-    views=None,
-    batch_size: int = 64,
-    device=None,
-    workers: int = 0,
-    num_shards: int | None = None,
-    shard_index: int | None = None,
-    progress: bool = True,
-):
-    """Tokenize the official `split` of `dataset` (see `vimpac.data.read_split`; videos under `video_root`, split
-    files in `split_dir`) into two labelled stores, `out/train` and `out/test`, each with its videos' labels and the
-    dataset's classes (in the official order; the test store's labels index the same list). `fps`, `frame_size` and
-    `views` default to the dataset's preset (`vimpac.data.DATASET_PRESETS`: 16 FPS, the authors' rate, from which
-    `vimpac-finetune --dataset` samples §4.2's 2 FPS for UCF101 and K400 or 4 for HMDB51, SSV2 and Diving48 with
-    temporal jitter; S = 256; Table 12's 12 views, the 6 without flips for SSV2); a `folder` dataset
-    has none: 2 FPS, S = 128, the 12 views. Keys are the videos' paths relative to
-    `video_root`. A split with no test video (a `folder` dataset without `test/`) writes only `out/train`. Returns
-    (`Split`, {part: `StoreSummary`}, tokenizer). Raises `VimpacError` for what `read_split` refuses (an unknown
-    dataset, a split it lacks, a missing or malformed split file), a split none of whose train videos is on disk,
-    and the options `tokenize_videos` refuses, before any store is written."""
-    if dataset not in DATASET_FPS:
-        raise VimpacError(f"dataset: {dataset!r} is not one of {', '.join(SPLIT_DATASETS)}")
-    fps = DATASET_FPS[dataset] if fps is None else check_number("fps", fps, gt=0)
-    views = DATASET_VIEWS[dataset] if views is None else views
-    if frame_size is None:
-        frame_size = DATASET_PRESETS[dataset].frame_size if dataset in DATASET_PRESETS else 128
-    if Path(out).exists() and not Path(out).is_dir():
-        raise VimpacError(f"out: {out} is a file; expected a folder (new or existing)")
-    s = read_split(dataset, video_root, split_dir, split)
-    if not s.train:
-        raise VimpacError(
-            f"{video_root}: none of the {len(s.missing)} train videos of {dataset} split {split} is there "
-            f"(e.g. {s.missing[0][1] if s.missing else 'none listed'})"
-        )
-    summaries, tok = {}, tokenizer
-    for part in ("train", "test"):
-        if not getattr(s, part):
-            continue
-        summaries[part], tok = tokenize_videos(
-            [p for p, _ in getattr(s, part)],
-            Path(out) / part,
-            tok,
-            fps,
-            frame_size,
-            views,
-            batch_size,
-            device,
-            workers,
-            num_shards,
-            shard_index,
-            progress,
-            labels=dict(getattr(s, part)),
-            classes=s.classes,
-            root=s.root,
-        )
-    return s, summaries, tok
 
 # %% ../nbs/11_cli.ipynb #d035e2dc
 def tokenize_parser(raise_errors: bool = False) -> argparse.ArgumentParser:
@@ -360,19 +210,6 @@ def tokenize_main(argv=None):
         sys.exit(1)
 
 # %% ../nbs/11_cli.ipynb #4ca90c78
-# `VimpacConfig` fields that are no option: the store gives the vocabulary and the token map, the training clip
-# length the positional capacity, the special ids and embedding rows follow the vocabulary; gradient checkpointing is
-# the training config's
-MODEL_SKIP = (
-    "vocab_size",
-    "token_map",
-    "clip_len",
-    "max_clip_len",
-    "gradient_checkpointing",
-    "pad_id",
-    "mask_id",
-    "num_embeddings",
-)
 # the training-loop options whose parsing is the tool's: at least one step, `auto` micro-batches, named precisions
 LOOP_OVERRIDES = dict(
     steps=dict(type=number_option(integer=True, ge=1)),
@@ -388,14 +225,14 @@ def _model_options(p, what: str):
         "model options", f"the transformer (Table 11): a preset, whose fields these replace; {what}"
     )
     g.add_argument("--preset", default=None, choices=list(PRESETS), help="model size (default: tiny)")
-    unset = dict.fromkeys([f.name for f in config_fields(VimpacConfig, MODEL_SKIP)], None)
+    unset = dict.fromkeys([f.name for f in config_fields(VimpacConfig)], None)
     overrides = dict(layout=dict(choices=LAYOUTS), dropout=dict(type=number_option(ge=0, lt=1)))
-    add_config_options(g, VimpacConfig, skip=MODEL_SKIP, defaults=unset, overrides=overrides)
+    add_config_options(g, VimpacConfig, defaults=unset, overrides=overrides)
 
 
 def model_spec(a: argparse.Namespace) -> dict | None:
     "The model parsed `_model_options` ask for: {preset, field: value} of the options given, or None when none is."
-    given = config_values(VimpacConfig, a, MODEL_SKIP)
+    given = config_values(VimpacConfig, a)
     if a.preset is not None:
         given = dict(preset=a.preset, **given)
     return given or None
@@ -491,102 +328,6 @@ def print_run_summary(out) -> None:
     if os.environ.get("RANK", "0") == "0" and path.is_file():
         print(summary_line(read_json(path, "a run summary", ("desc", "steps", "wall_s", "device"))))
 
-# %% ../nbs/11_cli.ipynb #88045811
-def demo_clip(video, fps: float, frame_size: int, clip_len: int, tok) -> tuple:
-    """The figure's clip of `video`: the `clip_len` frames whose largest frame-to-frame change (the share of tokens
-    that differ) is smallest, so that it holds no scene cut; returns (frames (T, S, S, 3) uint8, first frame index)."""
-    frames = read_video(video, fps, frame_size)
-    codes = tok.encode(frames).cpu()
-    change = (codes[1:] != codes[:-1]).float().flatten(1).mean(1)
-    start = min(range(len(frames) - clip_len + 1), key=lambda s: (change[s : s + clip_len - 1].max().item(), s))
-    return frames[start : start + clip_len], start
-
-
-def demo_mask(clip_len: int, h: int, seed: int, tries: int = 100) -> torch.Tensor:
-    """A block mask (T, h, h) at the paper's ratio (appendix B.1's block count) with a masked token in every frame:
-    the first of the seeds `seed` + 7, + 8, ... whose mask has one (else the last tried)."""
-    for i in range(tries):
-        mask = MaskSpec().sample((clip_len, h, h), seed + 7 + i)  # the paper's block mask
-        if mask.flatten(1).any(1).all():
-            break
-    return mask
-
-
-def _demo_figures(video, tok, model, hist, ev, images: Path, fps, frame_size, cfg, videos: int) -> dict:
-    """`training_curves.png` and `reconstruction.png` in `images` for the run of `cfg` on `videos` videos; returns what
-    the reconstruction shows: the video, the clip's first frame, the share of its tokens masked and the share of the
-    masked ones recovered, and the figure's title, which also gives the evaluation's mask accuracy `ev` (the one the
-    console prints first)."""
-    from vimpac.viz import plot_curves, plot_reconstruction
-    from vimpac.inference import reconstruct_tokens
-
-    notes = dict(alpha=cfg.alpha, temperature=cfg.temperature, videos=videos)
-    plot_curves(hist, images / "training_curves.png", baseline=ev["majority_acc"], **notes)
-    steps, seed, clip_len = cfg.steps, cfg.seed, cfg.clip_len
-    clip, start = demo_clip(video, fps, frame_size, clip_len, tok)
-    mask = demo_mask(clip_len, frame_size // tok.downsample, seed)
-    acc = reconstruct_tokens(model, tok.encode(clip).cpu(), mask)["accuracy"]
-    name = Path(video).name
-    title = (
-        f"{name}, frames {start}-{start + clip_len - 1} at {fps:g} FPS, S={frame_size}: tiny VIMPAC after {steps} "
-        f"steps\nThis clip: {mask.float().mean():.0%} of its tokens masked in blocks, {acc:.0%} of those predicted "
-        f"exactly\nMask accuracy over the {videos} videos (fresh block masks, {ev['masked_tokens']} masked tokens): "
-        f"{ev['mask_acc']:.1%}; copying the most frequent token: {ev['majority_acc']:.1%}"
-    )
-    plot_reconstruction(clip, tok, model, mask, images / "reconstruction.png", title=title)
-    masked = float(mask.float().mean())
-    return dict(figure_video=name, figure_start=start, figure_masked=masked, figure_acc=acc, figure_title=title)
-
-
-@renamed_kwargs(size="frame_size")
-def run_demo(
-    out="runs/demo",
-    images=None,
-    frame_size: int = 128,
-    fps: float = 2.0,
-    steps: int = 400,
-    tokenizer: str = "default",
-    seed: int = 0,
-    device=None,
-    progress: bool | str = True,
-) -> dict:
-    """The main job on the bundled sample videos at `fps` and frame size S = `frame_size`: tokenize them into
-    `out/store`, pre-train the `tiny` model for `steps` steps into `out/model`, evaluate its mask accuracy
-    (`evaluate_masking`: fresh block masks over the three videos, beside the majority-token baseline), and draw
-    `training_curves.png` and `reconstruction.png` (one clip without a scene cut, a masked token in every frame) into
-    `images` (default `out`; the README's figures in `images/` change only when asked, `make figures`). On a CPU it
-    sets torch's threads to the cores other jobs leave idle (`idle_cpu_threads`): a busy machine runs the same job,
-    slower. Returns the summary written to `out/summary.json`: the tokenizer, first and final loss, the evaluation's
-    `mask_acc`, `majority_acc`, `cl_acc`, `masked_tokens`, the figure's `figure_video`, `figure_start`,
-    `figure_masked`, `figure_acc` (shares in [0, 1]), `figure_title`, `threads`, and timings in seconds."""
-    t0 = time.perf_counter()
-    out = Path(out)
-    dev = get_device(device)
-    threads = idle_cpu_threads() if dev.type == "cpu" else torch.get_num_threads()
-    torch.set_num_threads(threads)
-    videos = sample_videos()
-    _, tok = tokenize_videos(
-        videos,
-        out / "store",
-        tokenizer=tokenizer,
-        fps=fps,
-        frame_size=frame_size,
-        device="cpu",
-        progress=progress is True,
-    )
-    store = TokenStore(out / "store", tokenizer=tok)
-    t1 = time.perf_counter()
-    cfg = PretrainConfig(steps=steps, batch_size=len(store), lr=2e-3, seed=seed)
-    model, hist = pretrain(store, "tiny", cfg, device=dev, out=out / "model", progress=progress)
-    t2 = time.perf_counter()
-    ev = evaluate_masking(model.to("cpu"), store, cfg)
-    images = out if images is None else Path(images)
-    figure = _demo_figures(videos[1], tok, model, hist, ev, images, fps, frame_size, cfg, len(videos))
-    summary = dict(tokenizer=tok.identity, first_loss=hist[0]["loss"], final_loss=hist[-1]["loss"], **ev, **figure)
-    summary.update(threads=threads, tokenize_s=t1 - t0, pretrain_s=t2 - t1, total_s=time.perf_counter() - t0)
-    write_json(out / "summary.json", summary)
-    return summary
-
 # %% ../nbs/11_cli.ipynb #445c0177
 def showcase_main(argv=None):
     "Console script `vimpac-showcase`: the main job behind `make demo` (`vimpac-demo` is the Gradio app,"
@@ -615,6 +356,8 @@ def showcase_main(argv=None):
         "--device", type=device_option, default=None, help="cpu, cuda or cuda:N (default: cuda when available)"
     )
     a = p.parse_args(argv)
+    from vimpac.showcase import run_demo  # here: `--help` imports no model or figure code
+
     s = run_main(
         p.prog,
         run_demo,
@@ -756,9 +499,6 @@ def finetune_main(argv=None):
         )
 
 # %% ../nbs/11_cli.ipynb #dfd45ab1
-PROBES = ("linear", "knn")  # the frozen-feature checks of `vimpac.evaluate.evaluate_probe`
-
-
 def _views_text(text: str) -> str:
     "The text of a `--views` option, checked by `parse_views`."
     parse_views(text)
@@ -767,7 +507,7 @@ def _views_text(text: str) -> str:
 
 def _common(p, views_default, views_help, shipped: bool = False):
     """The options of the three tools that load a checkpoint: the run (with `shipped`, by default the shipped
-    classifier, `vimpac.inference.shipped_classifier`), its views, its tokenizer, batches, device."""
+    classifier, `vimpac.runs.shipped_classifier`), its views, its tokenizer, batches, device."""
     what = "a saved model folder (save_pretrained: config.json, model.safetensors) or a Hub repo id"
     if shipped:
         p.add_argument("--checkpoint", default=None, help=what + " (default: the shipped camera-motion classifier)")
@@ -792,50 +532,6 @@ def _common(p, views_default, views_help, shipped: bool = False):
     )
 
 # %% ../nbs/11_cli.ipynb #1f37c4b8
-def predict_videos(
-    videos,
-    checkpoint,
-    views="3x10",
-    fps=None,
-    tokenizer=None,
-    top: int = 5,
-    batch_size: int = 32,
-    device=None,
-    progress: bool = True,
-    precision: str = "auto",
-) -> tuple[list[dict], dict]:
-    """`vimpac-predict` as a function: load the checkpoint folder (`load_run`; None: `shipped_classifier`) and its
-    tokenizer (`run_tokenizer`), then `predict` the videos at `fps` (default: the run's record, else 2 with a
-    warning). Returns (predictions, run info)."""
-    dev = get_device(device)
-    from vimpac.inference import shipped_classifier  # here: `--help` imports no model code
-
-    checkpoint = shipped_classifier(checkpoint)
-    model, info = load_run(checkpoint, dev)
-    tok = run_tokenizer(info, tokenizer, dev)
-    preds = predict(
-        videos, model, tok, views, fps or info["fps"] or 2.0, info["classes"], top, batch_size, dev, progress, precision
-    )
-    if fps is None and info["fps"] is None:
-        warnings.warn(
-            f"{checkpoint}: records no frame rate; sampled at 2 FPS (pass --fps, e.g. 4 for HMDB51, SSV2, Diving48)"
-        )
-    _warn_near_chance(checkpoint, preds)
-    return preds, info
-
-
-def _warn_near_chance(checkpoint, preds: list[dict]) -> None:
-    "One warning when every video's top score is under 1.5 x chance (1/C): a model that tells classes apart does not"
-    "give near-uniform scores to every video."
-    c = len(preds[0]["scores"]) if preds else 0
-    best = max((float(r["scores"].max()) for r in preds), default=0.0)
-    if c > 1 and best < 1.5 / c:
-        warnings.warn(
-            f"{checkpoint}: every prediction is near chance (the highest top-1 score is {best:.3f}; chance 1/{c} = "
-            f"{1 / c:.3f}): the model may be under-trained, or these videos unlike its training data"
-        )
-
-
 def predict_main(argv=None):
     "Console script `vimpac-predict`: each video's top classes with their averaged scores; exit status 2 for bad input."
     p = OptionParser(
@@ -849,8 +545,8 @@ def predict_main(argv=None):
     p.add_argument("--top", type=number_option(integer=True, ge=1), default=5, help="classes to print per video")
     p.add_argument("--csv", default=None, help="also write the predictions to this CSV file")
     a = p.parse_args(argv)
-    preds, info = run_main(p.prog, predict_videos, **options_for(predict_videos, a))
-    print(f"model: {describe_run(info)}")
+    preds, run = run_main(p.prog, predict_videos, **options_for(predict_videos, a))
+    print(f"model: {describe_run(run)}")
     for r in preds:
         print(r["path"])
         for i, (name, s) in enumerate(r["top"]):
@@ -863,49 +559,13 @@ def predict_main(argv=None):
             a.csv,
             [r["key"] for r in preds],
             scores,
-            info["classes"],
+            run.classes,
             None,
             a.top,
             [r["path"] for r in preds],
         )
 
 # %% ../nbs/11_cli.ipynb #4f86007e
-def features_of(
-    inputs,
-    checkpoint,
-    out,
-    views="1x10",
-    fps=None,
-    tokenizer=None,
-    batch_size: int = 32,
-    device=None,
-    progress: bool = True,
-    precision: str = "auto",
-) -> Features:
-    """`vimpac-features` as a function: [CLS] features of one token store (a folder with `meta.json`) or of videos
-    (`extract_features`, tokenized by the run's tokenizer), saved to `out` (safetensors). Raises `VimpacError` for a
-    store given with other inputs, or a store built by another tokenizer than the run's."""
-    inputs = [inputs] if isinstance(inputs, (str, Path)) else list(inputs)
-    stores = [i for i in inputs if Path(i).is_dir() and (Path(i) / "meta.json").is_file()]
-    if stores and len(inputs) > 1:
-        raise VimpacError(f"{stores[0]}: a token store is given alone, not with other inputs")
-    dev = get_device(device)
-    model, info = load_run(checkpoint, dev)
-    if stores:
-        store, want = TokenStore(stores[0]), info["tokenizer"]
-        check_store_tokenizer(store, want, checkpoint)
-        feats = extract_features(
-            store, model, views=views, batch_size=batch_size, device=dev, progress=progress, precision=precision
-        )
-    else:
-        tok = run_tokenizer(info, tokenizer, dev)
-        feats = extract_features(
-            inputs, model, tok, views, fps or info["fps"] or 2.0, batch_size, dev, progress, precision
-        )
-    feats.save(out)
-    return feats
-
-
 def features_main(argv=None):
     "Console script `vimpac-features`: writes the features and prints their shape; exit status 2 for bad input."
     p = OptionParser(
@@ -936,115 +596,6 @@ def features_main(argv=None):
     f = run_main(p.prog, features_of, **options_for(features_of, a))
     n, d = tuple(f.features.shape)
     print(f"wrote {a.out}: {n} videos x {d} features ({f.views} views)")
-
-# %% ../nbs/11_cli.ipynb #5820a29e
-def _confusion_figure(ev, out: Path, checkpoint, test_store) -> None:
-    "`confusion.png` in `out`: the confusion matrix of `ev`, titled with the checkpoint, the store and the headline."
-    import matplotlib.pyplot as plt
-    from vimpac.viz import plot_confusion
-
-    m = ev.metrics
-    plot_confusion(
-        m["confusion"],
-        ev.classes,
-        out / "confusion.png",
-        title=f"{Path(checkpoint).name} on {test_store.path.name}: {ev.method}, {ev.views} views\n"
-        f"top-1 {m['top1']:.3f}, top-{min(5, len(ev.classes))} {m['top5']:.3f}, mean per-class "
-        f"{m['mean_class_acc']:.3f} ({m['n']} videos)",
-    )
-    plt.close("all")
-
-
-def _retrieval_figure(out: Path, checkpoint, features, stores, tokenizer, queries: int) -> None:
-    """`retrieval.png` in `out`: `queries` test videos (`features` and `stores`: the (test, train) pair) beside their
-    nearest training videos, drawn with the tokenizer `tokenizer()` loads; a failure to load or draw warns and writes
-    nothing."""
-    import matplotlib.pyplot as plt
-    from vimpac.viz import plot_store_retrieval
-
-    (fte, ftr), (test_store, train_store) = features, stores
-    try:
-        plot_store_retrieval(
-            fte,
-            ftr,
-            test_store,
-            train_store,
-            tokenizer(),
-            queries,
-            5,
-            3,
-            out / "retrieval.png",
-            title=f"{Path(checkpoint).name}: {test_store.path.name} queries, {train_store.path.name} gallery",
-        )
-    except VimpacError as e:
-        warnings.warn(f"retrieval figure skipped: {e}")
-    finally:
-        plt.close("all")
-
-# %% ../nbs/11_cli.ipynb #8b03b300
-def _evaluation_views(views: str | None, probe: str | None, dataset: str | None) -> tuple[str | None, str]:
-    "The views to evaluate with and where they come from: those given, else (without a probe) the `dataset` preset's"
-    "(Table 12: the centre crop x 10 for SSV2, 3x10 otherwise), else None (the method's default)."
-    if views is not None or dataset is None or probe is not None:
-        return views, "given" if views is not None else "default"
-    views = dataset_preset(dataset).test_views
-    return views, "Table 12 " + ("centre crop for SSV2" if views.startswith("1x") else "3x10")
-
-
-def evaluate_run(
-    checkpoint,
-    test,
-    train=None,
-    probe=None,
-    views=None,
-    k: int = 20,
-    temperature: float = 0.07,
-    weight_decay: float = 1e-4,
-    out=None,
-    retrieval: int = 4,
-    tokenizer=None,
-    batch_size: int = 32,
-    device=None,
-    progress: bool = True,
-    precision: str = "auto",
-    dataset: str | None = None,
-):
-    """`vimpac-evaluate` as a function. Without `probe`: multi-view evaluation of the fine-tuned classifier of
-    `checkpoint` (None: `shipped_classifier`) on the labelled store `test` (`evaluate`, default views 3x10, or the
-    `dataset` preset's: 1x10, the centre crop, for SSV2, Table 12). With `probe` (one of `PROBES`): the frozen [CLS]
-    features of `train` and `test` (`evaluate_probe`, default views 1x10, the centre crop of pre-training). With
-    `out`: `metrics.json`, `predictions.csv`, `confusion.png`, and when `train` is given and `retrieval` > 0,
-    `retrieval.png`. Returns the `Evaluation`. Raises `VimpacError` for a probe without `train`, and, before
-    evaluating, for a `tokenizer` given that cannot be loaded or is not the run's (`run_tokenizer`)."""
-    if probe is not None and train is None:
-        raise VimpacError(f"--probe {probe}: needs --train STORE (the store the probe is fitted on)")
-    views = _evaluation_views(views, probe, dataset)[0]
-    dev = get_device(device)
-    from vimpac.inference import shipped_classifier  # here: `--help` imports no model code
-
-    checkpoint = shipped_classifier(checkpoint)
-    model, info = load_run(checkpoint, dev)
-    if tokenizer is not None:
-        tokenizer = run_tokenizer(info, tokenizer, dev)  # one given is checked up front, not when drawing
-    stores = [TokenStore(test)] + ([] if train is None else [TokenStore(train)])
-    run = dict(batch_size=batch_size, device=dev, progress=progress, precision=precision)
-    if probe is None:
-        ev = evaluate(model, stores[0], views or "3x10", info=info, **run)
-        features = None
-    else:
-        probing = dict(k=k, temperature=temperature, weight_decay=weight_decay)
-        ev, ftr, fte = evaluate_probe(model, stores[1], stores[0], probe, views or "1x10", info=info, **probing, **run)
-        features = fte, ftr
-    if out is None:
-        return ev
-    ev.write(Path(out))
-    _confusion_figure(ev, Path(out), checkpoint, stores[0])
-    if train is not None and retrieval:
-        if features is None:
-            features = [extract_features(s, model, views=views or "1x10", **run) for s in stores]
-        tok = lambda: run_tokenizer(info, tokenizer, dev)  # noqa: E731 (loaded inside the figure's guard)
-        _retrieval_figure(Path(out), checkpoint, features, stores, tok, retrieval)
-    return ev
 
 # %% ../nbs/11_cli.ipynb #274dc8bb
 def evaluate_main(argv=None):
@@ -1095,12 +646,37 @@ def evaluate_main(argv=None):
     if a.probe and not a.train:
         p.error(f"argument --probe: {a.probe} needs --train STORE (the store it is fitted on)")
     if a.dataset and not a.probe:
-        views, source = _evaluation_views(a.views, None, a.dataset)
+        views, source = evaluation_views(a.views, None, a.dataset)
         print(f"{p.prog}: dataset preset {a.dataset}: views {views} ({source})")
     ev = run_main(p.prog, evaluate_run, **options_for(evaluate_run, a))
     print(ev.headline())
     if a.out:
+        from vimpac.viz import evaluation_figures  # here: matplotlib is imported for a figure only, not for `--help`
+
+        evaluation_figures(ev, a.out, a.checkpoint, a.test, a.train, a.retrieval, a.tokenizer, a.device)
         wrote = "metrics.json, predictions.csv, confusion.png"
         if (Path(a.out) / "retrieval.png").is_file():
             wrote += ", retrieval.png"
         print(f"wrote {a.out}/{wrote}")
+
+# %% ../nbs/11_cli.ipynb #9363d32f
+_MOVED = dict(
+    DATASET_FPS="vimpac.data.DATASET_FPS",
+    DATASET_VIEWS="vimpac.data.DATASET_VIEWS",
+    run_demo="vimpac.showcase.run_demo",
+    demo_clip="vimpac.showcase.demo_clip",
+    demo_mask="vimpac.showcase.demo_mask",
+)
+_moved = moved_names(__name__, _MOVED)
+
+
+def __getattr__(name: str):
+    if name == "MODEL_SKIP":
+        warnings.warn(
+            "vimpac.cli.MODEL_SKIP is now the VimpacConfig fields' metadata (cli=False); the old name goes in the next "
+            "release",
+            VimpacDeprecationWarning,
+            stacklevel=2,
+        )
+        return tuple(f.name for f in fields(VimpacConfig) if not f.metadata.get("cli", True))
+    return _moved(name)

@@ -12,13 +12,16 @@ from pathlib import Path
 import torch
 from .utils import VimpacError, VimpacDeprecationWarning, make_generator, derive_seed, read_json, moved_names
 from .masking import MaskSpec  # its home since issue 33; `vimpac.data.MaskSpec` is the same class
+from .utils import check_number, renamed_kwargs
 from .video import VIEW_SETS, scan_folder
+from .store import tokenize_videos
 
 __getattr__ = moved_names(__name__, dict(MASK_STRATEGIES="vimpac.masking.MASK_STRATEGIES"))  # until the next release
 
 # %% auto #0
-__all__ = ['SPLIT_DATASETS', 'NUM_SPLITS', 'DATASET_PRESETS', 'take_clip', 'ClipPairDataset', 'clip_stride',
-           'LabelledClipDataset', 'Split', 'read_split', 'DatasetPreset', 'dataset_preset', 'preset_lines']
+__all__ = ['SPLIT_DATASETS', 'NUM_SPLITS', 'DATASET_PRESETS', 'DATASET_FPS', 'DATASET_VIEWS', 'take_clip', 'ClipPairDataset',
+           'clip_stride', 'LabelledClipDataset', 'Split', 'read_split', 'DatasetPreset', 'dataset_preset',
+           'preset_lines', 'tokenize_dataset']
 
 # %% ../nbs/06_data.ipynb #bdc2d7d1
 def take_clip(tokens: torch.Tensor, start: int, clip_len: int, pad_id: int) -> torch.Tensor:
@@ -605,3 +608,77 @@ def preset_lines(prog: str, name: str, values: dict, given: dict) -> list[str]:
         else:
             lines.append(f"  {k} = {shown} ({source})")
     return lines
+
+# %% ../nbs/06_data.ipynb #f398776c
+# `DATASET_PRESETS`: the frame rate each dataset is tokenized at (the authors' 16 FPS, of which fine-tuning keeps
+# §4.2's 2 or 4 FPS with a jittered start) and the stored views (Table 12); a `folder` dataset (a user's own) has no
+# preset: the pre-training rate, all 12 views and S = 128
+DATASET_FPS = {**{k: p.store_fps for k, p in DATASET_PRESETS.items()}, "folder": 2.0}
+DATASET_VIEWS = {**{k: p.train_views for k, p in DATASET_PRESETS.items()}, "folder": "all"}
+
+
+@renamed_kwargs(size="frame_size")
+def tokenize_dataset(
+    dataset: str,
+    video_root,
+    out,
+    split_dir=None,
+    split: int = 1,
+    tokenizer="default",
+    fps: float | None = None,
+    frame_size: int | None = None,
+    views=None,
+    batch_size: int = 64,
+    device=None,
+    workers: int = 0,
+    num_shards: int | None = None,
+    shard_index: int | None = None,
+    progress: bool = True,
+):
+    """Tokenize the official `split` of `dataset` (see `vimpac.data.read_split`; videos under `video_root`, split
+    files in `split_dir`) into two labelled stores, `out/train` and `out/test`, each with its videos' labels and the
+    dataset's classes (in the official order; the test store's labels index the same list). `fps`, `frame_size` and
+    `views` default to the dataset's preset (`vimpac.data.DATASET_PRESETS`: 16 FPS, the authors' rate, from which
+    `vimpac-finetune --dataset` samples §4.2's 2 FPS for UCF101 and K400 or 4 for HMDB51, SSV2 and Diving48 with
+    temporal jitter; S = 256; Table 12's 12 views, the 6 without flips for SSV2); a `folder` dataset
+    has none: 2 FPS, S = 128, the 12 views. Keys are the videos' paths relative to
+    `video_root`. A split with no test video (a `folder` dataset without `test/`) writes only `out/train`. Returns
+    (`Split`, {part: `StoreSummary`}, tokenizer). Raises `VimpacError` for what `read_split` refuses (an unknown
+    dataset, a split it lacks, a missing or malformed split file), a split none of whose train videos is on disk,
+    and the options `tokenize_videos` refuses, before any store is written."""
+    if dataset not in DATASET_FPS:
+        raise VimpacError(f"dataset: {dataset!r} is not one of {', '.join(SPLIT_DATASETS)}")
+    fps = DATASET_FPS[dataset] if fps is None else check_number("fps", fps, gt=0)
+    views = DATASET_VIEWS[dataset] if views is None else views
+    if frame_size is None:
+        frame_size = DATASET_PRESETS[dataset].frame_size if dataset in DATASET_PRESETS else 128
+    if Path(out).exists() and not Path(out).is_dir():
+        raise VimpacError(f"out: {out} is a file; expected a folder (new or existing)")
+    s = read_split(dataset, video_root, split_dir, split)
+    if not s.train:
+        raise VimpacError(
+            f"{video_root}: none of the {len(s.missing)} train videos of {dataset} split {split} is there "
+            f"(e.g. {s.missing[0][1] if s.missing else 'none listed'})"
+        )
+    summaries, tok = {}, tokenizer
+    for part in ("train", "test"):
+        if not getattr(s, part):
+            continue
+        summaries[part], tok = tokenize_videos(
+            [p for p, _ in getattr(s, part)],
+            Path(out) / part,
+            tok,
+            fps,
+            frame_size,
+            views,
+            batch_size,
+            device,
+            workers,
+            num_shards,
+            shard_index,
+            progress,
+            labels=dict(getattr(s, part)),
+            classes=s.classes,
+            root=s.root,
+        )
+    return s, summaries, tok

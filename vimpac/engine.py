@@ -26,7 +26,7 @@ from vimpac.utils import (
     derive_seed,
     atomic_path,
     write_json,
-    read_json,
+    moved_names,
 )
 from .utils import warmup_linear, load_torch_file, disk_full_error, VimpacDeprecationWarning, Terminated
 from .model import VimpacConfig, TokenHead
@@ -39,9 +39,9 @@ __all__ = ['PRECISIONS', 'KEEP_LAST_HINT', 'RUNTIME_FIELDS', 'GPU_PEAK_FLOPS', '
            'device_capability', 'dist_backend', 'param_groups', 'make_optimizer', 'load_optimizer_state',
            'make_schedule', 'MemoryModel', 'device_memory', 'gib', 'saved_activation_bytes', 'memory_model', 'StepPlan',
            'plan_steps', 'batch_indices', 'StepBatches', 'step_loader', 'plan_run', 'config_from_spec',
-           'check_store_tokenizer', 'check_run_tokenizer', 'list_checkpoints', 'load_checkpoint', 'latest_checkpoint',
-           'save_checkpoint', 'rng_state', 'set_rng_state', 'ignore_stop_signals', 'StopSignals', 'RunStopped',
-           'Engine', 'MetricsLog', 'run_environment', 'summary_line']
+           'check_store_tokenizer', 'list_checkpoints', 'load_checkpoint', 'latest_checkpoint', 'save_checkpoint',
+           'rng_state', 'set_rng_state', 'ignore_stop_signals', 'StopSignals', 'RunStopped', 'Engine', 'MetricsLog',
+           'run_environment', 'summary_line']
 
 # %% ../nbs/06b_engine.ipynb #240b8d9b
 @dataclass
@@ -713,13 +713,7 @@ def check_store_tokenizer(store, trained_on: dict | None, where, strict: bool = 
         )
 
 
-def check_run_tokenizer(store, run, files=("pretrain_config.json", "finetune_config.json")):
-    """`check_store_tokenizer` against the identity that each of `files` of the kit run folder `run` records (a file
-    the folder lacks, or one without the field, passes). Raises `VimpacError` for a mismatch or a file that is not
-    JSON."""
-    for name in files:
-        p = Path(run) / name
-        check_store_tokenizer(store, read_json(p, f"a run's {name}").get("tokenizer") if p.is_file() else None, run)
+__getattr__ = moved_names(__name__, dict(check_run_tokenizer="vimpac.runs.check_run_tokenizer"))  # one release
 
 # %% ../nbs/06b_engine.ipynb #4896edfd
 def list_checkpoints(out) -> list[Path]:

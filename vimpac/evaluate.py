@@ -16,21 +16,21 @@ from torch import nn
 from safetensors import safe_open
 from safetensors.torch import save_file
 from tqdm.auto import tqdm
-from .utils import VimpacError, atomic_path, read_json, get_device, check_number
+from .utils import VimpacError, atomic_path, get_device, check_number, moved_names, renamed_kwargs
+from .data import dataset_preset
 from .video import CENTER_VIEW, iter_views
-from .tokenizer import load_tokenizer
 from .store import TokenStore, expand_inputs, video_key
-from .model import VimpacForPreTraining, VimpacForVideoClassification
 from .data import clip_stride
-from .engine import check_store_tokenizer, inference_precision
+from .engine import inference_precision
+from .runs import SavedRun, check_run_tokenizer, load_run, run_tokenizer, shipped_classifier
 
 # %% auto #0
-__all__ = ['SPATIAL_CROPS', 'FEATURES_FORMAT', 'RUN_RECORDS', 'parse_views', 'temporal_starts', 'view_clips', 'output_field',
+__all__ = ['SPATIAL_CROPS', 'FEATURES_FORMAT', 'PROBES', 'parse_views', 'temporal_starts', 'view_clips', 'output_field',
            'pooled_views', 'multiview_scores', 'ranked_classes', 'classification_metrics', 'top_classes',
            'write_predictions', 'knn_scores', 'LinearProbe', 'fit_linear_probe', 'probe_scores',
            'check_store_for_model', 'store_videos', 'store_labels', 'video_tokens', 'Features', 'extract_features',
-           'read_run', 'describe_run', 'load_run', 'run_tokenizer', 'check_classes', 'predict', 'Evaluation',
-           'evaluate', 'match_classes', 'evaluate_probe', 'nearest_neighbours', 'store_frames']
+           'check_classes', 'predict', 'Evaluation', 'evaluate', 'match_classes', 'evaluate_probe',
+           'nearest_neighbours', 'store_frames', 'predict_videos', 'features_of', 'evaluation_views', 'evaluate_run']
 
 # %% ../nbs/08a_evaluate.ipynb #50bcbb5a
 SPATIAL_CROPS = {1: (CENTER_VIEW,), 3: ("1x-topleft", CENTER_VIEW, "1x-bottomright")}
@@ -577,148 +577,24 @@ def _frame_size(model, tokenizer) -> int:
         )
     return h * ds
 
-# %% ../nbs/08a_evaluate.ipynb #33ca0f10
-RUN_RECORDS = ("finetune_config.json", "training.json", "pretrain_config.json")
-
-
-def read_run(path) -> dict:
-    """What a checkpoint folder records: `path`, `kind` ("vimpac-classification" or "vimpac-pretraining"), `num_classes`
-    (or None), `classes` (names, or None when not recorded), `tokenizer` (the `{name, hash}` identity, or None), `fps`
-    (frames/s of its training tokens, or None) and `store`, `videos` (the token store it was trained on and its number
-    of videos, or None: runs before they were recorded), `data` (a model card's list of its videos, or None), read from
-    `config.json`, `classes.json` (the list `finetune` writes) and the records `RUN_RECORDS` (first found wins). Raises
-    `VimpacError` for a folder without `config.json` or `model.safetensors`, or invalid JSON."""
-    path = Path(path)
-    if not (path / "config.json").is_file() or not (path / "model.safetensors").is_file():
-        raise VimpacError(f"{path}: not a saved vimpac model (expected config.json and model.safetensors)")
-    cfg = read_json(path / "config.json", "a saved vimpac model's config.json", required=("kind",))
-    records = [read_json(path / n, f"a run record ({n})") for n in RUN_RECORDS if (path / n).is_file()]
-    if (path / "classes.json").is_file():
-        records.insert(0, dict(classes=_read_classes(path / "classes.json")))
-    first = lambda k: next((r[k] for r in records if r.get(k) is not None), None)
-    classes = first("classes")
-    if classes is not None and (not isinstance(classes, list) or not all(isinstance(c, str) for c in classes)):
-        raise VimpacError(f"{path}: recorded classes are {type(classes).__name__}, expected a list of class names")
-    fps = first("fps")
-    return dict(
-        path=path,
-        kind=cfg["kind"],
-        num_classes=cfg.get("num_classes"),
-        classes=classes,
-        tokenizer=first("tokenizer"),
-        fps=float(fps) if isinstance(fps, (int, float)) else None,
-        store=first("store"),
-        videos=first("videos"),
-        data=first("data"),
-    )
-
-
-def _video_names(names: list) -> str:
-    "Video names in a line: those at the top level by name (five at most), those in folders counted by folder."
-    folders, loose = {}, []
-    for n in map(str, names):
-        folder = n.rpartition("/")[0]
-        if folder:
-            folders[folder] = folders.get(folder, 0) + 1
-        else:
-            loose.append(n)
-    parts = loose[:5] + (["..."] if len(loose) > 5 else []) + [f"{k} in {f}/" for f, k in folders.items()]
-    return ", ".join(parts)
-
-
-def describe_run(info: dict) -> str:
-    """One line naming a loaded model (`read_run`'s `info`) and what it saw, for every surface that uses one: its
-    folder, its kind and classes, its tokenizer and frame rate, and its training store (or that it is not recorded)."""
-    kind = "pre-trained model" if info["kind"] == "vimpac-pretraining" else "classifier"
-    if info.get("num_classes"):
-        kind += f" of {info['num_classes']} classes"
-    tok = info.get("tokenizer") or {}
-    seen = f"tokens of {tok.get('name', 'an unrecorded tokenizer')}" + (f" ({tok['hash']})" if tok.get("hash") else "")
-    if info.get("fps"):
-        seen += f" at {info['fps']:g} FPS"
-    names = info.get("data") if isinstance(info.get("data"), list) else None  # a model card's list of videos
-    if info.get("store") and info.get("videos"):
-        data = f"trained on {info['store']} ({info['videos']} videos)"
-    elif names:
-        data = f"trained on {len(names)} videos: {_video_names(names)}"
-    else:
-        data = "training data not recorded"
-    return f"{info['path']}: {kind}; {seen}; {data}"
-
-# %% ../nbs/08a_evaluate.ipynb #ed4ff210
-def _read_classes(f: Path) -> list:
-    "The class names in `f` (`classes.json`, as `finetune` writes it: a JSON list of names, in order)."
-    try:
-        obj = json.loads(f.read_text())
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise VimpacError(f"{f}: not valid JSON ({type(e).__name__}), expected the list of class names") from None
-    obj = obj.get("classes") if isinstance(obj, dict) else obj
-    if not isinstance(obj, list) or not all(isinstance(c, str) for c in obj):
-        raise VimpacError(f"{f}: expected a JSON list of class names")
-    return obj
-
-
-def load_run(path, device="cpu") -> tuple[nn.Module, dict]:
-    """The model saved in the checkpoint folder `path` (classification or pre-training, by its `kind`) in eval mode,
-    and `read_run`'s dict. Raises `VimpacError` for a folder that is not a saved model, or of another kind."""
-    info = read_run(path)
-    cls = {"vimpac-classification": VimpacForVideoClassification, "vimpac-pretraining": VimpacForPreTraining}.get(
-        info["kind"]
-    )
-    if cls is None:
-        raise VimpacError(
-            f"{path}: a saved model of kind {info['kind']!r}, expected vimpac-classification or vimpac-pretraining"
-        )
-    model = cls.from_pretrained(path, device=get_device(device)).eval()
-    if info["classes"] is not None and getattr(model, "num_classes", None) not in (None, len(info["classes"])):
-        raise VimpacError(
-            f"{path}: records {len(info['classes'])} class names for a classifier of {model.num_classes} classes"
-        )
-    return model, info
-
-# %% ../nbs/08a_evaluate.ipynb #80134e29
-def run_tokenizer(info: dict, tokenizer=None, device="cpu"):
-    """The frame tokenizer for the run `info` (`read_run`): `tokenizer` (a name or path for `load_tokenizer`, or a
-    loaded tokenizer) or else the kit's default, checked against the recorded identity. Warns (one line) when the
-    run records none. Raises `VimpacError` naming both identities when they differ."""
-    want = info.get("tokenizer")
-    tok = (
-        load_tokenizer(tokenizer if tokenizer is not None else "default", device=device)
-        if tokenizer is None or isinstance(tokenizer, (str, Path))
-        else tokenizer
-    )
-    have = tok.identity
-    if want is not None and have != want:
-        if tokenizer is None:
-            raise VimpacError(
-                f"{info['path']}: trained on tokens of the tokenizer {want.get('name')} ({want.get('hash')}), not "
-                f"the default {have['name']} ({have['hash']}); pass that tokenizer (--tokenizer)"
-            )
-        raise VimpacError(
-            f"tokenizer {tokenizer}: is {have['name']} ({have['hash']}), but {info['path']} was trained on "
-            f"tokens of {want.get('name')} ({want.get('hash')})"
-        )
-    if want is None:
-        warnings.warn(f"{info['path']}: records no tokenizer; assuming {have['name']} ({have['hash']})", stacklevel=2)
-    return tok
-
 # %% ../nbs/08a_evaluate.ipynb #d8346361
-def check_classes(model, info: dict | None, classes: list, where) -> None:
+def check_classes(model, run: SavedRun | None, classes: list, where) -> None:
     """Raise `VimpacError` in one line when the classifier `model` cannot score the `classes` of `where` (a store):
-    another class count, or recorded class names (`info["classes"]`) that differ."""
+    another class count, or class names recorded by `run` (`vimpac.runs.read_run`; None: none recorded) that
+    differ."""
     n = getattr(model, "num_classes", None)
     if n is None:
         raise VimpacError(
-            f"{(info or {}).get('path', 'model')}: a pre-training checkpoint has no classifier; "
+            f"{getattr(run, 'path', 'model')}: a pre-training checkpoint has no classifier; "
             "fine-tune it (vimpac-finetune) or judge its features with --probe linear|knn"
         )
-    src = (info or {}).get("path", "the checkpoint")
+    src = getattr(run, "path", "the checkpoint")
     if n != len(classes):
         raise VimpacError(
             f"{src}: the checkpoint's classifier has {n} classes, but {where} has {len(classes)}; "
             f"evaluate on the dataset it was fine-tuned on, or fine-tune a new head (--new-head)"
         )
-    rec = (info or {}).get("classes")
+    rec = getattr(run, "classes", None)
     if rec is not None and list(rec) != list(classes):
         diff = next(i for i, (a, b) in enumerate(zip(rec, classes)) if a != b)
         raise VimpacError(
@@ -766,7 +642,8 @@ def predict(
 @dataclass
 class Evaluation:
     """Scores of a labelled test set: `keys`, `labels` (N,), `scores` float (N, C), `classes`, `views`, `method`
-    ("classifier", "linear probe" or "kNN") and `metrics` (`classification_metrics`)."""
+    ("classifier", "linear probe" or "kNN"), `metrics` (`classification_metrics`) and `features`, the (test, train)
+    `Features` of a probe or of the retrieval figure (`evaluate_run`; else None)."""
 
     keys: list
     labels: list
@@ -775,6 +652,7 @@ class Evaluation:
     views: str
     method: str
     metrics: dict = field(default_factory=dict)
+    features: tuple | None = None
 
     def __post_init__(self):
         if not self.metrics:
@@ -803,42 +681,37 @@ class Evaluation:
 
 # %% ../nbs/08a_evaluate.ipynb #20598202
 @torch.no_grad()
+@renamed_kwargs(info="run")
 def evaluate(
     model,
     store,
     views="3x10",
     batch_size: int = 32,
     device=None,
-    info: dict | None = None,
+    run: SavedRun | None = None,
     progress: bool = True,
     precision: str = "auto",
     clip_fps: float | None = None,
 ) -> Evaluation:
     """Multi-view evaluation (§4.2) of the classifier `model` on the labelled token `store` (a `TokenStore` or its
-    folder). `info` (`read_run`) adds the checks of the recorded class names and tokenizer. Clips are taken at
-    `clip_fps` (default: the run's recorded frame rate, else the store's): every s-th stored frame, s = store fps /
-    clip fps (`vimpac.data.clip_stride`), as in training. Raises `VimpacError`, in
-    one line, for a store that holds no video, has no labels or lacks a view, tokens that do not fit the model,
-    another tokenizer, a class count (or class names) other than the checkpoint's, a store frame rate that is not a
-    multiple of the clip rate, or a `precision` the device lacks (`multiview_scores`)."""
+    folder). `run` (`vimpac.runs.read_run`) adds the checks of the recorded class names and tokenizer. Clips are
+    taken at `clip_fps` (default: the run's recorded frame rate, else the store's): every s-th stored frame, s =
+    store fps / clip fps (`vimpac.data.clip_stride`), as in training. Raises `VimpacError`, in one line, for a
+    store that holds no video, has no labels or lacks a view, tokens that do not fit the model, another tokenizer,
+    a class count (or class names) other than the checkpoint's, a store frame rate that is not a multiple of the
+    clip rate, or a `precision` the device lacks (`multiview_scores`)."""
     store = _labelled_store(store)
     labels, classes = store_labels(store)
-    check_classes(model, info, classes, store.path)
+    check_classes(model, run, classes, store.path)
     check_store_for_model(store, model)
-    _check_store_tokenizer(store, info)
-    stride = clip_stride(store.fps, clip_fps if clip_fps is not None else (info or {}).get("fps"), store.path)
+    if run is not None:
+        check_run_tokenizer(store, run)
+    stride = clip_stride(store.fps, clip_fps if clip_fps is not None else getattr(run, "fps", None), store.path)
     videos = store_videos(store, parse_views(views)[0])
     scores = multiview_scores(model, videos, views, batch_size, device, progress, len(store), precision, stride)
     return Evaluation(store.keys(), labels, scores, classes, str(views), "classifier")
 
 # %% ../nbs/08a_evaluate.ipynb #b8cd7505
-def _check_store_tokenizer(store, info: dict | None):
-    "The store against the tokenizer that the run `info` (`read_run`) records, when there is one"
-    "(`check_store_tokenizer`)."
-    if info is not None:
-        check_store_tokenizer(store, info.get("tokenizer"), info.get("path"))
-
-
 def match_classes(train_classes, test_classes, test_labels, where="test store") -> list[int]:
     """Test labels re-indexed into the training class list by class name. Raises `VimpacError` naming the classes
     of the test set that the training set lacks."""
@@ -853,7 +726,11 @@ def match_classes(train_classes, test_classes, test_labels, where="test store") 
     return [pos[test_classes[l]] for l in test_labels]
 
 # %% ../nbs/08a_evaluate.ipynb #af3c5bd9
+PROBES = ("linear", "knn")  # the frozen-feature checks of `evaluate_probe`
+
+
 @torch.no_grad()
+@renamed_kwargs(info="run")
 def evaluate_probe(
     model,
     train,
@@ -865,7 +742,7 @@ def evaluate_probe(
     weight_decay: float = 1e-4,
     batch_size: int = 32,
     device=None,
-    info: dict | None = None,
+    run: SavedRun | None = None,
     progress: bool = True,
     precision: str = "auto",
 ) -> tuple[Evaluation, Features, Features]:
@@ -873,15 +750,16 @@ def evaluate_probe(
     and `test` (`extract_features` over `views`), then `probe_scores` (`"linear"` or `"knn"`, k and temperature for
     the kNN, weight decay for the probe). Returns (`Evaluation`, train `Features`, test `Features`). Raises
     `VimpacError` for stores that hold no video or no labels, test classes the training store lacks, tokens that do
-    not fit the model or another tokenizer, and another `probe`."""
-    if probe not in ("linear", "knn"):
+    not fit the model or another tokenizer than `run`'s (`vimpac.runs.read_run`), and another `probe`."""
+    if probe not in PROBES:
         raise VimpacError(f"probe {probe!r}: expected 'linear' or 'knn'")
     stores = [_labelled_store(s) for s in (train, test)]
     (ytr, ctr), (yte, cte) = (store_labels(s) for s in stores)
     yte = match_classes(ctr, cte, yte, stores[1].path)
     for s in stores:
         check_store_for_model(s, model)
-        _check_store_tokenizer(s, info)
+        if run is not None:
+            check_run_tokenizer(s, run)
     ftr, fte = (
         extract_features(
             s, model, views=views, batch_size=batch_size, device=device, progress=progress, precision=precision
@@ -909,3 +787,144 @@ def store_frames(store, key: str, tokenizer, n: int = 4, view: str | None = None
     idx = np.unique(np.linspace(0, len(toks) - 1, min(n, len(toks))).round().astype(int))
     x = tokenizer.decode(torch.from_numpy(toks[idx].astype(np.int64)))
     return (x.clamp(0, 1) * 255).round().byte().permute(0, 2, 3, 1).cpu().numpy()
+
+# %% ../nbs/08a_evaluate.ipynb #90b6d9ee
+def predict_videos(
+    videos,
+    checkpoint,
+    views="3x10",
+    fps=None,
+    tokenizer=None,
+    top: int = 5,
+    batch_size: int = 32,
+    device=None,
+    progress: bool = True,
+    precision: str = "auto",
+) -> tuple[list[dict], SavedRun]:
+    """`vimpac-predict` as a function: load the checkpoint folder (`load_run`; None: `shipped_classifier`) and its
+    tokenizer (`run_tokenizer`), then `predict` the videos at `fps` (default: the run's record, else 2 with a
+    warning). Returns (predictions, the run's `SavedRun`). Raises `VimpacError` for what `load_run`, `run_tokenizer`
+    and `predict` refuse."""
+    dev = get_device(device)
+    checkpoint = shipped_classifier(checkpoint)
+    model, run = load_run(checkpoint, dev)
+    tok = run_tokenizer(run, tokenizer, dev)
+    preds = predict(
+        videos, model, tok, views, fps or run.fps or 2.0, run.classes, top, batch_size, dev, progress, precision
+    )
+    if fps is None and run.fps is None:
+        warnings.warn(
+            f"{checkpoint}: records no frame rate; sampled at 2 FPS (pass --fps, e.g. 4 for HMDB51, SSV2, Diving48)"
+        )
+    _warn_near_chance(checkpoint, preds)
+    return preds, run
+
+
+def _warn_near_chance(checkpoint, preds: list[dict]) -> None:
+    "One warning when every video's top score is under 1.5 x chance (1/C): a model that tells classes apart does not"
+    "give near-uniform scores to every video."
+    c = len(preds[0]["scores"]) if preds else 0
+    best = max((float(r["scores"].max()) for r in preds), default=0.0)
+    if c > 1 and best < 1.5 / c:
+        warnings.warn(
+            f"{checkpoint}: every prediction is near chance (the highest top-1 score is {best:.3f}; chance 1/{c} = "
+            f"{1 / c:.3f}): the model may be under-trained, or these videos unlike its training data"
+        )
+
+# %% ../nbs/08a_evaluate.ipynb #9c5e5beb
+def features_of(
+    inputs,
+    checkpoint,
+    out,
+    views="1x10",
+    fps=None,
+    tokenizer=None,
+    batch_size: int = 32,
+    device=None,
+    progress: bool = True,
+    precision: str = "auto",
+) -> Features:
+    """`vimpac-features` as a function: [CLS] features of one token store (a folder with `meta.json`) or of videos
+    (`extract_features`, tokenized by the run's tokenizer), saved to `out` (safetensors). Raises `VimpacError` for a
+    store given with other inputs, or a store built by another tokenizer than the run's."""
+    inputs = [inputs] if isinstance(inputs, (str, Path)) else list(inputs)
+    stores = [i for i in inputs if Path(i).is_dir() and (Path(i) / "meta.json").is_file()]
+    if stores and len(inputs) > 1:
+        raise VimpacError(f"{stores[0]}: a token store is given alone, not with other inputs")
+    dev = get_device(device)
+    model, run = load_run(checkpoint, dev)
+    if stores:
+        store = TokenStore(stores[0])
+        check_run_tokenizer(store, run)
+        feats = extract_features(
+            store, model, views=views, batch_size=batch_size, device=dev, progress=progress, precision=precision
+        )
+    else:
+        tok = run_tokenizer(run, tokenizer, dev)
+        feats = extract_features(inputs, model, tok, views, fps or run.fps or 2.0, batch_size, dev, progress, precision)
+    feats.save(out)
+    return feats
+
+# %% ../nbs/08a_evaluate.ipynb #8b03b300
+def evaluation_views(views: str | None, probe: str | None, dataset: str | None) -> tuple[str | None, str]:
+    """The views to evaluate with and where they come from (a word for the console): those given, else (without a
+    probe) the `dataset` preset's (Table 12: the centre crop x 10 for SSV2, 3x10 otherwise), else None (the
+    method's default)."""
+    if views is not None or dataset is None or probe is not None:
+        return views, "given" if views is not None else "default"
+    views = dataset_preset(dataset).test_views
+    return views, "Table 12 " + ("centre crop for SSV2" if views.startswith("1x") else "3x10")
+
+
+def evaluate_run(
+    checkpoint,
+    test,
+    train=None,
+    probe=None,
+    views=None,
+    k: int = 20,
+    temperature: float = 0.07,
+    weight_decay: float = 1e-4,
+    out=None,
+    retrieval: int = 4,
+    tokenizer=None,
+    batch_size: int = 32,
+    device=None,
+    progress: bool = True,
+    precision: str = "auto",
+    dataset: str | None = None,
+):
+    """`vimpac-evaluate` as a function. Without `probe`: multi-view evaluation of the fine-tuned classifier of
+    `checkpoint` (None: `shipped_classifier`) on the labelled store `test` (`evaluate`, default views 3x10, or the
+    `dataset` preset's: 1x10, the centre crop, for SSV2, Table 12). With `probe` (one of `PROBES`): the frozen [CLS]
+    features of `train` and `test` (`evaluate_probe`, default views 1x10, the centre crop of pre-training). With
+    `out`: `metrics.json` and `predictions.csv`; with `out`, `train` and `retrieval` > 0 the (test, train) [CLS]
+    features of the retrieval figure too, in `Evaluation.features` (a probe's are there always; the figures:
+    `vimpac.viz.evaluation_figures`). Returns the `Evaluation`. Raises `VimpacError` for a probe without `train`,
+    and, before
+    evaluating, for a `tokenizer` given that cannot be loaded or is not the run's (`run_tokenizer`)."""
+    if probe is not None and train is None:
+        raise VimpacError(f"--probe {probe}: needs --train STORE (the store the probe is fitted on)")
+    views = evaluation_views(views, probe, dataset)[0]
+    dev = get_device(device)
+    checkpoint = shipped_classifier(checkpoint)
+    model, run = load_run(checkpoint, dev)
+    if tokenizer is not None:
+        tokenizer = run_tokenizer(run, tokenizer, dev)  # one given is checked up front, not when drawing
+    stores = [TokenStore(test)] + ([] if train is None else [TokenStore(train)])
+    loop = dict(batch_size=batch_size, device=dev, progress=progress, precision=precision)
+    if probe is None:
+        ev = evaluate(model, stores[0], views or "3x10", run=run, **loop)
+    else:
+        probing = dict(k=k, temperature=temperature, weight_decay=weight_decay)
+        ev, ftr, fte = evaluate_probe(model, stores[1], stores[0], probe, views or "1x10", run=run, **probing, **loop)
+        ev.features = fte, ftr
+    if out is not None and train is not None and retrieval and ev.features is None:
+        ev.features = tuple(extract_features(s, model, views=views or "1x10", **loop) for s in stores)
+    if out is not None:
+        ev.write(Path(out))
+    return ev
+
+# %% ../nbs/08a_evaluate.ipynb #de5d62cd
+_MOVED = ("read_run", "describe_run", "RUN_RECORDS")  # now in vimpac.runs
+__getattr__ = moved_names(__name__, {name: f"vimpac.runs.{name}" for name in _MOVED})

@@ -21,8 +21,10 @@ from .synthetic import LABELLED_VARIANTS, CellColourTokenizer, texture_motion, w
 from .synthetic import write_texture_dataset
 from .pretrain import PretrainConfig, pretrain, evaluate_masking
 from .finetune import FinetuneConfig, finetune
-from .evaluate import classification_metrics, evaluate, extract_features, load_run, probe_scores
-from .cli import MODEL_SKIP, tokenize_dataset, tokenize_videos
+from .evaluate import classification_metrics, evaluate, extract_features, probe_scores
+from .runs import load_run
+from .store import tokenize_videos
+from .data import tokenize_dataset
 
 # %% auto #0
 __all__ = ['EXPERIMENTS', 'SCALES', 'TEMPORALLY_HEAVY', 'CPU_PRETRAIN_STEPS', 'CPU_LAYOUT', 'METRICS', 'ALPHA', 'DATASET_TITLES',
@@ -667,7 +669,7 @@ def _pretrain_run(pool, model: dict, cfg: PretrainConfig, setup: Setup, scale: s
     resume = (folder / "checkpoints").is_dir() and any((folder / "checkpoints").iterdir())
     if scale == "cluster" and setup.gpus > 1:
         argv = ["--store", str(pool.path), "--out", str(folder), "--no-eval", *(["--resume"] if resume else [])]
-        argv += ["--preset", model["preset"], *config_argv(VimpacConfig, model, MODEL_SKIP)]
+        argv += ["--preset", model["preset"], *config_argv(VimpacConfig, model)]
         argv += config_argv(PretrainConfig, asdict(cfg))
         _torchrun("vimpac-pretrain", setup.gpus, argv)
     else:
@@ -696,11 +698,7 @@ def _finetune_top1(
     if not (folder / "model.safetensors").is_file():
         if scale == "cluster" and setup.gpus > 1:
             argv = ["--store", str(train.path), "--out", str(folder), *config_argv(FinetuneConfig, asdict(cfg))]
-            start = (
-                ["--init", str(init)]
-                if init
-                else ["--preset", model["preset"], *config_argv(VimpacConfig, model, MODEL_SKIP)]
-            )
+            start = ["--init", str(init)] if init else ["--preset", model["preset"], *config_argv(VimpacConfig, model)]
             _torchrun("vimpac-finetune", setup.gpus, argv + start)
         else:
             finetune(train, None if init is not None else model, cfg, init=init, out=folder, progress=False)

@@ -17,7 +17,7 @@ from .official import load_official_classifier
 from .data import LabelledClipDataset, take_clip, clip_stride
 from .engine import TrainConfig, Engine, MetricsLog, StepBatches, StepPlan, start_run, plan_run, step_loader
 from .engine import check_resume_settings, latest_checkpoint, config_from_spec, check_store_tokenizer
-from .engine import check_run_tokenizer
+from .runs import check_run_tokenizer
 
 # %% auto #0
 __all__ = ['CHECKPOINT', 'FinetuneConfig', 'finetune_lr', 'check_labelled', 'finetune_model', 'clip_accuracy',

@@ -6,39 +6,21 @@ Docs: https://vimpac.github.io/vimpac/inference.html.md"""
 
 # %% ../nbs/08b_inference.ipynb #3ffad56d
 from __future__ import annotations
-import importlib.resources
+import dataclasses
 from pathlib import Path
 import torch
-from .utils import VimpacError, check_number, read_json
+from .utils import VimpacError, check_number, moved_names
 from .video import read_video
 from .tokenizer import load_tokenizer
 from .masking import MaskSpec, apply_mask, copy_accuracy
 from .model import VimpacForPreTraining
 from .official import load_official_pretraining
-from .evaluate import describe_run, read_run
+from .runs import DEMO_CHECKPOINT, describe_run, read_run
 
 # %% auto #0
-__all__ = ['DEMO_CHECKPOINT', 'CLASSIFIER_CHECKPOINT', 'FPS', 'shipped_classifier', 'load_reconstruction_model',
-           'reconstruct_tokens', 'predict_masked', 'make_mask', 'reconstruct_video']
+__all__ = ['FPS', 'load_reconstruction_model', 'reconstruct_tokens', 'predict_masked', 'make_mask', 'reconstruct_video']
 
 # %% ../nbs/08b_inference.ipynb #d67c2086
-DEMO_CHECKPOINT = Path(str(importlib.resources.files("vimpac"))) / "weights" / "demo"  # the shipped demo model
-CLASSIFIER_CHECKPOINT = DEMO_CHECKPOINT.parent / "classifier"  # the shipped camera-motion classifier (its card)
-
-
-def shipped_classifier(checkpoint=None) -> Path:
-    """`checkpoint`, or when None the shipped classifier `CLASSIFIER_CHECKPOINT` (the demo model fine-tuned to name a
-    clip's camera motion; see its card): what `vimpac-predict` and `vimpac-evaluate` use without `--checkpoint`.
-    Raises `VimpacError` when none is given and this install ships none."""
-    if checkpoint is not None:
-        return checkpoint
-    if not (CLASSIFIER_CHECKPOINT / "config.json").is_file():
-        raise VimpacError(
-            f"no classifier is shipped at {CLASSIFIER_CHECKPOINT}; pass --checkpoint RUN (a vimpac-finetune run)"
-        )
-    return CLASSIFIER_CHECKPOINT
-
-
 FPS = 2.0  # frames per second sampled from a video, as in pre-training (paper §4.2)
 
 
@@ -62,10 +44,14 @@ def _official_model(src: Path, tokenizer, device) -> VimpacForPreTraining:
             "(e.g. snap/pretrain/<run>/last/classifier.pt)"
         ) from None
 
+
+# the shipped runs' names moved to `vimpac.runs` (issue 33); `DEMO_CHECKPOINT` is imported above, as before
+__getattr__ = moved_names(__name__, {n: f"vimpac.runs.{n}" for n in ("CLASSIFIER_CHECKPOINT", "shipped_classifier")})
+
 # %% ../nbs/08b_inference.ipynb #13b1e18a
-def _check_tokenizer(model, tok, name, src: Path, *, run: bool):
-    """Refuse a tokenizer that cannot decode, has another vocabulary, or (for a kit `run`) is not the one it was
-    trained with."""
+def _check_tokenizer(model, tok, name, src: Path, trained: dict | None):
+    """Refuse a tokenizer that cannot decode, has another vocabulary, or is not the one the model was `trained` with
+    (the identity a kit run records, `SavedRun.tokenizer`; None: not recorded)."""
     if getattr(tok, "decoder", True) is None:
         raise VimpacError(
             f"tokenizer {name!r} has no decoder, and the figures decode the predicted tokens; pass "
@@ -80,10 +66,6 @@ def _check_tokenizer(model, tok, name, src: Path, *, run: bool):
     h, w = model.config.token_map
     if h != w:
         raise VimpacError(f"{src}: token map {h}x{w}; the reconstruction takes square frames (a token map h x h)")
-    pc = src / "pretrain_config.json"
-    trained = None
-    if run and pc.is_file():
-        trained = read_json(pc, "a run's pretrain_config.json").get("tokenizer")
     ident = getattr(tok, "identity", None)
     if trained and ident and trained.get("hash") and ident.get("hash") and trained["hash"] != ident["hash"]:
         raise VimpacError(
@@ -103,7 +85,7 @@ def load_reconstruction_model(checkpoint=None, tokenizer=None, *, official=None,
     token head, appendix A.2), when the tokenizer has no decoder, its vocabulary differs from the model's or it is
     not the one a run was trained with, when the model's token map is not square (the frames are centre-cropped
     squares), and for missing or unreadable files. The model's `description` names it and what it was trained on
-    (`vimpac.evaluate.describe_run`)."""
+    (`vimpac.runs.describe_run`)."""
     if checkpoint is not None and official is not None:
         raise VimpacError(
             "give a kit checkpoint (--checkpoint DIR) or an authors' classifier.pt (--official FILE), not both"
@@ -121,17 +103,16 @@ def load_reconstruction_model(checkpoint=None, tokenizer=None, *, official=None,
         model = VimpacForPreTraining.from_pretrained(src, device=device)
     name = "default" if tokenizer is None else tokenizer
     tok = load_tokenizer(name, device=device) if isinstance(name, (str, Path)) else name
-    _check_tokenizer(model.eval(), tok, name, src, run=official is None)
+    run = read_run(src) if official is None else None
+    _check_tokenizer(model.eval(), tok, name, src, run.tokenizer if run is not None else None)
     # what every surface that shows the model says of it (the page, the explorer)
-    if official is not None:
+    if run is None:
         model.description = (
             f"{src}: the authors' pre-training classifier.pt, converted (their weights; §4.1 pre-trains on HowTo100M)"
         )
     else:
-        info = read_run(src)
-        if checkpoint is None:
-            info["path"] = "the shipped demo model (vimpac/weights/demo)"
-        model.description = describe_run(info)
+        shown = "the shipped demo model (vimpac/weights/demo)" if checkpoint is None else src
+        model.description = describe_run(dataclasses.replace(run, path=shown))
     return model, tok
 
 # %% ../nbs/08b_inference.ipynb #ed550baa
@@ -197,6 +178,7 @@ def reconstruct_video(
     blocks: int = 0,
     ratio: float = 0.15,
     seed: int = 0,
+    masking: MaskSpec | None = None,
     neighbour: str = "spatial",
     fps: float = FPS,
     num_frames: int | None = None,
@@ -206,7 +188,8 @@ def reconstruct_video(
     """Mask a clip of the video at `path` and reconstruct it with `model` (a `VimpacForPreTraining`) and
     `tokenizer`. `num_frames` frames N (default: the model's clip length T) at `fps` from frame `start` (0: the
     first) are decoded at the model's frame size (token map x the tokenizer's downsampling, centre crop), tokenized,
-    masked over all N frames (`make_mask`'s options `strategy`, `blocks`, `ratio`, `seed`, i.e. `MaskSpec.sample`)
+    masked over all N frames (`masking.sample` from `seed`: a `MaskSpec`, or else the page's options `strategy`,
+    `blocks`, `ratio` as `make_mask` reads them)
     and filled by the model (`reconstruct_tokens`, in consecutive windows of T frames, the last one shorter when T
     does not divide N) and by copying the nearest visible token (`copy_accuracy` in mode `neighbour`). Returns a
     dict: `frames` uint8 (N, S, S, 3), `tokens` int64 (N, h, w), `mask` bool (N, h, w), `pred` int64 and
@@ -219,7 +202,7 @@ def reconstruct_video(
     step = progress or (lambda *a, **k: None)
     if neighbour not in ("spatial", "spatiotemporal"):
         raise VimpacError(f"neighbour: expected 'spatial' or 'spatiotemporal', got {neighbour!r}")
-    spec = _page_spec(strategy, blocks, ratio)  # checked before any decoding
+    spec = masking if masking is not None else _page_spec(strategy, blocks, ratio)  # checked before any decoding
     c = model.config
     frame_size = c.token_map[0] * tokenizer.downsample
     step(0.15, desc=f"decoding frames at {frame_size} px")

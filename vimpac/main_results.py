@@ -16,7 +16,8 @@ from .utils import VimpacError, atomic_path, config_argv, write_json
 from .store import TokenStore
 from .data import DATASET_PRESETS
 from .finetune import FinetuneConfig, finetune
-from .evaluate import evaluate, load_run
+from .evaluate import evaluate
+from .runs import load_run
 from .experiments import DATASET_TITLES, mean_std
 
 # %% auto #0

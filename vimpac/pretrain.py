@@ -21,7 +21,8 @@ from .losses import info_nce, info_nce_distributed, pretraining_loss
 from .data import ClipPairDataset
 from .engine import TrainConfig, Engine, MetricsLog, StepBatches, StepPlan, start_run, plan_run, step_loader
 from .engine import batch_indices, check_resume_settings, latest_checkpoint, peak_flops, config_from_spec
-from .engine import as_json_value, check_store_tokenizer, check_run_tokenizer, inference_precision
+from .engine import as_json_value, check_store_tokenizer, inference_precision
+from .runs import check_run_tokenizer
 from .engine import PRECISIONS, list_checkpoints, param_groups  # noqa: F401 (for the CLI and the checks)
 
 # %% auto #0
@@ -126,8 +127,14 @@ class PretrainConfig(TrainConfig):
             )
 
     def mask_spec(self) -> MaskSpec:
-        "How the loop masks a clip (`vimpac.masking.MaskSpec`): `mask_strategy`, `num_blocks`, `mask_ratio`."
-        return MaskSpec(self.mask_strategy, self.num_blocks, self.mask_ratio)
+        """How the loop masks a clip (`vimpac.masking.MaskSpec`): `mask_strategy`, `num_blocks`, `mask_ratio`. Made
+        and checked once (the config's check), then the same object for the dataset and every micro-batch; made anew
+        only when one of the three fields changed."""
+        key = (self.mask_strategy, self.num_blocks, self.mask_ratio)
+        made = self.__dict__.get("_mask_spec")
+        if made is None or made[0] != key:
+            made = self.__dict__["_mask_spec"] = (key, MaskSpec(*key))
+        return made[1]
 
     def masks(self) -> bool:
         "Whether the loop masks the clips: for mask-then-predict or for CL-Mask (False: neither, the clips as given)."

@@ -15,12 +15,14 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 from .utils import VimpacError, write_json, disk_full_error, read_json, check_fields
+from .utils import check_number, get_device, renamed_kwargs
+from .tokenizer import load_tokenizer
 from .video import iter_views, check_fps, list_videos, VIEW_SETS, CENTER_VIEW, parse_view
 
 # %% auto #0
 __all__ = ['STORE_FORMAT', 'MAP_SIZE', 'READABLE_FORMATS', 'video_key', 'expand_inputs', 'shard_name', 'lmdb_env',
            'lmdb_environments', 'lmdb_header', 'check_shard', 'DecodeVideos', 'StoreSummary', 'writer_lock',
-           'build_store', 'TokenStore']
+           'build_store', 'TokenStore', 'tokenize_videos']
 
 # %% ../nbs/02_store.ipynb #28c12336
 STORE_FORMAT = "vimpac-token-store/3"  # /3: keys from paths relative to the root given (/2: absolute paths)
@@ -805,3 +807,65 @@ class TokenStore:
     def code_counts(self) -> torch.Tensor:
         "How often each of the V codes occurs in the store's first view: int64 (V,)."
         return sum(torch.bincount(self[i].flatten(), minlength=self.vocab_size) for i in range(len(self)))
+
+# %% ../nbs/02_store.ipynb #04162286
+@renamed_kwargs(size="frame_size")
+def tokenize_videos(
+    inputs,
+    out,
+    tokenizer="default",
+    fps: float = 2.0,
+    frame_size: int = 128,
+    views="center",
+    batch_size: int = 64,
+    device=None,
+    workers: int = 0,
+    num_shards: int | None = None,
+    shard_index: int | None = None,
+    progress: bool = True,
+    labels: dict | None = None,
+    classes: list[str] | None = None,
+    root=None,
+):
+    """Tokenize `inputs` into the store `out` with the tokenizer named `tokenizer` (see `load_tokenizer`; a loaded
+    tokenizer is used as it is) at `fps` frames per second and frame size S = `frame_size` pixels. Without
+    `num_shards`, the shard comes from torchrun's `WORLD_SIZE` / `RANK` when set, else 1 / 0. `labels`, `classes`
+    and `root` go to `build_store` (a labelled store). Returns (`StoreSummary`, tokenizer). Raises `VimpacError`
+    for a missing path or an empty folder, and before anything is written for a bad option: `fps` not a finite
+    number > 0, `frame_size` < 1 or not a multiple of the tokenizer's downsample, `batch_size` < 1, `workers` < 0,
+    a `device` that does not exist here, an `out` that is a file."""
+    fps = check_number("fps", fps, gt=0)
+    frame_size = check_number("frame_size", frame_size, integer=True, ge=1)
+    batch_size = check_number("batch_size", batch_size, integer=True, ge=1)
+    workers = check_number("workers", workers, integer=True, ge=0)
+    if Path(out).exists() and not Path(out).is_dir():
+        raise VimpacError(f"out: {out} is a file; expected a store folder (new or existing)")
+    if num_shards is None:
+        num_shards = int(os.environ.get("WORLD_SIZE", 1))
+        shard_index = int(os.environ.get("RANK", 0))
+    device = get_device(device)
+    tok = load_tokenizer(tokenizer, device=device) if isinstance(tokenizer, (str, os.PathLike)) else tokenizer
+    if frame_size % tok.downsample:
+        lo = max(tok.downsample, frame_size // tok.downsample * tok.downsample)
+        raise VimpacError(
+            f"frame size: {frame_size} is not a multiple of the tokenizer's downsample {tok.downsample} "
+            f"(e.g. {lo} or {lo + tok.downsample})"
+        )
+    summary = build_store(
+        inputs,
+        tok,
+        out,
+        fps=fps,
+        frame_size=frame_size,
+        views=views,
+        batch_size=batch_size,
+        device=device,
+        workers=workers,
+        num_shards=num_shards,
+        shard_index=shard_index or 0,
+        progress=progress,
+        labels=labels,
+        classes=classes,
+        root=root,
+    )
+    return summary, tok

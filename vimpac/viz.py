@@ -6,7 +6,7 @@ Docs: https://vimpac.github.io/vimpac/viz.html.md"""
 
 # %% ../nbs/09_viz.ipynb #0c4de8bd
 from __future__ import annotations
-import html, threading
+import html, threading, warnings
 from pathlib import Path
 import numpy as np
 import torch
@@ -15,13 +15,15 @@ from .utils import VimpacError, atomic_path, moved_names
 from .video import sample_videos
 from .tokenizer import load_tokenizer
 from .masking import MaskSpec, nearest_neighbour_fill
+from .store import TokenStore
+from .runs import read_run, run_tokenizer, shipped_classifier
 from .evaluate import nearest_neighbours, store_frames
 from . import inference
 
 # %% auto #0
 __all__ = ['plot_frames', 'token_colours', 'token_image', 'plot_tokens', 'plot_mask_overlay', 'mask_voxels', 'plot_mask_cube',
            'plot_reconstruction', 'savefig', 'plot_nn_reconstruction', 'plot_nn_fill', 'masked_clips', 'plot_curves',
-           'explore_state', 'explore', 'plot_confusion', 'plot_retrieval', 'plot_store_retrieval']
+           'explore_state', 'explore', 'plot_confusion', 'plot_retrieval', 'plot_store_retrieval', 'evaluation_figures']
 
 # %% ../nbs/09_viz.ipynb #398a1010
 def _as_float_frames(frames) -> np.ndarray:
@@ -384,7 +386,7 @@ def explore_state(
     the model's top-1 and `nearest_neighbour_fill` with `neighbour`, over the masked tokens), the figures
     `reconstruction` (`plot_reconstruction`) and `nearest_neighbour` (`plot_nn_fill`).
     Raises `VimpacError` for an unknown strategy, neighbour or unreadable input, or a video too short for the model."""
-    MaskSpec(strategy, int(num_blocks) if strategy == "block" else None, float(ratio))  # checked before any work
+    spec = MaskSpec(strategy, int(num_blocks) if strategy == "block" else None, float(ratio))  # checked before any work
     if neighbour not in ("spatial", "spatiotemporal"):
         raise VimpacError(f"neighbour: {neighbour!r} is not one of 'spatial', 'spatiotemporal'")
     if model is None:
@@ -394,23 +396,13 @@ def explore_state(
         model = inference.load_reconstruction_model(model, tok)[0]
     T, (h, w) = model.config.max_clip_len, model.config.token_map
     path = _video_path(video)
-    blocks = int(num_blocks) if strategy == "block" else 0
-    r = inference.reconstruct_video(  # the page's reconstruction, from frame `start`
-        path,
-        model,
-        tok,
-        strategy=strategy,
-        blocks=blocks,
-        ratio=ratio,
-        seed=seed,
-        neighbour=neighbour,
-        fps=fps,
-        start=start,
+    r = inference.reconstruct_video(  # the page's reconstruction, from frame `start`, of this one mask specification
+        path, model, tok, masking=spec, seed=seed, neighbour=neighbour, fps=fps, start=start
     )
     frames, z, mask, copy = r["frames"], r["tokens"], r["mask"], r["copy_acc"]
     if len(frames) < T:
         raise VimpacError(f"{path}: {len(frames)} frames at {fps} fps from frame {start}, the model needs {T}")
-    what = MaskSpec(strategy, blocks or None, float(ratio)).describe((T, h, w))
+    what = spec.describe((T, h, w))
     title = f"{path.name}, {what}, seed {seed}: model accuracy {r['model_acc']:.1%}"
     rec = plot_reconstruction(frames, tok, model, mask, title=title)
     nn = plot_nn_fill(tok, z, mask, neighbour, title=f"copying the nearest visible token: accuracy {copy:.1%}")
@@ -703,6 +695,44 @@ def plot_store_retrieval(
         "frames are tokenizer reconstructions of the stored tokens"
     )
     return plot_retrieval(rows, path, f"{title}\n{t}" if title else t)
+
+# %% ../nbs/09_viz.ipynb #7b17a77b
+def evaluation_figures(ev, out, checkpoint, test, train=None, retrieval: int = 4, tokenizer=None, device=None) -> list:
+    """The figures of `vimpac-evaluate --out`, written to the folder `out` for the `Evaluation` `ev` of the checkpoint
+    folder `checkpoint` (None: the shipped classifier) on the labelled store `test`: `confusion.png` (its confusion
+    matrix, titled with the checkpoint, the store and the headline), and, with the training store `train` and
+    `retrieval` > 0, `retrieval.png`: `retrieval` test videos beside their nearest training videos by the features
+    in `ev.features` (`vimpac.evaluate.evaluate_run` puts them there), drawn with the run's tokenizer
+    (`vimpac.runs.run_tokenizer`; `tokenizer` names another). A retrieval figure that cannot be drawn (no features,
+    a tokenizer that cannot be loaded) warns in one line and is skipped. Returns the paths written."""
+    out, checkpoint = Path(out), shipped_classifier(checkpoint)
+    test = test if isinstance(test, TokenStore) else TokenStore(test)
+    m = ev.metrics
+    written = [out / "confusion.png"]
+    plot_confusion(
+        m["confusion"],
+        ev.classes,
+        written[0],
+        title=f"{Path(checkpoint).name} on {test.path.name}: {ev.method}, {ev.views} views\n"
+        f"top-1 {m['top1']:.3f}, top-{min(5, len(ev.classes))} {m['top5']:.3f}, mean per-class "
+        f"{m['mean_class_acc']:.3f} ({m['n']} videos)",
+    )
+    plt.close("all")
+    if train is None or not retrieval:
+        return written
+    train = train if isinstance(train, TokenStore) else TokenStore(train)
+    try:
+        if ev.features is None:
+            raise VimpacError("the evaluation holds no features (evaluate_run with out, train and retrieval)")
+        tok = run_tokenizer(read_run(checkpoint), tokenizer, device or "cpu")
+        title = f"{Path(checkpoint).name}: {test.path.name} queries, {train.path.name} gallery"
+        plot_store_retrieval(*ev.features, test, train, tok, retrieval, 5, 3, out / "retrieval.png", title=title)
+        written.append(out / "retrieval.png")
+    except VimpacError as e:
+        warnings.warn(f"retrieval figure skipped: {e}")
+    finally:
+        plt.close("all")
+    return written
 
 # %% ../nbs/09_viz.ipynb #8925e3d9
 _MOVED = dict(
