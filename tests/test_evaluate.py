@@ -19,7 +19,6 @@ from vimpac.evaluate import (
     Features,
     evaluate,
     extract_features,
-    knn_scores,
     multiview_scores,
     predict,
     probe_scores,
@@ -27,6 +26,7 @@ from vimpac.evaluate import (
     view_clips,
     match_classes,
 )
+from vimpac.probes import knn_scores
 from vimpac.utils import VimpacError
 from vimpac.model import VimpacConfig, VimpacForPreTraining, VimpacForVideoClassification
 from vimpac.store import TokenStore, build_store

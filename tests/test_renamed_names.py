@@ -104,6 +104,9 @@ def test_from_official_shims_warn_and_load_the_same():
         ("vimpac.cli.demo_mask", "vimpac.showcase.demo_mask"),
         ("vimpac.cli.DATASET_FPS", "vimpac.data.DATASET_FPS"),
         ("vimpac.cli.DATASET_VIEWS", "vimpac.data.DATASET_VIEWS"),
+        ("vimpac.evaluate.knn_scores", "vimpac.probes.knn_scores"),
+        ("vimpac.evaluate.LinearProbe", "vimpac.probes.LinearProbe"),
+        ("vimpac.evaluate.fit_linear_probe", "vimpac.probes.fit_linear_probe"),
     ],
 )
 def test_names_moved_by_issue_33_keep_their_old_path_with_a_warning(old, new):
@@ -124,7 +127,9 @@ def test_names_moved_by_issue_33_keep_their_old_path_with_a_warning(old, new):
         ("vimpac.cli.predict_videos", "vimpac.evaluate.predict_videos"),
         ("vimpac.cli.features_of", "vimpac.evaluate.features_of"),
         ("vimpac.cli.evaluate_run", "vimpac.evaluate.evaluate_run"),
-        ("vimpac.cli.PROBES", "vimpac.evaluate.PROBES"),
+        ("vimpac.cli.PROBES", "vimpac.probes.PROBES"),
+        ("vimpac.evaluate.PROBES", "vimpac.probes.PROBES"),
+        ("vimpac.evaluate.probe_scores", "vimpac.probes.probe_scores"),
         ("vimpac.inference.DEMO_CHECKPOINT", "vimpac.runs.DEMO_CHECKPOINT"),
         ("vimpac.evaluate.load_run", "vimpac.runs.load_run"),
         ("vimpac.evaluate.run_tokenizer", "vimpac.runs.run_tokenizer"),

@@ -12,7 +12,6 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.nn.functional as F
-from torch import nn
 from safetensors import safe_open
 from safetensors.torch import save_file
 from tqdm.auto import tqdm
@@ -22,12 +21,12 @@ from .video import CENTER_VIEW, iter_views
 from .store import TokenStore, expand_inputs, video_key
 from .data import clip_stride
 from .engine import inference_precision
+from .probes import PROBES, probe_scores
 from .runs import SavedRun, check_run_tokenizer, load_run, run_tokenizer, shipped_classifier
 
 # %% auto #0
-__all__ = ['SPATIAL_CROPS', 'FEATURES_FORMAT', 'PROBES', 'parse_views', 'temporal_starts', 'view_clips', 'output_field',
-           'pooled_views', 'multiview_scores', 'ranked_classes', 'classification_metrics', 'top_classes',
-           'write_predictions', 'knn_scores', 'LinearProbe', 'fit_linear_probe', 'probe_scores',
+__all__ = ['SPATIAL_CROPS', 'FEATURES_FORMAT', 'parse_views', 'temporal_starts', 'view_clips', 'output_field', 'pooled_views',
+           'multiview_scores', 'ranked_classes', 'classification_metrics', 'top_classes', 'write_predictions',
            'check_store_for_model', 'store_videos', 'store_labels', 'video_tokens', 'Features', 'extract_features',
            'check_classes', 'predict', 'Evaluation', 'evaluate', 'match_classes', 'evaluate_probe',
            'nearest_neighbours', 'store_frames', 'predict_videos', 'features_of', 'evaluation_views', 'evaluate_run']
@@ -271,109 +270,6 @@ def write_predictions(path, keys, scores, classes=None, labels=None, top: int = 
                 row.append(int(preds[i] == int(labels[i])))
             w.writerow(row + [";".join(f"{n}:{s:.4f}" for n, s in tops[i])])
     return Path(path)
-
-# %% ../nbs/08a_evaluate.ipynb #17283dfb
-@torch.no_grad()
-def knn_scores(
-    train_features,
-    train_labels,
-    test_features,
-    num_classes: int,
-    k: int = 20,
-    temperature: float = 0.07,
-    chunk: int = 1024,
-) -> torch.Tensor:
-    """Weighted kNN class scores float (N_test, C): the `k` training rows (capped at their number) of highest cosine
-    similarity s to each test row vote for their label with weight exp(s / `temperature`); votes normalised to sum
-    to 1. Features float (N, D), labels int (N_train,) in [0, C). Computed `chunk` test rows at a time. Raises
-    `VimpacError` for k < 1, temperature <= 0, no training rows, or feature sizes that differ."""
-    k = check_number("k", k, integer=True, ge=1)
-    temperature = check_number("temperature", temperature, gt=0)
-    tr, te = torch.as_tensor(train_features).float(), torch.as_tensor(test_features).float()
-    y = torch.as_tensor(train_labels).long()
-    if len(tr) == 0:
-        raise VimpacError("kNN: no training features")
-    if tr.shape[1:] != te.shape[1:]:
-        raise VimpacError(f"kNN: training features of size {tr.shape[1]} but test features of size {te.shape[1]}")
-    tr, te, k = F.normalize(tr, dim=1), F.normalize(te, dim=1), min(k, len(tr))
-    out = []
-    for j in range(0, len(te), chunk):
-        s, i = (te[j : j + chunk] @ tr.T).topk(k, 1)
-        votes = torch.zeros(len(s), num_classes).scatter_add_(1, y[i], (s / temperature).exp())
-        out.append(votes / votes.sum(1, keepdim=True))
-    return torch.cat(out) if out else te.new_zeros(0, num_classes)
-
-# %% ../nbs/08a_evaluate.ipynb #954cae8d
-class LinearProbe(nn.Module):
-    "Standardise (features - mean) / std, then a linear layer: float (N, D) → logits (N, C)."
-
-    def __init__(self, mean: torch.Tensor, std: torch.Tensor, num_classes: int):
-        super().__init__()
-        self.register_buffer("mean", mean)
-        self.register_buffer("std", std)
-        self.fc = nn.Linear(len(mean), num_classes)
-        nn.init.zeros_(self.fc.weight)
-        nn.init.zeros_(self.fc.bias)
-
-    def forward(self, x):
-        return self.fc((torch.as_tensor(x).float() - self.mean) / self.std)
-
-# %% ../nbs/08a_evaluate.ipynb #8a344754
-def fit_linear_probe(
-    features, labels, num_classes: int, weight_decay: float = 1e-4, max_iter: int = 300
-) -> LinearProbe:
-    """Fit a `LinearProbe` (multinomial logistic regression) on frozen features float (N, D) and labels int (N,) in
-    [0, C): full-batch L-BFGS (strong-Wolfe line search, at most `max_iter` iterations) on mean cross-entropy +
-    `weight_decay` / 2 ||W||^2, from zero weights (deterministic). Raises `VimpacError` for fewer than 2 rows,
-    mismatched lengths or labels outside [0, C)."""
-    x, y = torch.as_tensor(features).float().cpu(), torch.as_tensor(labels).long().cpu()
-    if x.ndim != 2 or len(x) < 2 or len(x) != len(y):
-        raise VimpacError(
-            f"linear probe: expected features (N >= 2, D) and N labels, got {tuple(x.shape)} and {len(y)} labels"
-        )
-    if int(y.min()) < 0 or int(y.max()) >= num_classes:
-        raise VimpacError(f"linear probe: labels {int(y.min())}..{int(y.max())} outside [0, {num_classes})")
-    weight_decay = check_number("weight_decay", weight_decay, ge=0)
-    probe = LinearProbe(x.mean(0), x.std(0).clamp_min(1e-6), num_classes)
-    opt = torch.optim.LBFGS(
-        probe.fc.parameters(),
-        lr=1,
-        max_iter=max_iter,
-        history_size=20,
-        tolerance_grad=1e-9,
-        tolerance_change=1e-12,
-        line_search_fn="strong_wolfe",
-    )
-
-    def closure():
-        opt.zero_grad()
-        loss = F.cross_entropy(probe(x), y) + weight_decay / 2 * probe.fc.weight.pow(2).sum()
-        loss.backward()
-        return loss
-
-    opt.step(closure)
-    return probe.eval()
-
-# %% ../nbs/08a_evaluate.ipynb #54a171a4
-def probe_scores(
-    kind: str,
-    train_features,
-    train_labels,
-    test_features,
-    num_classes: int,
-    k: int = 20,
-    temperature: float = 0.07,
-    weight_decay: float = 1e-4,
-) -> torch.Tensor:
-    """Class scores float (N_test, C) of the frozen-feature classifier `kind`: `"knn"` (`knn_scores`) or `"linear"`
-    (softmax of a `fit_linear_probe` on the training features). Raises `VimpacError` for another `kind`."""
-    if kind == "knn":
-        return knn_scores(train_features, train_labels, test_features, num_classes, k, temperature)
-    if kind == "linear":
-        probe = fit_linear_probe(train_features, train_labels, num_classes, weight_decay)
-        with torch.no_grad():
-            return F.softmax(probe(test_features), -1)
-    raise VimpacError(f"probe {kind!r}: expected 'linear' or 'knn'")
 
 # %% ../nbs/08a_evaluate.ipynb #faa630e3
 def check_store_for_model(store, model) -> None:
@@ -726,9 +622,6 @@ def match_classes(train_classes, test_classes, test_labels, where="test store") 
     return [pos[test_classes[l]] for l in test_labels]
 
 # %% ../nbs/08a_evaluate.ipynb #af3c5bd9
-PROBES = ("linear", "knn")  # the frozen-feature checks of `evaluate_probe`
-
-
 @torch.no_grad()
 @renamed_kwargs(info="run")
 def evaluate_probe(
@@ -926,5 +819,6 @@ def evaluate_run(
     return ev
 
 # %% ../nbs/08a_evaluate.ipynb #de5d62cd
-_MOVED = ("read_run", "describe_run", "RUN_RECORDS")  # now in vimpac.runs
-__getattr__ = moved_names(__name__, {name: f"vimpac.runs.{name}" for name in _MOVED})
+_MOVED = dict(read_run="runs", describe_run="runs", RUN_RECORDS="runs")  # name: its module now
+_MOVED.update(knn_scores="probes", LinearProbe="probes", fit_linear_probe="probes")
+__getattr__ = moved_names(__name__, {name: f"vimpac.{where}.{name}" for name, where in _MOVED.items()})

@@ -21,7 +21,8 @@ from .synthetic import LABELLED_VARIANTS, CellColourTokenizer, texture_motion, w
 from .synthetic import write_texture_dataset
 from .pretrain import PretrainConfig, pretrain, evaluate_masking
 from .finetune import FinetuneConfig, finetune
-from .evaluate import classification_metrics, evaluate, extract_features, probe_scores
+from .evaluate import classification_metrics, evaluate, extract_features
+from .probes import probe_scores
 from .runs import load_run
 from .store import tokenize_videos
 from .data import tokenize_dataset
