@@ -54,3 +54,30 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def labelled(tmp_path_factory):
+    "A labelled toy store, built once for the session: 3 classes x 2 videos, centre view, 4 x 4 token maps (read only)."
+    from helpers import toy_store
+    from vimpac.store import TokenStore
+
+    return TokenStore(toy_store(tmp_path_factory.mktemp("toy"), "train", 2, 0, views="center"))
+
+
+@pytest.fixture(scope="session")
+def sample_store(tmp_path_factory):
+    "Two copies of the three sample videos (6 videos) at 2 FPS, frame size 32 (4 x 4 token maps), built once (read"
+    "only)."
+    import shutil
+    from vimpac.store import build_store
+    from vimpac.tokenizer import load_tokenizer
+    from vimpac.video import sample_videos
+
+    d = tmp_path_factory.mktemp("videos")
+    for copy in range(2):
+        for v in sample_videos():
+            shutil.copy(v, d / f"{copy}-{v.name}")
+    out = tmp_path_factory.mktemp("store") / "store"
+    build_store([d], load_tokenizer("default"), out, fps=2, frame_size=32, progress=False)
+    return out

@@ -1,10 +1,15 @@
 """Small helpers shared by the test files (imported as `from helpers import ...`: pytest puts tests/ on the path)."""
 
-import argparse, importlib, os, signal, subprocess, tempfile, time
+import argparse, contextlib, importlib, os, signal, socket, subprocess, tempfile, time
+import torch.distributed as dist
+import numpy as np
+from vimpac.synthetic import write_video
+from vimpac.store import build_store
+from vimpac.tokenizer import load_tokenizer
 from pathlib import Path
 
 
-def run(*argv, timeout=300, **kwargs):
+def run_command(*argv, timeout=300, **kwargs):
     "Runs the command `argv` (each part passed through `str`) with its output captured as text; returns the"
     "`subprocess.CompletedProcess`."
     return subprocess.run([str(a) for a in argv], capture_output=True, text=True, timeout=timeout, **kwargs)
@@ -129,3 +134,50 @@ def browser_page(viewport=(1400, 1300)):
                 browser.close()
 
     return page()
+
+
+# ---- toy labelled videos and stores (a class per colour, one frame tells them apart), shared by the test files ----
+COLOURS = {"red": (200, 40, 40), "green": (40, 200, 40), "blue": (40, 40, 200)}
+
+
+def toy_video(path, colour, seed, seconds=3, fps=4, size=32):
+    "Noisy frames of one colour with a drifting texture, MPEG-4 in MP4 written by the kit's `write_video`."
+    rng = np.random.default_rng(seed)
+    base = np.clip(np.array(COLOURS[colour]) + rng.normal(0, 30, (size, size, 3)), 0, 255).astype(np.uint8)
+    frames = np.stack([np.roll(base, i, axis=1) for i in range(seconds * fps)])
+    return write_video(frames, path, fps=fps, codec="mpeg4")
+
+
+def toy_store(root, name, per_class, seed0, classes=tuple(COLOURS), views="all", labelled=True):
+    (root / name).mkdir()
+    vids = {
+        toy_video(root / name / f"{c}{i}.mp4", c, seed0 + 10 * i + k): k
+        for k, c in enumerate(classes)
+        for i in range(per_class)
+    }
+    out = root / f"{name}.store"
+    build_store(
+        list(vids),
+        load_tokenizer("default"),
+        out,
+        fps=2,
+        frame_size=32,
+        views=views,
+        progress=False,
+        **(dict(labels=vids, classes=list(classes)) if labelled else {}),
+    )
+    return out
+
+
+@contextlib.contextmanager
+def one_process_gloo(monkeypatch):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    monkeypatch.setenv("MASTER_PORT", str(port))
+    dist.init_process_group("gloo", rank=0, world_size=1)
+    try:
+        yield
+    finally:
+        dist.destroy_process_group()

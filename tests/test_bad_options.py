@@ -34,7 +34,7 @@ def store(videos, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def run(store, tmp_path_factory):
+def finished_run(store, tmp_path_factory):
     "A finished tiny run with a checkpoint, for --init and --resume."
     out = tmp_path_factory.mktemp("run") / "run"
     pretrain_main(
@@ -180,11 +180,11 @@ def test_out_is_a_file(main, prog, videos, store, tmp_path, capsys):
         ("--init RUN --dropout 0.2".split(), "dropout 0.2 (saved: 0.1)"),
     ],
 )
-def test_model_options_must_agree_with_the_saved_model(options, needle, run, store, tmp_path, capsys):
+def test_model_options_must_agree_with_the_saved_model(options, needle, finished_run, store, tmp_path, capsys):
     "--preset, --layout and --dropout are not dropped silently with --resume / --init: they must match the saved model."
     if "--resume" in options:
         out = tmp_path / "resumed"
-        shutil.copytree(run, out)
+        shutil.copytree(finished_run, out)
     else:
         out = tmp_path / "next"
     before = snapshot(out)
@@ -196,14 +196,14 @@ def test_model_options_must_agree_with_the_saved_model(options, needle, run, sto
             "--out",
             str(out),
             *"--steps 4 --batch-size 3 --device cpu".split(),
-            *[str(run) if o == "RUN" else o for o in options],
+            *[str(finished_run) if o == "RUN" else o for o in options],
         ],
         capsys,
     )
     assert got.startswith(
         "vimpac-pretrain: error: --resume: the checkpoint"
         if "--resume" in options
-        else f"vimpac-pretrain: error: --init: {run} holds another model than asked"
+        else f"vimpac-pretrain: error: --init: {finished_run} holds another model than asked"
     ), got
     assert needle in got and "leave these options out" in got, got
     assert snapshot(out) == before

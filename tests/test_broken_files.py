@@ -86,7 +86,7 @@ def copy_store(src, dst):
     return dst
 
 
-def run(args, **kw):
+def run_tool(args, **kw):
     return subprocess.run(args, capture_output=True, text=True, timeout=300, **kw)
 
 
@@ -214,7 +214,9 @@ def test_broken_tokenizer_folder(case, saved_tokenizer, tmp_path, videos, capsys
 def test_broken_tokenizer_folder_subprocess(saved_tokenizer, tmp_path, videos, bin_dir):
     d = copy_store(saved_tokenizer, tmp_path / "tok")
     edit_config(colour="red")(d)
-    r = run([str(bin_dir / "vimpac-tokenize"), str(videos[0]), "--out", str(tmp_path / "s"), "--tokenizer", str(d)])
+    r = run_tool(
+        [str(bin_dir / "vimpac-tokenize"), str(videos[0]), "--out", str(tmp_path / "s"), "--tokenizer", str(d)]
+    )
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
     lines = [l for l in r.stderr.splitlines() if l.strip()]
     assert len(lines) == 1 and lines[0].startswith("vimpac-tokenize: error: "), r.stderr
@@ -314,14 +316,14 @@ def truncate_shard(store, fraction):
 @pytest.mark.parametrize("which,fraction", [("good_store", 0.5), ("big_store", 0.6), ("big_store", 0.97)])
 def test_truncated_shard_is_refused_not_sigbus(which, fraction, request, tmp_path):
     src = request.getfixturevalue(which)
-    good = run([sys.executable, "-c", READ_ALL, str(src)])
+    good = run_tool([sys.executable, "-c", READ_ALL, str(src)])
     assert good.returncode == 0 and good.stdout.startswith("read"), good.stderr
     s = copy_store(src, tmp_path / "store")
     shard, size, cut = truncate_shard(s, fraction)
     # without the header check, LMDB maps the short file and the process dies of SIGBUS at the first missing page
-    raw = run([sys.executable, "-c", RAW_LMDB_READ, str(shard)])
+    raw = run_tool([sys.executable, "-c", RAW_LMDB_READ, str(shard)])
     assert raw.returncode == -signal.SIGBUS, (raw.returncode, raw.stderr[-300:])
-    r = run([sys.executable, "-c", READ_ALL, str(s)])
+    r = run_tool([sys.executable, "-c", READ_ALL, str(s)])
     assert r.returncode == 2, (r.returncode, r.stderr[-500:])
     msg = r.stderr.strip()
     one_line(msg, shard, "truncated LMDB shard", f"data.mdb holds {cut} bytes", f"needs at least {size}")
@@ -330,7 +332,7 @@ def test_truncated_shard_is_refused_not_sigbus(which, fraction, request, tmp_pat
 def test_truncated_shard_through_the_cli(good_store, tmp_path, bin_dir):
     s = copy_store(good_store, tmp_path / "store")
     shard, size, cut = truncate_shard(s, 0.5)
-    r = run([str(bin_dir / "vimpac-pretrain"), "--store", str(s), "--out", str(tmp_path / "run"), "--steps", "2"])
+    r = run_tool([str(bin_dir / "vimpac-pretrain"), "--store", str(s), "--out", str(tmp_path / "run"), "--steps", "2"])
     assert r.returncode == 2, (r.returncode, r.stderr[-500:])
     lines = [l for l in r.stderr.splitlines() if l.strip()]
     assert len(lines) == 1 and lines[0].startswith("vimpac-pretrain: error: "), r.stderr

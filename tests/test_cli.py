@@ -7,7 +7,7 @@ import pytest
 from vimpac.video import sample_videos
 
 
-def run(bin_dir, script, *args, cwd=None):
+def run_script(bin_dir, script, *args, cwd=None):
     return subprocess.run(
         [str(bin_dir / script), *map(str, args)], capture_output=True, text=True, cwd=cwd, timeout=600
     )
@@ -28,7 +28,7 @@ def assert_one_line_error(r, script, needle):
 
 def test_missing_path(bin_dir, tmp_path):
     missing = tmp_path / "nope.mp4"
-    r = run(bin_dir, "vimpac-tokenize", missing, "--out", tmp_path / "store")
+    r = run_script(bin_dir, "vimpac-tokenize", missing, "--out", tmp_path / "store")
     assert_one_line_error(r, "vimpac-tokenize", f"{missing}: no such file or directory")
     assert not (tmp_path / "store").exists()
 
@@ -36,7 +36,7 @@ def test_missing_path(bin_dir, tmp_path):
 def test_not_a_video(bin_dir, tmp_path):
     bad = tmp_path / "notes.mp4"
     bad.write_bytes(b"this is not a video\n" * 100)
-    r = run(bin_dir, "vimpac-tokenize", bad, "--out", tmp_path / "store", "--frame-size", "64")
+    r = run_script(bin_dir, "vimpac-tokenize", bad, "--out", tmp_path / "store", "--frame-size", "64")
     assert_one_line_error(r, "vimpac-tokenize", f"{bad}: not a readable video")
     assert "0 stored, 0 skipped (already stored), 1 failed" in r.stdout
 
@@ -50,12 +50,12 @@ def test_failures_do_not_stop_the_run_and_rerun_skips(bin_dir, tmp_path):
     listing = tmp_path / "videos.txt"
     listing.write_text("\n".join(map(str, sample_videos())) + "\n# a comment\n")
     args = [listing, truncated, text, "--out", tmp_path / "store", *"--frame-size 64 --workers 2".split()]
-    r = run(bin_dir, "vimpac-tokenize", *args)
+    r = run_script(bin_dir, "vimpac-tokenize", *args)
     assert r.returncode == 1 and "Traceback" not in r.stderr
     assert "3 stored, 0 skipped (already stored), 2 failed" in r.stdout
     errs = error_lines(r)
     assert len(errs) == 2 and any(str(truncated) in e for e in errs) and any(str(text) in e for e in errs)
-    r2 = run(bin_dir, "vimpac-tokenize", *args)
+    r2 = run_script(bin_dir, "vimpac-tokenize", *args)
     assert "0 stored, 3 skipped (already stored), 2 failed" in r2.stdout
     from vimpac.store import TokenStore
 
@@ -66,18 +66,18 @@ def test_failures_do_not_stop_the_run_and_rerun_skips(bin_dir, tmp_path):
 def test_empty_folder(bin_dir, tmp_path):
     empty = tmp_path / "empty"
     empty.mkdir()
-    r = run(bin_dir, "vimpac-tokenize", empty, "--out", tmp_path / "store")
+    r = run_script(bin_dir, "vimpac-tokenize", empty, "--out", tmp_path / "store")
     assert_one_line_error(r, "vimpac-tokenize", f"{empty}: folder holds no video files")
 
 
 def test_pretrain_bad_store(bin_dir, tmp_path):
-    r = run(bin_dir, "vimpac-pretrain", tmp_path, "--out", tmp_path / "run")
+    r = run_script(bin_dir, "vimpac-pretrain", tmp_path, "--out", tmp_path / "run")
     assert_one_line_error(r, "vimpac-pretrain", f"{tmp_path}: not a token store")
 
 
 def test_tokenize_then_pretrain(bin_dir, tmp_path):
     store = tmp_path / "store"
-    r = run(bin_dir, "vimpac-tokenize", *sample_videos(), "--out", store, "--frame-size", "64")
+    r = run_script(bin_dir, "vimpac-tokenize", *sample_videos(), "--out", store, "--frame-size", "64")
     assert r.returncode == 0, r.stderr
     meta = json.loads((store / "meta.json").read_text())
     assert meta["tokenizer"]["name"] == "vimpac-vqvae" and meta["views"] == ["1x-center"]
@@ -85,7 +85,7 @@ def test_tokenize_then_pretrain(bin_dir, tmp_path):
 
     assert TokenStore(store).lengths == [11, 20, 8]  # 5.3 s, 10 s and 4 s at 2 FPS
     run_dir = tmp_path / "run"
-    r = run(bin_dir, "vimpac-pretrain", store, "--out", run_dir, "--steps", "12", "--batch-size", "3")
+    r = run_script(bin_dir, "vimpac-pretrain", store, "--out", run_dir, "--steps", "12", "--batch-size", "3")
     assert r.returncode == 0, r.stderr
     assert "mask accuracy" in r.stdout
     for f in "model.safetensors config.json metrics.jsonl eval.json training_curves.png".split():

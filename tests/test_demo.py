@@ -6,7 +6,7 @@ import os
 os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
 os.environ["HF_HUB_OFFLINE"] = "1"
 import re, signal, socket, subprocess, sys, time, urllib.request
-from helpers import CHROMIUM, NO_CHROMIUM, browser_page, run, screenshot_path
+from helpers import CHROMIUM, NO_CHROMIUM, browser_page, run_command, screenshot_path
 from pathlib import Path
 import av
 import numpy as np
@@ -383,7 +383,7 @@ def test_bad_address_is_one_line(bin_dir, case):
             "foreign host": ("192.0.2.1", "--host '192.0.2.1': cannot listen there"),
             "unknown host": ("no.such.host.invalid", "--host 'no.such.host.invalid': not an address"),
         }[case]
-        r = run(bin_dir / "vimpac-demo", "--host", host, "--port", port, timeout=120)
+        r = run_command(bin_dir / "vimpac-demo", "--host", host, "--port", port, timeout=120)
     assert r.returncode == 2, r.stderr
     err = r.stderr.strip()
     assert err.startswith("vimpac-demo: error: ") and "\n" not in err and want in err, err

@@ -3,13 +3,14 @@ fused path of a GPU run (`Engine(fused=True)`, `update_async`'s device-side skip
 here; `GlobalBatchNorm1d`'s all-reduce path in a one-process gloo group, op by op, for host reads; the MFU peak of
 GPUs by name; fine-tuning's host reads; the torch floor."""
 
-import contextlib, re, socket, sys
+import re, sys
 from pathlib import Path
 import pytest
 import torch
 import torch.distributed as dist
 from torch.utils._python_dispatch import TorchDispatchMode
 import vimpac.engine as E
+from helpers import one_process_gloo
 from vimpac.engine import (
     Engine,
     GlobalBatchNorm1d,
@@ -178,20 +179,6 @@ class OpLog(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-@contextlib.contextmanager
-def one_process_gloo(monkeypatch):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
-    monkeypatch.setenv("MASTER_PORT", str(port))
-    dist.init_process_group("gloo", rank=0, world_size=1)
-    try:
-        yield
-    finally:
-        dist.destroy_process_group()
-
-
 class _WorldOfTwo:
     "`torch.distributed` as `vimpac.engine` sees it, but a world of 2: GlobalBatchNorm1d takes its all-reduce path."
 
@@ -287,15 +274,6 @@ def test_peak_flops_for_device_names(name, tflops):
 
 
 # --- fine-tuning reads the device at log and checkpoint steps only
-
-
-@pytest.fixture(scope="module")
-def labelled(tmp_path_factory):
-    "A labelled toy store: 3 classes x 2 videos, centre view, 4 x 4 token maps."
-    from test_finetune import toy_store
-    from vimpac.store import TokenStore
-
-    return TokenStore(toy_store(tmp_path_factory.mktemp("toy"), "train", 2, 0, views="center"))
 
 
 def test_finetune_reads_at_log_and_checkpoint_steps_only(labelled, tmp_path, monkeypatch):

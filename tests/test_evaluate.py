@@ -369,12 +369,14 @@ def test_predict_console_script(data, bin_dir):
     "The installed console script, as users run it."
     d = data["dir"]
     v = list(data["videos"]["test"])[2]
-    r = helpers.run(bin_dir / "vimpac-predict", v, "--checkpoint", d / "ft", *"--views 1x2 --top 2".split(), env=ENV)
+    r = helpers.run_command(
+        bin_dir / "vimpac-predict", v, "--checkpoint", d / "ft", *"--views 1x2 --top 2".split(), env=ENV
+    )
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
     assert lines[0].startswith(f"model: {d / 'ft'}: classifier of 3 classes;")
     assert lines[1] == str(v) and len(lines) == 4 and lines[2].startswith("  1. ")
-    r = helpers.run(bin_dir / "vimpac-evaluate", "--checkpoint", d / "pre", "--test", d / "test", env=ENV)
+    r = helpers.run_command(bin_dir / "vimpac-evaluate", "--checkpoint", d / "pre", "--test", d / "test", env=ENV)
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
 
 
@@ -383,7 +385,7 @@ def test_evaluate_console_script_refuses_an_unreadable_tokenizer(data, bin_dir, 
     d, bad = data["dir"], tmp_path / "tok.pkl"
     bad.write_bytes(b"not a tokenizer")
     argv = [*fine_tuned(d), "--views", "1x2", "--tokenizer", bad, "--out", tmp_path / "ev"]
-    r = helpers.run(bin_dir / "vimpac-evaluate", *argv, env=ENV)
+    r = helpers.run_command(bin_dir / "vimpac-evaluate", *argv, env=ENV)
     assert r.returncode == 2 and "Traceback" not in r.stderr and r.stdout == "", r.stderr
     assert (
         r.stderr == f"vimpac-evaluate: error: {bad}: not a saved VQ-VAE (expected config.json and model.safetensors)\n"
@@ -478,7 +480,7 @@ def test_evaluate_empty_store_refused_in_one_line(data, bin_dir, tmp_path):
         ["--checkpoint", d / "pre", "--test", tmp_path / "empty", "--train", d / "train", "--probe", "knn"],
         ["--checkpoint", d / "pre", "--test", d / "test", "--train", tmp_path / "empty", "--probe", "linear"],
     ):
-        r = helpers.run(bin_dir / "vimpac-evaluate", *argv, env=env)
+        r = helpers.run_command(bin_dir / "vimpac-evaluate", *argv, env=env)
         assert r.returncode == 2 and r.stdout == "", (r.returncode, r.stderr)
         assert (
             r.stderr == f"vimpac-evaluate: error: {tmp_path / 'empty'}: holds no video; expected a labelled store\n"

@@ -3,50 +3,18 @@ classes one frame tells apart, it learns (loss falls, held-out accuracy far abov
 SIGKILL and resumed ends with the same weights, bit for bit; bad input is one line and exit status 2."""
 
 import json, os, shutil, signal
-from vimpac.synthetic import write_video
-import numpy as np
 import pytest
 import torch
 from vimpac.tokenizer import load_tokenizer
 from vimpac.store import build_store, TokenStore
 from vimpac.model import VimpacConfig, VimpacForVideoClassification
 from vimpac.cli import finetune_main
-from helpers import killed_at, run, run_argv, weights
+from helpers import COLOURS, killed_at, run_argv, run_command, toy_store, weights
 
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
-COLOURS = {"red": (200, 40, 40), "green": (40, 200, 40), "blue": (40, 40, 200)}
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # conftest.py
-
-
-def toy_video(path, colour, seed, seconds=3, fps=4, size=32):
-    "Noisy frames of one colour with a drifting texture, MPEG-4 in MP4 written by the kit's `write_video`."
-    rng = np.random.default_rng(seed)
-    base = np.clip(np.array(COLOURS[colour]) + rng.normal(0, 30, (size, size, 3)), 0, 255).astype(np.uint8)
-    frames = np.stack([np.roll(base, i, axis=1) for i in range(seconds * fps)])
-    return write_video(frames, path, fps=fps, codec="mpeg4")
-
-
-def toy_store(root, name, per_class, seed0, classes=tuple(COLOURS), views="all", labelled=True):
-    (root / name).mkdir()
-    vids = {
-        toy_video(root / name / f"{c}{i}.mp4", c, seed0 + 10 * i + k): k
-        for k, c in enumerate(classes)
-        for i in range(per_class)
-    }
-    out = root / f"{name}.store"
-    build_store(
-        list(vids),
-        load_tokenizer("default"),
-        out,
-        fps=2,
-        frame_size=32,
-        views=views,
-        progress=False,
-        **(dict(labels=vids, classes=list(classes)) if labelled else {}),
-    )
-    return out
 
 
 @pytest.fixture(scope="module")
@@ -94,14 +62,14 @@ def test_finetune_learns_the_toy(stores, tmp_path, capsys):
 def test_resume_after_sigkill_is_bitwise(bin_dir, stores, tmp_path):
     args = ["--steps", 50, "--batch-size", 6, "--lr", 1e-3, "--save-every", 10, "--keep-last", 2, "--log-every", 1]
     cmd = lambda out, *extra: [str(bin_dir / "vimpac-finetune"), *ft(stores["train"], out, *args, *extra)]
-    r = run(*cmd(tmp_path / "full"), env=ENV)
+    r = run_command(*cmd(tmp_path / "full"), env=ENV)
     assert r.returncode == 0, r.stderr
     killed = tmp_path / "killed"
     code = killed_at(cmd(killed), killed / "checkpoints" / "step-00000020.pt", ENV)
     assert code == -signal.SIGKILL and not (killed / "model.safetensors").exists(), (
         "the run finished before it could be killed"
     )
-    r = run(*cmd(killed, "--resume"), env=ENV)
+    r = run_command(*cmd(killed, "--resume"), env=ENV)
     assert r.returncode == 0, r.stderr
     a, b = weights(tmp_path / "full"), weights(killed)
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
@@ -178,7 +146,7 @@ def test_two_processes_follow_one(bin_dir, stores, tmp_path):
     losses, args = [], ["--steps", 6, "--batch-size", 6, "--lr", 1e-3, "--log-every", 1, "--dropout", 0]
     for n in (1, 2):
         out = tmp_path / f"run{n}"
-        r = run(
+        r = run_command(
             bin_dir / "torchrun",
             "--nproc-per-node",
             n,
@@ -204,10 +172,10 @@ def test_clip_fps_subsamples_the_store(stores, tmp_path, capsys):
     finetune_main(ft(stores["train"], tmp_path / "run", "--clip-fps", 1, "--steps", 2, "--batch-size", 3))
     rec = json.loads((tmp_path / "run" / "finetune_config.json").read_text())
     assert (rec["clip_fps"], rec["fps"], rec["store_fps"]) == (1, 1, 2.0)
-    run, model = read_run(tmp_path / "run"), VimpacForVideoClassification.from_pretrained(tmp_path / "run")
-    assert run.fps == 1.0
+    saved, model = read_run(tmp_path / "run"), VimpacForVideoClassification.from_pretrained(tmp_path / "run")
+    assert saved.fps == 1.0
     test = TokenStore(stores["test"])
-    ev = evaluate(model, test, "1x2", run=run, progress=False)
+    ev = evaluate(model, test, "1x2", run=saved, progress=False)
     by_hand = [multiview_scores(model, store_videos(test, ["1x-center"]), "1x2", stride=s) for s in (2, 1)]
     torch.testing.assert_close(ev.scores, by_hand[0])
     assert not torch.allclose(by_hand[0], by_hand[1])  # the stride matters: the check is not vacuous

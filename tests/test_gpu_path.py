@@ -8,7 +8,6 @@ import torch
 from vimpac.cli import pretrain_main
 from vimpac.engine import choose_precision, device_capability, peak_flops, sync_batchnorm
 from vimpac.model import VimpacConfig, model_flops
-from test_pretrain_runs import store  # noqa: F401 (the fixture: 6 sample videos at 4 x 4 tokens)
 from helpers import run_argv
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
@@ -19,9 +18,9 @@ import bench_gpu  # noqa: E402
 SHORT_RUN = ["--steps", 3, "--batch-size", 2, "--log-every", 1]  # 3 logged steps of 2 clips
 
 
-def test_mfu_on_cpu_with_peak_tflops(store, tmp_path):  # noqa: F811
+def test_mfu_on_cpu_with_peak_tflops(sample_store, tmp_path):
     out = tmp_path / "run"
-    pretrain_main(run_argv(store, out, "--no-eval", *SHORT_RUN, "--peak-tflops", 0.5))
+    pretrain_main(run_argv(sample_store, out, "--no-eval", *SHORT_RUN, "--peak-tflops", 0.5))
     recs = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     saved = json.loads((out / "config.json").read_text())
     cfg = VimpacConfig(**{k: v for k, v in saved.items() if k in VimpacConfig.__dataclass_fields__})
@@ -142,12 +141,12 @@ def test_fused_adamw_skips_on_device():
     ],
     ids=["bf16-autocast", "fp16-gradscaler", "compile", "checkpointing"],
 )
-def test_pretrain_on_gpu(store, tmp_path, extra):  # noqa: F811
+def test_pretrain_on_gpu(sample_store, tmp_path, extra):
     "`vimpac-pretrain` on CUDA in each precision and mode, with a data-loading worker (pinned memory): finite"
     "losses, memory and MFU logged."
     out = tmp_path / "run"
     argv = ["--no-eval", *SHORT_RUN, "--num-workers", 1, "--peak-tflops", 100, *extra]
-    pretrain_main(run_argv(store, out, *argv, device="cuda", precision=None))
+    pretrain_main(run_argv(sample_store, out, *argv, device="cuda", precision=None))
     recs = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in recs] == [0, 1, 2]
     assert all(r["loss"] == r["loss"] and r["peak_mem_gb"] > 0 and 0 < r["mfu"] < 1 for r in recs)

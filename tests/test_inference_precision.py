@@ -8,7 +8,6 @@ import pytest
 import torch
 import vimpac.evaluate as EV
 import vimpac.pretrain as PT
-from test_engine_gpu_logic import labelled  # noqa: F401 (a fixture: 3 classes x 2 videos, centre view)
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # conftest.py
 
@@ -37,7 +36,7 @@ def reads_from(module, monkeypatch, functions=None):
     return reads
 
 
-def test_evaluation_runs_under_the_precision_asked(labelled, monkeypatch):  # noqa: F811
+def test_evaluation_runs_under_the_precision_asked(labelled, monkeypatch):
     """`evaluate` and `extract_features` run the model under the autocast `inference_precision` gives (bf16, as on an
     H100): the scores stay float32 rows summing to 1, close to fp32's; on a CPU, `auto` stays fp32."""
     from vimpac.finetune import finetune_model
@@ -60,7 +59,7 @@ def test_evaluation_runs_under_the_precision_asked(labelled, monkeypatch):  # no
     )
 
 
-def test_bf16_on_a_cpu_is_one_clear_error(labelled):  # noqa: F811
+def test_bf16_on_a_cpu_is_one_clear_error(labelled):
     from vimpac.finetune import finetune_model
     from vimpac.utils import VimpacError
 
@@ -69,7 +68,7 @@ def test_bf16_on_a_cpu_is_one_clear_error(labelled):  # noqa: F811
         EV.evaluate(model, labelled, "1x2", progress=False, precision="bf16")
 
 
-def test_multiview_reads_the_device_once(labelled, monkeypatch):  # noqa: F811
+def test_multiview_reads_the_device_once(labelled, monkeypatch):
     "`pooled_views` sums the views on the model's device and reads the (N, C) result once, not once per batch."
     from vimpac.finetune import finetune_model
 
@@ -79,7 +78,7 @@ def test_multiview_reads_the_device_once(labelled, monkeypatch):  # noqa: F811
     assert reads == ["cpu"], reads
 
 
-def test_evaluate_masking_autocast_micro_batches_one_read(labelled, monkeypatch):  # noqa: F811
+def test_evaluate_masking_autocast_micro_batches_one_read(labelled, monkeypatch):
     """`evaluate_masking` runs its batch in micro-batches (3 forwards for 6 pairs by 2), under the precision's autocast,
     and reads its counts once."""
     from vimpac.model import VimpacConfig, VimpacForPreTraining

@@ -8,7 +8,7 @@ import vimpac.engine as E
 from vimpac.engine import Run, TrainConfig, memory_model, plan_run, saved_activation_bytes
 from vimpac.model import VimpacConfig, VimpacForPreTraining, VimpacForVideoClassification
 from vimpac.utils import VimpacError
-from test_engine_gpu_logic import labelled, one_process_gloo  # noqa: F401 (a fixture, and a one-process group)
+from helpers import one_process_gloo
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # conftest.py
 
@@ -34,7 +34,7 @@ def micro_batches(monkeypatch):
     return seen
 
 
-def test_finetune_takes_the_micro_batch_that_fits(labelled, tmp_path, monkeypatch):  # noqa: F811
+def test_finetune_takes_the_micro_batch_that_fits(labelled, tmp_path, monkeypatch):
     """With room for 2 clips and not 3 (the model's own prediction), a batch of 6 clips runs as 3 micro-batches of 2;
     with room for none, one line names the clip's bytes."""
     from vimpac.finetune import FinetuneConfig, finetune, finetune_model
@@ -52,7 +52,7 @@ def test_finetune_takes_the_micro_batch_that_fits(labelled, tmp_path, monkeypatc
     assert not (tmp_path / "run2" / "checkpoints").exists()
 
 
-def test_pretrain_takes_the_micro_batch_that_fits(labelled, tmp_path, monkeypatch):  # noqa: F811
+def test_pretrain_takes_the_micro_batch_that_fits(labelled, tmp_path, monkeypatch):
     """Pre-training plans in clip pairs, at least 2 in one process (InfoNCE needs a negative): room for 2 pairs and not
     3
     → a batch of 4 pairs is 2 micro-batches of 2 (4 clips); room for 1 only is an error naming 2 pairs."""

@@ -12,7 +12,6 @@ from vimpac.losses import info_nce_distributed
 from vimpac.model import VimpacConfig
 from vimpac.pretrain import PretrainConfig, mask_clip_pairs, pretrain
 from vimpac.utils import VimpacError
-from test_engine_gpu_logic import labelled  # noqa: F401 (a labelled toy store of 6 videos, 4 x 4 token maps)
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # conftest.py
 
@@ -89,7 +88,7 @@ def test_config_checks_the_knobs():
         PretrainConfig(negatives=0)
 
 
-def test_pretrain_runs_with_both_knobs(labelled, tmp_path):  # noqa: F811
+def test_pretrain_runs_with_both_knobs(labelled, tmp_path):
     """A short run with i.i.d. masking and groups of 2 pairs (1 negative) logs finite losses and saves the knobs;
     groups that do not divide the micro-batch stop it before anything is written."""
     cfg = PretrainConfig(steps=3, batch_size=6, clip_len=3, lr=1e-3, log_every=1, mask_strategy="iid", negatives=1)
@@ -104,7 +103,7 @@ def test_pretrain_runs_with_both_knobs(labelled, tmp_path):  # noqa: F811
     assert not (tmp_path / "odd" / "metrics.jsonl").exists()
 
 
-def test_the_mask_is_specified_once_per_run(labelled, monkeypatch):  # noqa: F811
+def test_the_mask_is_specified_once_per_run(labelled, monkeypatch):
     """Issue 33: `--mask-ratio` goes option -> `PretrainConfig` -> one `MaskSpec`, made and checked once, which the
     dataset and every micro-batch share; a changed field makes a new one."""
     made, check = [], MaskSpec.__post_init__

@@ -6,29 +6,20 @@ signal to one process stops both at the same step;
 - two CPU processes under torchrun (gloo) compute the one-process step (1e-5 relative at step 0) and follow its
 curve."""
 
-import json, os, shutil, signal, subprocess, time
+import json, os, signal, subprocess, time
 from pathlib import Path
 import pytest
 import torch
-from vimpac.video import sample_videos
-from vimpac.tokenizer import load_tokenizer
-from vimpac.store import build_store
 from vimpac.engine import list_checkpoints, load_checkpoint
-from helpers import killed_at, run, run_argv, weights
+from helpers import killed_at, run_argv, run_command, weights
 
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory):
-    "Two copies of the three sample videos (6 videos) at 2 FPS, frame size 32 (4 x 4 token maps)."
-    d = tmp_path_factory.mktemp("videos")
-    for copy in range(2):
-        for v in sample_videos():
-            shutil.copy(v, d / f"{copy}-{v.name}")
-    out = tmp_path_factory.mktemp("store") / "store"
-    build_store([d], load_tokenizer("default"), out, fps=2, frame_size=32, progress=False)
-    return out
+def store(sample_store):
+    "The session's `sample_store` (conftest.py): 6 sample videos at 2 FPS, 4 x 4 token maps."
+    return sample_store
 
 
 def pretrain_cmd(bin_dir, store, out, *extra):
@@ -38,7 +29,7 @@ def pretrain_cmd(bin_dir, store, out, *extra):
 @pytest.mark.slow
 def test_resume_after_sigkill_is_bitwise(bin_dir, store, tmp_path):
     args = ["--steps", 200, "--batch-size", 3, "--lr", 2e-3, "--save-every", 10, "--keep-last", 2]
-    r = run(*pretrain_cmd(bin_dir, store, tmp_path / "full", *args), env=ENV, timeout=600)
+    r = run_command(*pretrain_cmd(bin_dir, store, tmp_path / "full", *args), env=ENV, timeout=600)
     assert r.returncode == 0, r.stderr
 
     killed = tmp_path / "killed"
@@ -48,7 +39,7 @@ def test_resume_after_sigkill_is_bitwise(bin_dir, store, tmp_path):
     assert len(list((killed / "checkpoints").glob("step-*.pt"))) <= 2  # keep-last, no stray temporary files
     assert not list((killed / "checkpoints").glob(".*.tmp"))
 
-    r = run(*pretrain_cmd(bin_dir, store, killed, *args, "--resume"), env=ENV, timeout=600)
+    r = run_command(*pretrain_cmd(bin_dir, store, killed, *args, "--resume"), env=ENV, timeout=600)
     assert r.returncode == 0, r.stderr
     a, b = weights(tmp_path / "full"), weights(killed)
     assert a.keys() == b.keys()
@@ -59,7 +50,7 @@ def test_resume_after_sigkill_is_bitwise(bin_dir, store, tmp_path):
 
 
 def test_resume_errors_are_one_line(bin_dir, store, tmp_path):
-    r = run(
+    r = run_command(
         *pretrain_cmd(bin_dir, store, tmp_path / "none", "--steps", 2, "--batch-size", 3, "--resume"),
         env=ENV,
         timeout=600,
@@ -69,7 +60,7 @@ def test_resume_errors_are_one_line(bin_dir, store, tmp_path):
     (tmp_path / "bad" / "checkpoints").mkdir(parents=True)
     bad = tmp_path / "bad" / "checkpoints" / "step-00000002.pt"
     bad.write_bytes(b"")  # empty: named, one line
-    r = run(
+    r = run_command(
         *pretrain_cmd(bin_dir, store, tmp_path / "bad", "--steps", 2, "--batch-size", 3, "--resume"),
         env=ENV,
         timeout=600,
@@ -84,9 +75,9 @@ def test_resume_errors_are_one_line(bin_dir, store, tmp_path):
 @pytest.mark.slow
 def test_two_processes_follow_one(bin_dir, store, tmp_path):
     args = ["--steps", 8, "--batch-size", 4, "--lr", 3e-4, "--dropout", 0]
-    one = run(*pretrain_cmd(bin_dir, store, tmp_path / "one", *args), env=ENV, timeout=600)
+    one = run_command(*pretrain_cmd(bin_dir, store, tmp_path / "one", *args), env=ENV, timeout=600)
     assert one.returncode == 0, one.stderr
-    two = run(
+    two = run_command(
         bin_dir / "torchrun",
         "--standalone",
         "--nproc-per-node",
@@ -140,7 +131,7 @@ def test_stale_checkpoint_tmp_files_removed_at_start(bin_dir, store, tmp_path):
         f"vimpac-pretrain: warning: {ck}: removed 2 temporary checkpoint file(s) of 0.6 MB left by writes that were "
         "stopped midway"
     )
-    r = run(
+    r = run_command(
         *pretrain_cmd(bin_dir, store, out, "--steps", 2, "--batch-size", 3, "--save-every", 2), env=env, timeout=600
     )
     assert r.returncode == 0, r.stderr
@@ -148,7 +139,7 @@ def test_stale_checkpoint_tmp_files_removed_at_start(bin_dir, store, tmp_path):
     assert not any(p.exists() for p in stale) and all(p.read_text() == "the user's" for p in kept)
     assert [p.name for p in ck.glob("step-*.pt")] == ["step-00000002.pt"] and (out / "model.safetensors").is_file()
     stale[0].write_bytes(b"\0" * 100)  # and when it resumes
-    r = run(
+    r = run_command(
         *pretrain_cmd(bin_dir, store, out, "--steps", 4, "--batch-size", 3, "--save-every", 2, "--resume"),
         env=env,
         timeout=600,
@@ -173,7 +164,7 @@ CURVE = ("loss", "mask_loss", "cl_loss", "mask_acc", "cl_acc", "lr", "grad_norm"
 def uninterrupted(bin_dir, store, tmp_path_factory):
     "A run of SIGNAL_ARGS that nothing stops."
     out = tmp_path_factory.mktemp("uninterrupted") / "run"
-    r = run(*pretrain_cmd(bin_dir, store, out, *SIGNAL_ARGS), env=HERE, timeout=600)
+    r = run_command(*pretrain_cmd(bin_dir, store, out, *SIGNAL_ARGS), env=HERE, timeout=600)
     assert r.returncode == 0, r.stderr
     return out
 
@@ -216,7 +207,7 @@ def test_signal_with_default_options_resumes_bitwise(bin_dir, store, uninterrupt
     assert not (out / "model.safetensors").exists()
     assert [r["step"] for r in curve(out)] == list(range(step))  # every step up to the checkpoint logged
 
-    r = run(*pretrain_cmd(bin_dir, store, out, *SIGNAL_ARGS, "--resume"), env=HERE, timeout=600)
+    r = run_command(*pretrain_cmd(bin_dir, store, out, *SIGNAL_ARGS, "--resume"), env=HERE, timeout=600)
     assert r.returncode == 0, r.stderr
     a, b = weights(uninterrupted), weights(out)
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)

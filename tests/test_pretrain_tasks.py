@@ -13,9 +13,8 @@ from vimpac.engine import Engine, start_run
 from vimpac.model import VimpacConfig, VimpacForPreTraining
 from vimpac.pretrain import PretrainConfig, evaluate_masking, pretrain
 from vimpac.utils import VimpacError
-from helpers import error_line, run, run_argv
+from helpers import error_line, run_argv, run_command
 from test_pretrain_knobs import TokenVideos, grouped_reference
-from test_engine_gpu_logic import labelled  # noqa: F401 (a labelled toy store of 6 videos, 4 x 4 token maps)
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # conftest.py
 
@@ -107,7 +106,7 @@ def test_config_refuses_nothing_to_train():
         PretrainConfig(cl_mask="no")
 
 
-def test_pretrain_without_mp_leaves_the_token_head(labelled, tmp_path):  # noqa: F811
+def test_pretrain_without_mp_leaves_the_token_head(labelled, tmp_path):
     """A run without MP moves the backbone and leaves the token head as it was, bit for bit (frozen: no AdamW step,
     no weight decay); it logs L = α·γ·L_cl and the measured mask accuracy, and gives the model back trainable."""
     cfg = PretrainConfig(steps=3, batch_size=6, clip_len=3, lr=1e-3, log_every=1, mask_then_predict=False)
@@ -126,7 +125,7 @@ def test_pretrain_without_mp_leaves_the_token_head(labelled, tmp_path):  # noqa:
 
 
 @pytest.mark.parametrize("mp", [True, False])
-def test_pretrain_without_cl_mask_runs(labelled, tmp_path, mp):  # noqa: F811
+def test_pretrain_without_cl_mask_runs(labelled, tmp_path, mp):
     """Without CL-Mask, with MP (two forwards) and without (no masking: no mask fields logged), a run logs finite
     losses and `evaluate_masking` measures the InfoNCE accuracy on the unmasked clips."""
     cfg = PretrainConfig(steps=2, batch_size=6, clip_len=3, lr=1e-3, log_every=1, mask_then_predict=mp, cl_mask=False)
@@ -139,7 +138,7 @@ def test_pretrain_without_cl_mask_runs(labelled, tmp_path, mp):  # noqa: F811
 
 @pytest.mark.slow
 @pytest.mark.parametrize("flags", [["--no-cl-mask"], ["--no-mask-then-predict", "--no-cl-mask"]])
-def test_two_processes_agree_at_step_0(bin_dir, labelled, tmp_path, flags):  # noqa: F811
+def test_two_processes_agree_at_step_0(bin_dir, labelled, tmp_path, flags):
     """Under torchrun (two gloo processes), the step without CL-Mask (two forwards through DDP before one backward)
     and the step without any masking compute the one-process step 0 (float summation order; 1e-4 relative: the
     default path's own check, `test_pretrain_runs.py`, measures about 1.2e-5 on the InfoNCE on this project's CPU)
@@ -147,9 +146,9 @@ def test_two_processes_agree_at_step_0(bin_dir, labelled, tmp_path, flags):  # n
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
     args = ["--no-eval", "--log-every", 1, "--steps", 3, "--batch-size", 6, "--clip-len", 3, "--dropout", 0, *flags]
     cmd = lambda out: [bin_dir / "vimpac-pretrain", *run_argv(labelled.path, out, *args)]
-    one = run(*cmd(tmp_path / "one"), env=env, timeout=600)
+    one = run_command(*cmd(tmp_path / "one"), env=env, timeout=600)
     assert one.returncode == 0, one.stderr
-    two = run(
+    two = run_command(
         bin_dir / "torchrun", "--standalone", "--nproc-per-node", "2", *cmd(tmp_path / "two"), env=env, timeout=600
     )
     assert two.returncode == 0, two.stderr[-3000:]
@@ -161,5 +160,5 @@ def test_two_processes_agree_at_step_0(bin_dir, labelled, tmp_path, flags):  # n
     for k in keys:
         assert abs(c1[0][k] - c2[0][k]) <= 1e-4 * max(abs(c1[0][k]), 1e-6), (k, c1[0][k], c2[0][k])
     assert all(math.isfinite(r["loss"]) for r in c2)
-    r = run(*cmd(tmp_path / "none"), "--no-mask-then-predict", "--alpha", 0, env=env, timeout=600)
+    r = run_command(*cmd(tmp_path / "none"), "--no-mask-then-predict", "--alpha", 0, env=env, timeout=600)
     assert error_line(r).startswith("vimpac-pretrain: error: mask_then_predict, alpha: without mask-then-predict")

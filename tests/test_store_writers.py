@@ -6,7 +6,7 @@ import json, os, shutil, socket, subprocess
 import pytest
 from vimpac.store import writer_lock, shard_name
 from vimpac.video import sample_videos
-from helpers import error_line, run
+from helpers import error_line, run_command
 
 
 def test_second_writer_is_refused_and_the_lock_is_not_stale(bin_dir, tmp_path):
@@ -17,7 +17,7 @@ def test_second_writer_is_refused_and_the_lock_is_not_stale(bin_dir, tmp_path):
     cmd = [bin_dir / "vimpac-tokenize", videos, "--out", out, "--fps", 1, "--frame-size", 32, "--device", "cpu"]
     out.mkdir()
     with writer_lock(out / f".{shard_name(0, 1)}.writer", "test"):  # a first writer at work on shard 0
-        r = run(*cmd)
+        r = run_command(*cmd)
     err = error_line(r)
     assert (
         err == f"vimpac-tokenize: error: {out}: shard 0 of 1 is being written by pid {os.getpid()} on "
@@ -25,9 +25,9 @@ def test_second_writer_is_refused_and_the_lock_is_not_stale(bin_dir, tmp_path):
         "wait for it to finish, or use another --out"
     ), err
     with writer_lock(out / ".store.writer", "test"):  # a first writer checking the settings
-        r = run(*cmd)
+        r = run_command(*cmd)
     assert r.returncode == 2 and f"{out} is being written by pid {os.getpid()}" in r.stderr, r.stderr
-    r = run(*cmd)  # the holder gone: the lock is free
+    r = run_command(*cmd)  # the holder gone: the lock is free
     assert r.returncode == 0, r.stderr
     assert json.loads((out / "meta.json").read_text())["fps"] == 1
 
@@ -57,7 +57,7 @@ def test_full_disk_is_one_line_and_the_store_resumes(bin_dir, tmp_path, small_di
         shutil.copy(v, videos)
     cmd = [bin_dir / "vimpac-tokenize", videos, "--out", small_disk / "store"]
     cmd += ["--fps", 8, "--frame-size", 128, "--device", "cpu"]
-    err = error_line(r := run(*cmd))
+    err = error_line(r := run_command(*cmd))
     assert (
         err.startswith(f"vimpac-tokenize: error: no space left on {small_disk}/store/shard-00000-of-00001.lmdb: ")
         and " MB needed, " in err
@@ -65,7 +65,7 @@ def test_full_disk_is_one_line_and_the_store_resumes(bin_dir, tmp_path, small_di
         and "Traceback" not in r.stderr
     ), r.stderr
     subprocess.run(["mount", "-o", "remount,size=4m", str(small_disk)], check=True)
-    r = run(*cmd)
+    r = run_command(*cmd)
     assert r.returncode == 0 and "3 stored" in r.stdout + r.stderr, r.stderr
 
 
@@ -76,7 +76,9 @@ def small_store(bin_dir, tmp_path):
     for v in sample_videos():
         shutil.copy(v, videos)
     out = tmp_path / "store"
-    r = run(bin_dir / "vimpac-tokenize", videos, "--out", out, "--fps", 2, "--frame-size", 32, "--device", "cpu")
+    r = run_command(
+        bin_dir / "vimpac-tokenize", videos, "--out", out, "--fps", 2, "--frame-size", 32, "--device", "cpu"
+    )
     assert r.returncode == 0, r.stderr
     return out
 
@@ -86,7 +88,7 @@ CPU_RUN = ["--batch-size", "2", "--device", "cpu", "--no-eval"]
 
 def pretrain(bin_dir, store, out, *argv):
     "`vimpac-pretrain` on `store` into `out` on the CPU, batch size 2, no evaluation, with the options `argv`."
-    return run(bin_dir / "vimpac-pretrain", "--store", store, "--out", out, *argv, *CPU_RUN)
+    return run_command(bin_dir / "vimpac-pretrain", "--store", store, "--out", out, *argv, *CPU_RUN)
 
 
 def test_out_of_range_tokens_name_the_shard_and_video(bin_dir, tmp_path):

@@ -12,7 +12,7 @@ from vimpac.data import LabelledClipDataset
 from vimpac.store import TokenStore
 from vimpac.tokenizer import VQVAE, VQVAEConfig
 from vimpac.video import VIEW_SETS
-from helpers import run
+from helpers import run_command
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -114,7 +114,7 @@ def test_ucf101_dataset_subprocess(tmp_path, tokenizer, bin_dir, texture_video):
     ):
         texture_video(root / n, 10 + i)  # v_YoYo_g10_c01.avi is listed but missing
     ucf101 = [bin_dir / "vimpac-tokenize", root, "--dataset", "ucf101", "--split-dir", lists]
-    r = run(*ucf101, "--split", 1, "--out", tmp_path / "ucf", *tiny(tokenizer, "center"))
+    r = run_command(*ucf101, "--split", 1, "--out", tmp_path / "ucf", *tiny(tokenizer, "center"))
     assert r.returncode == 0, r.stderr
     preset = r.stdout.splitlines()[:4]  # the preset's values first, the frame size and views given
     assert preset == [
@@ -137,7 +137,7 @@ def test_ucf101_dataset_subprocess(tmp_path, tokenizer, bin_dir, texture_video):
     assert by_name(test) == {"ApplyEyeMakeup/v_ApplyEyeMakeup_g01_c01.avi": 0, "YoYo/v_YoYo_g01_c01.avi": 1}
     assert train.fps == 16.0 and train.views == ["1x-center"]  # the authors' 16 FPS (issue 31); --views given
     # a split number UCF101 lacks: one line, exit 2, nothing written
-    r = run(*ucf101, "--split", 5, "--out", tmp_path / "ucf5")
+    r = run_command(*ucf101, "--split", 5, "--out", tmp_path / "ucf5")
     assert (r.returncode, r.stderr) == (2, "vimpac-tokenize: error: split: ucf101 has splits 1 to 3, got 5\n")
     assert not (tmp_path / "ucf5").exists()
 
@@ -216,7 +216,7 @@ def test_symlinked_folders_followed_and_loops_warned(tmp_path, tokenizer, bin_di
     }
 
     def tokenize(*argv):
-        return run(bin_dir / "vimpac-tokenize", *argv, *tiny(tokenizer, "center"), env=env)
+        return run_command(bin_dir / "vimpac-tokenize", *argv, *tiny(tokenizer, "center"), env=env)
 
     warning = (
         f"vimpac-tokenize: warning: {ds / 'a' / 'loop'}: symbolic link to {ds}, a folder it lies in (a loop); "
