@@ -254,11 +254,14 @@ def test_examples_load_with_the_cache_in_home(home_server):
     folder, the temporary folder and the paths `launch` allows: an example once failed for every user)."""
     _, url, home = home_server
     client = Client(url, verbose=False)
-    for i, (label, summary) in enumerate(EXAMPLES.items()):
-        *videos, frames, text, model_acc, copy_acc = client.predict(i, api_name="/load_example")
-        assert [Path(v).name for v in videos] == [f"{k}.mp4" for k in PANELS]
-        frames_shown = {"bigbuckbunny": 11, "bikes": 16, "carphone_pristine": 8}[label.split(".mp4")[0]]
-        assert summary in text and len(frames) == frames_shown, (label, text, len(frames))  # at most PAGE_FRAMES
+    try:
+        for i, (label, summary) in enumerate(EXAMPLES.items()):
+            *videos, frames, text, model_acc, copy_acc = client.predict(i, api_name="/load_example")
+            assert [Path(v).name for v in videos] == [f"{k}.mp4" for k in PANELS]
+            frames_shown = {"bigbuckbunny": 11, "bikes": 16, "carphone_pristine": 8}[label.split(".mp4")[0]]
+            assert summary in text and len(frames) == frames_shown, (label, text, len(frames))  # at most PAGE_FRAMES
+    finally:  # its heartbeat thread holds a connection open, which the server's Ctrl-C test below would wait for
+        client.close()
     assert list((home / ".cache" / "vimpac" / "demo-examples").glob("*/*/original/*/original.mp4"))  # kept there
 
 
