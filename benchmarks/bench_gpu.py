@@ -1,8 +1,9 @@
 """The GPU suite in one command (issue 13 §2): the `gpu`-marked tests and notebook cells, then the benchmarks (model
-throughput per preset and layout in bf16 with and without torch.compile, block masks against the loop, tokenizer
-encode throughput, a 200-step `vimpac-pretrain` on the sample store, fine-tuning steps, 3x10-view evaluation), their
-results gathered in benchmarks/results/gpu-<device name>.json and printed as a markdown table naming the GPU, torch
-and CUDA. Exit status 1 when any part fails.
+throughput per preset and layout in bf16 with and without torch.compile, the attention backends per row shape
+(`sdpa_backends.py`), block masks against the loop, tokenizer encode throughput, a 200-step `vimpac-pretrain` on
+the sample store, fine-tuning steps, 3x10-view evaluation), their results gathered in
+benchmarks/results/gpu-<device name>.json and printed as a markdown table naming the GPU, torch and CUDA. Exit status
+1 when any part fails.
 
     python benchmarks/bench_gpu.py                      # on a GPU (make bench-gpu)
     python benchmarks/bench_gpu.py --device cpu --quick # toy sizes on a CPU (make bench-gpu DEVICE=cpu QUICK=1)
@@ -88,6 +89,8 @@ def parts(device: str, quick: bool, tmp: Path, peak_tflops=None) -> list[dict]:
             part("model, Large-Half T=5 S=128", 25, "model_throughput.py", *one, "--preset", "large_half"),
             part("model, Small T=10 S=256", 25, "model_throughput.py", *one, "--clip-len", "10", "--size", "256"),
         ]
+    # the attention backends on the kit's row shapes (issue 34; 27 s on an H100): what `attention_backends` pins
+    ps.append(part("attention backends", 30, "sdpa_backends.py", *sized(["--quick"])))
     masks = sized(["--repeats", "3", "--loop-repeats", "1", "--nn-fill-repeats", "0", "--threads", "1"])
     ps.append(part("block masks vs loop", 15, "masking_speed.py", *masks))
     encode = ["--parts", "encode", *sized(["--repeats", "1", "--copies", "1", "--size", "32"])]
@@ -137,6 +140,11 @@ def run(p: dict) -> dict:
 def figures(r: dict) -> str:
     "The headline figures of a part's result, for the table."
     x = r.get("result") or {}
+    if "fastest" in x:
+        won = {}
+        for v in x["fastest"].values():
+            won[v] = won.get(v, 0) + 1
+        return "fastest (shape classes won): " + ", ".join(f"{k} {n}" for k, n in sorted(won.items()))
     if "rows" in x and any("layout" in row for row in x["rows"]):
         return "; ".join(
             f"{row['layout']} {row['videos_per_s']:.1f} videos/s"

@@ -5,6 +5,23 @@ import resource, statistics, time
 import torch
 
 
+# scaled_dot_product_attention's backends as the scripts name them → `torch.nn.attention.SDPBackend` names
+SDPA_NAMES = dict(flash="FLASH_ATTENTION", efficient="EFFICIENT_ATTENTION", cudnn="CUDNN_ATTENTION", math="MATH")
+BACKENDS = tuple(SDPA_NAMES)
+
+
+def pin_attention(name: str | None) -> None:
+    """Make the model's attention use only the backend `name` (one of `BACKENDS`), or torch's own choice ("torch"),
+    in place of the kit's pin (`vimpac.model.attention_backends`, which `row_attention` looks up at each call); None
+    keeps the kit's pin. For the comparisons of `--sdpa-backend`: one process per setting."""
+    if name is None:
+        return
+    import vimpac.model as vm
+
+    pick = None if name == "torch" else (SDPA_NAMES[name],)
+    vm.attention_backends = lambda device_type, length, head_dim: pick
+
+
 def device_sync(device):
     "A function that waits for `device`'s queued work: `torch.cuda.synchronize` on CUDA, nothing on a CPU."
     return torch.cuda.synchronize if torch.device(device).type == "cuda" else (lambda: None)

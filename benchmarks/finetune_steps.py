@@ -14,7 +14,7 @@ is videos/s. Exits 1 when a case fails.
 
 import argparse, json, platform, sys
 import torch
-from bench_utils import device_sync, median_seconds, peak_memory_gb, run_workers
+from bench_utils import BACKENDS, device_sync, median_seconds, peak_memory_gb, run_workers, pin_attention
 
 
 def worker(a):
@@ -23,6 +23,7 @@ def worker(a):
 
     if a.threads:
         torch.set_num_threads(a.threads)
+    pin_attention(a.sdpa_backend)
     preset, T, S, micro = a.case.split(":")
     T, S, micro = int(T), int(S), int(micro)
     cfg = VimpacConfig.from_preset(
@@ -62,6 +63,8 @@ def worker(a):
         json.dumps(
             dict(
                 case=a.case,
+                checkpointing=a.checkpointing,
+                sdpa_backend=a.sdpa_backend,
                 accum=a.accum,
                 clips_per_step=G,
                 step_s=t,
@@ -69,6 +72,7 @@ def worker(a):
                 flops_per_clip=flops,
                 achieved_flops=flops * G / t,
                 peak_mem_gb=peak_memory_gb(run.device),
+                reserved_gb=torch.cuda.max_memory_reserved(run.device) / 1e9 if run.device.type == "cuda" else None,
             )
         )
     )
@@ -85,6 +89,12 @@ def main(argv=None) -> int:
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--compile", action="store_true")
     p.add_argument("--checkpointing", action="store_true")
+    p.add_argument(
+        "--sdpa-backend",
+        default=None,
+        choices=[*BACKENDS, "torch"],
+        help="attention backend in place of the kit's pin (torch: torch's own choice)",
+    )
     p.add_argument("--out", default=None)
     p.add_argument("--case", help=argparse.SUPPRESS)
     a = p.parse_args(argv)
@@ -96,6 +106,7 @@ def main(argv=None) -> int:
         for x in (f"--{k}", str(getattr(a, k)))
     ]
     options += ["--compile"] * a.compile + ["--checkpointing"] * a.checkpointing
+    options += ["--sdpa-backend", a.sdpa_backend] if a.sdpa_backend else []
 
     def show(case, x):
         print(

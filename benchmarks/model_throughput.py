@@ -26,6 +26,8 @@ from bench_utils import (
     to_device,
     machine_name,
     run_workers,
+    pin_attention,
+    BACKENDS,
 )
 
 PAPER = {"TxHxW": 12.6, "T,HxW": 20.0, "T,H,W": 26.4, "T,H|W": 32.0}
@@ -37,6 +39,7 @@ def worker(a):
 
     if a.threads:
         torch.set_num_threads(a.threads)
+    pin_attention(a.sdpa_backend)
     dev = torch.device(a.device)
     cfg = VimpacConfig.from_preset(
         a.preset,
@@ -68,11 +71,13 @@ def worker(a):
     flops = 2 * model_flops(cfg, a.clip_len)  # per video: 2 clips
     res = dict(
         layout=a.layout,
+        sdpa_backend=a.sdpa_backend,
         videos_per_s=a.videos / t,
         step_s=t,
         flops_per_video=flops,
         achieved_flops=flops * a.videos / t,
         peak_mem_gb=peak_memory_gb(dev),
+        reserved_gb=torch.cuda.max_memory_reserved(dev) / 1e9 if dev.type == "cuda" else None,
     )
     if dev.type == "cuda":
         peak = peak_flops(dev)
@@ -93,6 +98,12 @@ def main(argv=None) -> int:
     ap.add_argument("--compile", action="store_true")
     ap.add_argument("--checkpointing", action="store_true")
     ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument(
+        "--sdpa-backend",
+        default=None,
+        choices=[*BACKENDS, "torch"],
+        help="attention backend in place of the kit's pin (torch: torch's own choice)",
+    )
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument(
@@ -106,7 +117,7 @@ def main(argv=None) -> int:
     machine = machine_name(a.device)
     print(
         f"{machine}, torch {torch.__version__}, {a.preset}, T={a.clip_len}, S={a.size}, {a.videos} videos/step, "
-        f"{a.precision}{', compiled' if a.compile else ''}"
+        f"{a.precision}{', compiled' if a.compile else ''}{', ' + a.sdpa_backend if a.sdpa_backend else ''}"
     )
     options = [x for x in argv if x not in ("--out", "--layouts") and not x.endswith(".json") and x not in PAPER]
     rows, failed = run_workers(

@@ -329,3 +329,24 @@ def test_torch_floor_has_safe_globals():
     assert floor, "pyproject.toml: no torch>= floor"
     assert tuple(int(p) for p in floor.group(1).split(".")[:2]) >= (2, 5), floor.group(0)
     assert "safe_globals" in (ROOT / "vimpac" / "utils.py").read_text() and hasattr(torch.serialization, "safe_globals")
+
+
+def test_training_runs_ask_for_expandable_segments(monkeypatch):
+    """A training run on CUDA sets `PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True` before CUDA is initialised
+    (run here with a CPU stand-in: CUDA reported uninitialised); the user's own setting, an initialised CUDA or a CPU
+    device leave it alone; `start_run` asks for it with the run's device."""
+    monkeypatch.delenv("PYTORCH_CUDA_ALLOC_CONF", raising=False)
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)
+    assert not E.expandable_segments(torch.device("cpu")) and "PYTORCH_CUDA_ALLOC_CONF" not in E.os.environ
+    assert E.expandable_segments(torch.device("cuda"))
+    assert E.os.environ["PYTORCH_CUDA_ALLOC_CONF"] == "expandable_segments:True"
+    monkeypatch.setenv("PYTORCH_CUDA_ALLOC_CONF", "max_split_size_mb:128")
+    assert not E.expandable_segments(torch.device("cuda"))
+    assert E.os.environ["PYTORCH_CUDA_ALLOC_CONF"] == "max_split_size_mb:128"
+    monkeypatch.delenv("PYTORCH_CUDA_ALLOC_CONF")
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    assert not E.expandable_segments(torch.device("cuda"))
+    asked = []
+    monkeypatch.setattr(E, "expandable_segments", lambda device: asked.append(device))
+    start_run(None, False, "cpu", "fp32")
+    assert asked == [torch.device("cpu")]

@@ -125,13 +125,14 @@ def _pairs(c, seed, pad):
 
 
 @pytest.mark.slow
-def test_compiled_step_is_one_graph_for_every_batch(monkeypatch):
+def test_compiled_step_is_one_graph_for_every_batch():
     """The pre-training step (forward and backward of both losses) compiled on the CPU with inductor, `fullgraph=True`
     (no graph break): three micro-batches with different masked counts M, with and without [PAD], run on the graph
     compiled for the first (a recompile is an error), and each loss equals eager's within 1e-5 relative (fp32 sums in
     another order: 4e-6 measured on this CPU)."""
     torch._dynamo.reset()
-    monkeypatch.setattr(torch._dynamo.config, "error_on_recompile", False)
+    # not monkeypatch.setattr: its undo deletes the setting, and a deleted dynamo setting is hidden, so that the next
+    # recompile in this process fails on reading it; the `finally` below puts back the default, False
     c = VimpacConfig.from_preset("tiny", vocab_size=32, token_map=(4, 4), max_clip_len=3, dropout=0.0)
     cfg = PretrainConfig(clip_len=3, batch_size=4, compile=True, steps=3)
     torch.manual_seed(0)
@@ -158,3 +159,49 @@ def test_compiled_step_is_one_graph_for_every_batch(monkeypatch):
         torch._dynamo.config.error_on_recompile = False
         torch._dynamo.reset()
     assert len(set(counts)) == 3, counts
+
+
+@pytest.mark.slow
+def test_compiled_cuda_path_under_bf16_with_dropout(monkeypatch):
+    """The CUDA run's compile, on the CPU through stand-ins: bf16 autocast, dropout on, attention pinned as on CUDA
+    (`attention_backends` answers for "cuda" whatever the device: math for the 4-position temporal rows, the
+    memory-efficient kernel with math as fallback for the 9-position spatial rows of head dim 64, i.e. math on a
+    CPU), and
+    `torch.amp.is_autocast_available` untraceable, as torch 2.11's dynamo has it (a compiled Small broke on it on an
+    H100). One graph (`fullgraph=True`) for a batch with [PAD]; the losses are finite and a second call
+    with the same seed gives the same loss (dropout draws from the seeded generator under compile too)."""
+    torch._dynamo.reset()
+    monkeypatch.setattr(torch.amp, "is_autocast_available", torch._dynamo.disable(torch.amp.is_autocast_available))
+    pinned, orig = [], vm.attention_backends
+
+    def as_on_cuda(device_type, length, head_dim):
+        pinned.append(orig("cuda", length, head_dim))
+        return pinned[-1]
+
+    monkeypatch.setattr(vm, "attention_backends", as_on_cuda)
+    c = VimpacConfig.from_preset(
+        "tiny", vocab_size=32, token_map=(8, 8), max_clip_len=3, dropout=0.1, num_heads=2, head_dim=64
+    )
+    cfg = PretrainConfig(clip_len=3, batch_size=4, compile=True, steps=2)
+    torch.manual_seed(0)
+    model = VimpacForPreTraining(c)
+    eng = Engine(model, cfg, 2, Run(0, 1, torch.device("cpu"), torch.bfloat16, False, None))
+    eng._fwd = torch.compile(model, fullgraph=True)
+    collate = MaskedPairs(c, cfg)
+    try:
+        pairs = torch.randint(0, c.vocab_size, (4, 2, 3, 8, 8), generator=torch.Generator().manual_seed(0))
+        pairs[0, :, 2:] = c.pad_id
+        for mb in fetch_step(iter([collate(list(zip(pairs, torch.rand(4, 2, 2, 6))))]), 1, eng.run)[0]:
+            losses = []
+            for _ in range(2):
+                torch.manual_seed(1)
+                loss, _ = micro_batch_loss(eng.forward, cfg)(mb)
+                loss.backward()
+                losses.append(loss.item())
+            assert torch.isfinite(torch.tensor(losses)).all() and losses[0] == losses[1], losses
+            assert all(
+                p.grad is not None and torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None
+            )
+    finally:
+        torch._dynamo.reset()
+    assert ("MATH",) in pinned and ("EFFICIENT_ATTENTION", "MATH") in pinned, set(pinned)

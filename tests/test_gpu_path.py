@@ -62,6 +62,7 @@ def test_suite_plan_fits_its_budget(tmp_path):
     names = [p["name"] for p in ps]
     for want in (
         "gpu tests",
+        "attention backends",
         "compiled",
         "Base",
         "Large-Half",

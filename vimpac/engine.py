@@ -34,14 +34,15 @@ from .model import VimpacConfig, TokenHead
 # %% auto #0
 __all__ = ['PRECISIONS', 'KEEP_LAST_HINT', 'RUNTIME_FIELDS', 'GPU_PEAK_FLOPS', 'OPTIMIZER_IMPL_KEYS', 'MEMORY_MARGIN',
            'RESERVED_BYTES', 'OPTIMIZER_BYTES_PER_PARAM', 'STOP_SIGNALS', 'RATE_FIELDS', 'TrainConfig', 'as_json_value',
-           'check_resume_settings', 'init_distributed', 'resolve_precision', 'inference_precision', 'Run', 'start_run',
-           'GlobalBatchNorm1d', 'batchnorm_sync', 'sync_batchnorm', 'peak_flops_for', 'peak_flops', 'choose_precision',
-           'device_capability', 'dist_backend', 'param_groups', 'make_optimizer', 'load_optimizer_state',
-           'make_schedule', 'MemoryModel', 'device_memory', 'gib', 'saved_activation_bytes', 'memory_model', 'StepPlan',
-           'plan_steps', 'batch_indices', 'StepBatches', 'step_loader', 'plan_run', 'config_from_spec',
-           'check_store_tokenizer', 'list_checkpoints', 'load_checkpoint', 'latest_checkpoint', 'save_checkpoint',
-           'rng_state', 'set_rng_state', 'ignore_stop_signals', 'StopSignals', 'RunStopped', 'Engine', 'MetricsLog',
-           'run_environment', 'summary_line']
+           'check_resume_settings', 'init_distributed', 'resolve_precision', 'inference_precision', 'Run',
+           'expandable_segments', 'start_run', 'GlobalBatchNorm1d', 'batchnorm_sync', 'sync_batchnorm',
+           'peak_flops_for', 'peak_flops', 'choose_precision', 'device_capability', 'dist_backend', 'param_groups',
+           'make_optimizer', 'load_optimizer_state', 'make_schedule', 'MemoryModel', 'device_memory', 'gib',
+           'saved_activation_bytes', 'recomputed_layer_bytes', 'memory_model', 'StepPlan', 'plan_steps',
+           'batch_indices', 'StepBatches', 'step_loader', 'plan_run', 'config_from_spec', 'check_store_tokenizer',
+           'list_checkpoints', 'load_checkpoint', 'latest_checkpoint', 'save_checkpoint', 'rng_state', 'set_rng_state',
+           'ignore_stop_signals', 'StopSignals', 'RunStopped', 'Engine', 'MetricsLog', 'run_environment',
+           'summary_line']
 
 # %% ../nbs/06b_engine.ipynb #240b8d9b
 @dataclass
@@ -278,9 +279,22 @@ def _remove_checkpoint_tmps(out: Path) -> None:
         )
 
 
+def expandable_segments(device) -> bool:
+    """Ask CUDA's caching allocator for expandable segments (`PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True`)
+    before a training run on CUDA allocates: the activations change size every step (the masked count M varies), which
+    fragments fixed-size segments (issue 34). Only where `device` (a `torch.device`) is CUDA, the variable is unset
+    (the user's setting wins) and CUDA is not yet initialised (the allocator reads it once). Returns whether it was
+    set."""
+    if device.type != "cuda" or "PYTORCH_CUDA_ALLOC_CONF" in os.environ or torch.cuda.is_initialized():
+        return False
+    os.environ["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"
+    return True
+
+
 def start_run(out, resume: bool, device, precision: str) -> Run:
     """Check the run folder `out` (None: nothing is written; a file is refused; `resume` needs one), join the process
-    group under `torchrun` (`init_distributed`) and choose the precision (`resolve_precision`). Rank 0 removes the
+    group under `torchrun` (`init_distributed`) and choose the precision (`resolve_precision`); on CUDA, first ask
+    for `expandable_segments`. Rank 0 removes the
     temporary files of checkpoint writes stopped midway (killed) from `out/checkpoints`, with one warning. Raises
     `VimpacError` before anything is written."""
     out = Path(out) if out is not None else None
@@ -288,6 +302,7 @@ def start_run(out, resume: bool, device, precision: str) -> Run:
         raise VimpacError(f"out: {out} is a file; expected a run folder (new, or a run's to resume)")
     if resume and out is None:
         raise VimpacError("--resume: needs the run folder `out` that holds the checkpoints")
+    expandable_segments(get_device(device))
     rank, world, dev = init_distributed(device)
     run = Run(rank, world, dev, *resolve_precision(precision, dev), out)
     if out is not None and rank == 0:
@@ -541,16 +556,33 @@ def saved_activation_bytes(model: nn.Module, make_inputs, n: int, amp_dtype: tor
     return sum(b for _, b in kept.values())
 
 
+def recomputed_layer_bytes(model: nn.Module, make_inputs, amp_dtype: torch.dtype | None = None) -> int:
+    """Bytes per sample that one layer of `model` (a VIMPAC model, `config.num_layers` layers) holds while gradient
+    checkpointing recomputes it in the backward: the slope of `saved_activation_bytes` without checkpointing, over the
+    layers. Counted with `config.gradient_checkpointing` off for the call and restored after (issue 34: on an H100,
+    fine-tuning Small takes 0.51 GB a clip under checkpointing, of which the checkpoints are 0.21)."""
+    c, was = model.config, model.config.gradient_checkpointing
+    c.gradient_checkpointing = False
+    try:
+        one, two = (saved_activation_bytes(model, make_inputs, n, amp_dtype) for n in (1, 2))
+    finally:
+        c.gradient_checkpointing = was
+    return (two - one) // c.num_layers
+
+
 def memory_model(model: nn.Module, make_inputs, amp_dtype: torch.dtype | None = None) -> MemoryModel:
     """The `MemoryModel` of training `model` with AdamW: `per_sample` = the slope of `saved_activation_bytes` from 1 to
-    2 samples x `MEMORY_MARGIN`; `fixed` = its intercept + `OPTIMIZER_BYTES_PER_PARAM` per trainable parameter + the
-    buffers + `RESERVED_BYTES`."""
+    2 samples, plus under gradient checkpointing the layer being recomputed (`recomputed_layer_bytes`), x
+    `MEMORY_MARGIN`; `fixed` = its intercept + `OPTIMIZER_BYTES_PER_PARAM` per trainable parameter + the buffers +
+    `RESERVED_BYTES`. Checked against peaks measured on an H100 (`benchmarks/README.md`)."""
     one, two = (saved_activation_bytes(model, make_inputs, n, amp_dtype) for n in (1, 2))
+    checkpointed = getattr(getattr(model, "config", None), "gradient_checkpointing", False)
+    recomputed = recomputed_layer_bytes(model, make_inputs, amp_dtype) if checkpointed else 0
     params = sum(p.numel() for p in model.parameters() if p.requires_grad)
     buffers = sum(b.numel() * b.element_size() for b in model.buffers())
     return MemoryModel(
         RESERVED_BYTES + OPTIMIZER_BYTES_PER_PARAM * params + buffers + max(2 * one - two, 0),
-        math.ceil(MEMORY_MARGIN * (two - one)),
+        math.ceil(MEMORY_MARGIN * (two - one + recomputed)),
     )
 
 # %% ../nbs/06b_engine.ipynb #7b93ce1d

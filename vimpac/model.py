@@ -14,6 +14,7 @@ import torch
 from torch import nn
 import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
+from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch._subclasses.fake_tensor import is_fake
 from einops import rearrange
 from vimpac.utils import (
@@ -27,12 +28,12 @@ from vimpac.utils import (
 )
 
 # %% auto #0
-__all__ = ['PRESETS', 'LAYOUTS', 'RENAMED_FIELDS', 'SDPA_MAX_BATCH', 'HUB_FILES', 'VimpacConfig', 'parse_layout',
-           'sdpa_batch_limit', 'row_attention', 'AxialAttentionBlock', 'Embeddings', 'MLPBlock', 'VimpacLayer',
-           'check_tokens', 'pad_mask', 'fp32', 'VimpacModel', 'count_parameters', 'TokenHead', 'cls_head',
-           'interpolate_pos_embed', 'load_checked', 'model_folder', 'model_card', 'ModelOutput', 'PreTrainingOutput',
-           'ClassificationOutput', 'label_positions', 'VimpacForPreTraining', 'VimpacForVideoClassification',
-           'model_flops']
+__all__ = ['PRESETS', 'LAYOUTS', 'RENAMED_FIELDS', 'SDPA_MAX_BATCH', 'MATH_ATTENTION_MAX', 'HUB_FILES', 'VimpacConfig',
+           'parse_layout', 'sdpa_batch_limit', 'attention_backends', 'row_attention', 'AxialAttentionBlock',
+           'Embeddings', 'MLPBlock', 'VimpacLayer', 'check_tokens', 'pad_mask', 'fp32', 'VimpacModel',
+           'count_parameters', 'TokenHead', 'cls_head', 'interpolate_pos_embed', 'load_checked', 'model_folder',
+           'model_card', 'ModelOutput', 'PreTrainingOutput', 'ClassificationOutput', 'label_positions',
+           'VimpacForPreTraining', 'VimpacForVideoClassification', 'model_flops']
 
 # %% ../nbs/04_model.ipynb #900795c5
 PRESETS = {
@@ -237,22 +238,47 @@ def sdpa_batch_limit(heads: int, length: int, head_dim: int) -> int:
     return max(1, min(SDPA_MAX_BATCH, 2**31 // per_row))
 
 
-def row_attention(q, k, v, mask=None, dropout_p: float = 0.0, max_batch: int | None = None) -> torch.Tensor:
+MATH_ATTENTION_MAX = 512  # positions x head dim up to which the math backend is the fastest (H100, benchmarks/README)
+
+
+def attention_backends(device_type: str, length: int, head_dim: int) -> tuple[str, ...] | None:
+    """The `scaled_dot_product_attention` backends the model allows for rows of `length` positions (with [CLS]) of
+    `head_dim`, as `torch.nn.attention.SDPBackend` names in torch's order of preference, or None for torch's own
+    choice. On CUDA: `("MATH",)` where length x head_dim <= `MATH_ATTENTION_MAX` (Small's and Large-Half's 6-position
+    temporal rows, Large-Half's 11), else the memory-efficient kernel with math as the fallback (flash pads every row
+    to 128 in its backward and takes no mask; cuDNN runs masks 2-3x slower). Measured per shape class by
+    `benchmarks/sdpa_backends.py` on an H100 (`benchmarks/README.md`). None elsewhere: a CPU keeps torch's choice."""
+    if device_type != "cuda":
+        return None
+    return ("MATH",) if length * head_dim <= MATH_ATTENTION_MAX else ("EFFICIENT_ATTENTION", "MATH")
+
+
+def _sdpa(q, k, v, mask, dropout_p: float, backends):
+    "One `scaled_dot_product_attention` call, restricted to `backends` (`attention_backends`) unless None."
+    if backends is None:
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
+    with sdpa_kernel([getattr(SDPBackend, b) for b in backends]):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
+
+
+def row_attention(
+    q, k, v, mask=None, dropout_p: float = 0.0, max_batch: int | None = None, backends: str | tuple | None = "auto"
+) -> torch.Tensor:
     """`scaled_dot_product_attention` over R independent rows: q, k, v float (R, n, L, d), `mask` bool (R, 1, 1, L)
     (True = attend) or None. Calls the kernel on chunks of at most `max_batch` rows (default `sdpa_batch_limit`) and
-    concatenates them: the same result as one call, within the fused kernels' limits. Returns (R, n, L, d)."""
+    concatenates them: the same result as one call, within the fused kernels' limits. `backends`: "auto" pins the
+    kernel of `attention_backends` for q's device and row shape; a tuple of `SDPBackend` names pins those; None
+    leaves torch's choice. Returns (R, n, L, d). Raises torch's RuntimeError ("No viable backend for
+    scaled_dot_product_attention") where no allowed backend takes the call (e.g. only EFFICIENT_ATTENTION on a CPU)."""
     R, n, L, d = q.shape
     limit = max_batch or sdpa_batch_limit(n, L, d)
+    backends = attention_backends(q.device.type, L, d) if backends == "auto" else backends
     if R <= limit:
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
+        return _sdpa(q, k, v, mask, dropout_p, backends)
     chunks = []
     for i in range(0, R, limit):
         m = None if mask is None else mask[i : i + limit]
-        chunks.append(
-            F.scaled_dot_product_attention(
-                q[i : i + limit], k[i : i + limit], v[i : i + limit], attn_mask=m, dropout_p=dropout_p
-            )
-        )
+        chunks.append(_sdpa(q[i : i + limit], k[i : i + limit], v[i : i + limit], m, dropout_p, backends))
     return torch.cat(chunks)
 
 # %% ../nbs/04_model.ipynb #4805e2f4
@@ -460,7 +486,9 @@ def pad_mask(tokens: torch.Tensor, pad_id: int, has_pad: bool | None = None) -> 
 def fp32(device_type: str):
     """A context in which autocast is off on `device_type` (a no-op where autocast does not exist, e.g. `meta`): the
     parts that need fp32 under a bf16/fp16 run, the CLS head and InfoNCE (§3.2)."""
-    if not torch.amp.is_autocast_available(device_type):
+    # asked outside a trace only: torch 2.11's dynamo cannot trace `_is_autocast_available` (a compiled run broke on
+    # it on an H100); a compiled model runs on a device that has autocast
+    if not torch.compiler.is_compiling() and not torch.amp.is_autocast_available(device_type):
         return contextlib.nullcontext()
     return torch.autocast(device_type, enabled=False)
 
