@@ -20,9 +20,13 @@ dtypes, no values, no memory, seconds per preset):
   `GpuStandIns` adds CUDA's fp32 list (LayerNorm, softmax, the losses run in fp32 under CUDA's autocast; `CUDA_FP32`):
   a tensor autocast makes bf16 counts 2 bytes per element, its casts are counted, and what stays fp32 (the residual
   stream after LayerNorm, the CLS head, the InfoNCE, the losses) counts 4. `--precision fp32` gives the fp32 count.
-- attention: each `scaled_dot_product_attention` is counted as one fused kernel (`_FusedAttention`: flash or
-  memory-efficient attention on a GPU reads q, k, v and writes the output and its log-sum-exp, and the reverse in
-  backward), not as the math path the CPU runs with dropout (scores, softmax and dropout masks materialised).
+- attention (`--attention`, `ATTENTION`): each `scaled_dot_product_attention` call is counted as the backend that
+  runs it on a GPU: by default the kit's pin per row shape (`vimpac.model.attention_backends`: math for the short
+  temporal rows, memory-efficient for the rest, measured fastest on an H100), or one backend for every call. A fused
+  backend (flash, memory-efficient, cuDNN) is one kernel (`_FusedAttention`: reads q, k, v and writes the output and
+  its log-sum-exp, the reverse in backward) plus the fp32 query-gradient accumulator its backward writes and reads
+  (`attention_workspace`: flash pads rows to 128 positions, memory-efficient to 64); math is its own ops (scores,
+  softmax, dropout masks), counted as they dispatch. Eager and compiled are predicted with the same backends.
   `--path cpu` counts what the CPU runs instead (then the count is `traffic.py`'s eager count on real tensors).
 - compiled: inductor's byte count after fusion cannot run per preset in a test's time, so the memory-bound bytes of
   the compiled step are eager's times a measured ratio, compiled / eager memory-bound bytes, read from a
@@ -125,18 +129,48 @@ class Bytes(EagerBytes):
         self.ops[name] = self.ops.get(name, 0) + n
 
 
+# What each attention backend is counted as (`--attention`): "pinned" is the kit's own choice per row shape
+# (`vimpac.model.attention_backends` on CUDA: math for the short temporal rows, else memory-efficient)
+ATTENTION = ("pinned", "flash", "efficient", "cudnn", "math")
+
+
+def attention_workspace(backend: str, R: int, n: int, L: int, d: int) -> int:
+    """Bytes of the fp32 query-gradient accumulator a fused backend's backward keeps for R rows of n heads, L positions
+    and head dim d: flash pads the rows to 128 positions, memory-efficient to 64 and the head dim to at least 64;
+    cuDNN and math keep none. On an H100 it is 75-97% of each fused backend's measured backward workspace
+    (`results/gpu-h100-attention.json`: 4096 of 4355 MiB, flash, and 2048 of 2165, efficient, for Small's 16,384
+    six-position rows of 8 heads)."""
+    if backend == "flash":
+        return 4 * R * n * (-(-L // 128) * 128) * d
+    if backend == "efficient":
+        return 4 * R * n * (-(-L // 64) * 64) * max(d, 64)
+    return 0
+
+
+def backend_of(attention: str, length: int, head_dim: int) -> str:
+    "The backend (`ATTENTION` but 'pinned') counted for a call of rows of `length` x `head_dim`."
+    if attention != "pinned":
+        return attention
+    from vimpac.model import attention_backends
+
+    return {"MATH": "math", "EFFICIENT_ATTENTION": "efficient", "FLASH_ATTENTION": "flash"}[
+        attention_backends("cuda", length, head_dim)[0]
+    ]
+
+
 def _nbytes(*ts) -> int:
     return sum(t.numel() * t.element_size() for t in ts if isinstance(t, torch.Tensor))
 
 
 class _FusedAttention(torch.autograd.Function):
-    """`scaled_dot_product_attention` counted as one fused kernel (flash or memory-efficient attention on a GPU):
-    forward reads q, k, v (and the mask) and writes the output and its log-sum-exp (fp32, one per query row); backward
-    reads those and the output's gradient and writes dq, dk, dv. The math path computes the values and the FLOPs
-    (FlopCounterMode still counts its matmuls); its own ops' bytes and saved tensors are not counted."""
+    """`scaled_dot_product_attention` counted as one fused kernel (flash, memory-efficient or cuDNN attention on a
+    GPU): forward reads q, k, v (and the mask) and writes the output and its log-sum-exp (fp32, one per query row);
+    backward reads those and the output's gradient and writes dq, dk, dv, and writes and reads its `workspace` bytes
+    (`attention_workspace`). The math path computes the values and the FLOPs (FlopCounterMode still counts its
+    matmuls); its own ops' bytes and saved tensors are not counted."""
 
     @staticmethod
-    def forward(ctx, q, k, v, mask, dropout_p, moved, saved):
+    def forward(ctx, q, k, v, mask, dropout_p, moved, saved, workspace=0):
         moved.paused = saved.paused = True
         try:
             with torch.enable_grad():
@@ -144,7 +178,7 @@ class _FusedAttention(torch.autograd.Function):
                 out = F.scaled_dot_product_attention(*inner, attn_mask=mask, dropout_p=dropout_p)
         finally:
             moved.paused = saved.paused = False
-        ctx.inner, ctx.moved, ctx.mask = (*inner, out), moved, mask
+        ctx.inner, ctx.moved, ctx.mask, ctx.workspace = (*inner, out), moved, mask, workspace
         ctx.lse = q.numel() // q.shape[-1] * 4
         o = out.detach()
         moved.add("_scaled_dot_product_fused_attention", _nbytes(q, k, v, o, mask) + ctx.lse)
@@ -163,9 +197,9 @@ class _FusedAttention(torch.autograd.Function):
             moved.paused = False
         moved.add(
             "_scaled_dot_product_fused_attention_backward",
-            _nbytes(*ctx.saved_tensors, do, dq, dk, dv, ctx.mask) + ctx.lse,
+            _nbytes(*ctx.saved_tensors, do, dq, dk, dv, ctx.mask) + ctx.lse + 2 * ctx.workspace,
         )
-        return dq, dk, dv, None, None, None, None
+        return dq, dk, dv, None, None, None, None, None
 
 
 # The functions CUDA's autocast runs in fp32 (its "fp32 list") that the model calls under autocast; the CPU's autocast
@@ -189,16 +223,32 @@ class GpuStandIns(TorchFunctionMode):
     `scaled_dot_product_attention` as one fused kernel (`_FusedAttention`), `cuda_autocast` runs the functions of
     CUDA's fp32 autocast list (`CUDA_FP32`: LayerNorm, softmax, the losses) in fp32 under autocast."""
 
-    def __init__(self, moved: Bytes, saved: "SavedBytes", fused_attention: bool = True, cuda_autocast: bool = True):
+    def __init__(
+        self,
+        moved: Bytes,
+        saved: "SavedBytes",
+        fused_attention: bool = True,
+        cuda_autocast: bool = True,
+        attention: str = "pinned",
+    ):
         super().__init__()
         self.moved, self.saved, self.fused, self.cuda = moved, saved, fused_attention, cuda_autocast
+        self.attention, self.calls = attention, {}
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         if self.fused and func is F.scaled_dot_product_attention:
             q, k, v, *rest = args
             mask = kwargs.get("attn_mask", rest[0] if rest else None)
-            return _FusedAttention.apply(q, k, v, mask, kwargs.get("dropout_p", 0.0), self.moved, self.saved)
+            backend = backend_of(self.attention, q.shape[-2], q.shape[-1])
+            self.calls[backend] = self.calls.get(backend, 0) + 1
+            if backend == "math":  # the math path's own ops, counted as they dispatch (scores, softmax, dropout)
+                from torch.nn.attention import SDPBackend, sdpa_kernel
+
+                with sdpa_kernel([SDPBackend.MATH]):
+                    return func(*args, **kwargs)
+            ws = attention_workspace(backend, q.shape[0], *q.shape[1:])
+            return _FusedAttention.apply(q, k, v, mask, kwargs.get("dropout_p", 0.0), self.moved, self.saved, ws)
         if self.cuda and func in CUDA_FP32 and torch.is_autocast_enabled("cpu"):
             args, kwargs = pytree.tree_map_only(
                 torch.Tensor, lambda t: t.float() if t.dtype in (torch.bfloat16, torch.float16) else t, (args, kwargs)
@@ -209,12 +259,18 @@ class GpuStandIns(TorchFunctionMode):
 
 
 def count(
-    preset: str, workload: str = "pretrain", precision: str = "bf16", samples: int = COUNT_SAMPLES, gpu: bool = True
+    preset: str,
+    workload: str = "pretrain",
+    precision: str = "bf16",
+    samples: int = COUNT_SAMPLES,
+    gpu: bool = True,
+    attention: str = "pinned",
 ) -> dict:
     """FLOPs, bytes and saved bytes per sample of one training step of `preset` on `workload` (`WORKLOADS`), counted on
     fake tensors at `precision` ("bf16": autocast, see the module's docstring; "fp32"). `gpu`: with the GPU's fused
-    attention and CUDA's fp32 autocast list stood in (`GpuStandIns`); False: what the CPU runs (`traffic.py`'s count).
-    Returns dict(flops, matmul_bytes, memory_bytes, saved_bytes (per sample), params, samples, flops_by_op).
+    attention and CUDA's fp32 autocast list stood in (`GpuStandIns`, each attention call as `attention`'s backend,
+    `ATTENTION`); False: what the CPU runs (`traffic.py`'s count). Returns dict(flops, matmul_bytes, memory_bytes,
+    saved_bytes (per sample), params, samples, flops_by_op, attention_calls (backend → calls)).
     Raises `RooflineError` for an unknown preset or workload."""
     from torch._subclasses.fake_tensor import FakeTensorMode
     from vimpac.model import VimpacConfig, VimpacForPreTraining, VimpacForVideoClassification
@@ -242,7 +298,7 @@ def count(
 
         params = list(model.parameters())
         saved, moved = SavedBytes(exclude=params), Bytes()
-        stand_ins = GpuStandIns(moved, saved) if gpu else contextlib.nullcontext()
+        stand_ins = GpuStandIns(moved, saved, attention=attention) if gpu else contextlib.nullcontext()
         with FlopCounterMode(display=False) as flops, moved:
             with saved.hooks(), stand_ins:
                 loss = forward()
@@ -256,6 +312,7 @@ def count(
         params=sum(p.numel() for p in params),
         samples=samples,
         flops_by_op={str(k): v / samples for k, v in flops.get_flop_counts()["Global"].items()},
+        attention_calls=dict(stand_ins.calls) if gpu else {},
     )
 
 
@@ -344,13 +401,14 @@ def roofline(
     precision: str = "bf16",
     traffic_dir=HERE / "results",
     gpu_path: bool = True,
+    attention: str = "pinned",
 ) -> list[dict]:
     """One row per (preset, workload): the counts (`count`, with the GPU's stand-ins unless `gpu_path` is False), the
     compiled ratio used and the predictions per GPU (see `predict`)."""
     presets, ratios, rows = check_presets(presets), compiled_ratios(traffic_dir), []
     for wl in workloads:
         for p in presets:
-            c = count(p, wl, precision, gpu=gpu_path)
+            c = count(p, wl, precision, gpu=gpu_path, attention=attention)
             ratio, source = pick_ratio(p, ratios)
             c["kit_flops"] = kit_flops(p, wl)
             row = dict(
@@ -359,6 +417,7 @@ def roofline(
                 sample=WORKLOADS[wl]["sample"],
                 precision=precision,
                 path="gpu" if gpu_path else "cpu",
+                attention=attention if gpu_path else "cpu",
                 **c,
                 compiled_memory_bytes=c["memory_bytes"] * ratio,
                 compiled_ratio=ratio,
@@ -412,17 +471,24 @@ def main(argv=None) -> int:
         choices=["gpu", "cpu"],
         help="count the GPU's fused attention and CUDA's fp32 autocast list (gpu), or what the CPU runs (cpu)",
     )
+    p.add_argument(
+        "--attention",
+        default="pinned",
+        choices=ATTENTION,
+        help="the attention backend counted on the gpu path (pinned: the kit's choice per row shape)",
+    )
     p.add_argument("--traffic-dir", type=Path, default=HERE / "results", help="where the traffic_*.json files are")
     p.add_argument("--out", type=Path, help="write the rows and the assumptions as JSON")
     a = p.parse_args(argv)
     try:
-        rows = roofline(a.presets, a.workloads, a.precision, a.traffic_dir, a.path == "gpu")
+        rows = roofline(a.presets, a.workloads, a.precision, a.traffic_dir, a.path == "gpu", a.attention)
     except RooflineError as e:
         print(f"roofline: error: {e}", file=sys.stderr)
         return 2
     print(
         f"per sample (pre-training: a video of 2 clips, T=5, 16x16 tokens; fine-tuning: a clip, T=10, 32x32 tokens), "
-        f"{a.precision}, {a.path} path; matmul efficiency {MATMUL_EFFICIENCY}, memory efficiency {MEMORY_EFFICIENCY}"
+        f"{a.precision}, {a.path} path, attention {a.attention if a.path == 'gpu' else 'as the CPU runs it'}; "
+        f"matmul efficiency {MATMUL_EFFICIENCY}, memory efficiency {MEMORY_EFFICIENCY}"
     )
     print(table(rows))
     for src in sorted({r["compiled_ratio_source"] for r in rows}):
@@ -435,7 +501,7 @@ def main(argv=None) -> int:
             )
     if a.out:
         a.out.parent.mkdir(parents=True, exist_ok=True)
-        run = dict(torch=torch.__version__, precision=a.precision, path=a.path)
+        run = dict(torch=torch.__version__, precision=a.precision, path=a.path, attention=a.attention)
         assumed = dict(gpus=GPUS, matmul_efficiency=MATMUL_EFFICIENCY, memory_efficiency=MEMORY_EFFICIENCY)
         assumed.update(optimizer_bytes_per_param=OPTIMIZER_BYTES_PER_PARAM, workloads=WORKLOADS)
         a.out.write_text(json.dumps({**run, **assumed, "rows": rows}, indent=1) + "\n")

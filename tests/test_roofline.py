@@ -68,8 +68,9 @@ def test_bytes_split_and_bf16_moves_fewer(small):
 
 
 def test_gpu_stand_ins_fused_attention_and_cuda_fp32_list():
-    """On real tensors: attention through `GpuStandIns` gives plain SDPA's output and gradients and is counted as one
-    kernel each way (q, k, v, output, log-sum-exp; backward adds the gradients), none of the math path's ops; under
+    """On real tensors: attention through `GpuStandIns` counted as cuDNN (a fused kernel without an accumulator) gives
+    plain SDPA's output and gradients and is counted as one kernel each way (q, k, v, output, log-sum-exp; backward
+    adds the gradients), none of the math path's ops; under
     CPU autocast, LayerNorm runs in fp32 as on CUDA (bf16 without the stand-ins)."""
     torch.manual_seed(0)
     q, k, v = (torch.randn(6, 2, 5, 8, requires_grad=True) for _ in range(3))
@@ -77,7 +78,7 @@ def test_gpu_stand_ins_fused_attention_and_cuda_fp32_list():
     gref = torch.autograd.grad(ref.sum(), (q, k, v))
     moved, saved = rl.Bytes(), rl.SavedBytes()
     with moved:
-        with saved.hooks(), rl.GpuStandIns(moved, saved):
+        with saved.hooks(), rl.GpuStandIns(moved, saved, attention="cudnn"):
             out = torch.nn.functional.scaled_dot_product_attention(q, k, v)
         g = torch.autograd.grad(out.sum(), (q, k, v), torch.ones(()))
     torch.testing.assert_close(out, ref)
@@ -94,6 +95,40 @@ def test_gpu_stand_ins_fused_attention_and_cuda_fp32_list():
         with rl.GpuStandIns(rl.Bytes(), rl.SavedBytes()):
             assert torch.nn.functional.layer_norm(x.bfloat16(), (8,)).dtype == torch.float32
             assert torch.mm(x, x.T).dtype == torch.bfloat16  # matmuls still in bf16
+
+
+H100 = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "gpu-h100-attention.json"
+
+
+def test_attention_workspace_matches_the_h100():
+    """The padded fp32 accumulators the roofline counts for flash and memory-efficient attention (and none for cuDNN)
+    against the backward workspaces measured on an H100 (`results/gpu-h100-attention.json`, peak above inputs,
+    output and gradients): the accumulator is the bulk of every measured workspace, 75-100% of it (the rest is about
+    one to three q's worth of other buffers), for every row shape of Small and Large-Half; cuDNN and math count none.
+    Flash's padding to 128 rows costs twice the memory-efficient kernel's 64 at head dim 64."""
+    rows = [r for r in json.loads(H100.read_text())["sdpa"]["rows"] if "error" not in r and not r["masked"]]
+    assert len(rows) == 32
+    for r in rows:
+        counted = rl.attention_workspace(r["backend"], r["R"], r["heads"], r["length"], r["head_dim"])
+        measured = r["extra_mib"] * 2**20
+        if r["backend"] in ("flash", "efficient"):
+            assert 0.75 * measured <= counted <= measured, (r["preset"], r["rows"], r["backend"], counted, measured)
+        else:
+            assert counted == 0, r
+    assert rl.attention_workspace("flash", 1, 1, 6, 64) == 2 * rl.attention_workspace("efficient", 1, 1, 6, 64)
+
+
+def test_pinned_attention_counts_math_for_the_temporal_rows():
+    """`--attention pinned` counts each call as the kit's CUDA pin: on tiny at the pre-training size (6-position
+    temporal rows of head dim 32: math; 17-position spatial rows: 544 > 512, memory-efficient), the math rows by
+    their own ops (softmax among them) and the others as fused kernels with their accumulator; forcing math
+    everywhere moves more bytes than the pin, and flash's padded accumulator more matmul-like bytes than efficient's."""
+    pinned, math_, flash, eff = (
+        rl.count("tiny", "pretrain", "bf16", attention=a) for a in ("pinned", "math", "flash", "efficient")
+    )
+    assert pinned["attention_calls"] == {"math": 2, "efficient": 4}, pinned["attention_calls"]
+    assert math_["attention_calls"] == {"math": 6} and flash["attention_calls"] == {"flash": 6}
+    assert math_["memory_bytes"] > pinned["memory_bytes"] > flash["memory_bytes"]
 
 
 def test_prediction_is_monotone_and_compiled_is_not_slower(small):
