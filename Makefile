@@ -8,7 +8,7 @@ TORCH_CPU := torch==2.13.0
 DEMO_OUT ?= runs/demo
 LAB_PORT ?= 8888
 
-.PHONY: demo figures screenshots test check lab docs readme readme-check install lint sync-check nbtest pytest export clean-venv bench-gpu bench-venv
+.PHONY: demo figures screenshots test check lab docs readme readme-check install lint sync-check nbtest pytest export clean-venv bench-gpu bench-venv wheelhouse
 
 install: $(STAMP)
 
@@ -120,13 +120,25 @@ bench-venv: $(BENCH_STAMP)
 
 $(BENCH_STAMP): pyproject.toml
 	@if [ ! -x $(BIN)/python ]; then \
-	  if $(PYTHON) -c "import torch" >/dev/null 2>&1; then $(PYTHON) -m venv --system-site-packages $(VENV); \
+	  if $(PYTHON) -c "import torch" >/dev/null 2>&1; then $(PYTHON) -m venv --system-site-packages $(VENV) \
+	    && $(PYTHON) benchmarks/bench_env.py --link-site $(VENV); \
 	  else $(PYTHON) -m venv $(VENV); fi; fi
-	@$(BIN)/python -c "import torch" >/dev/null 2>&1 || $(BIN)/python -m pip install -q $(TORCH_CPU)
+	@$(BIN)/python -c "import torch" >/dev/null 2>&1 || $(PIP_WHEELS) $(BIN)/python -m pip install -q $(TORCH_CPU)
 	@if [ -x $(BIN)/vimpac-pretrain ] && $(BIN)/python -c "import pytest" >/dev/null 2>&1; then \
 	  echo "bench-gpu: $(VENV) has the kit and pytest; nothing to install"; \
-	else $(BIN)/python -m pip install -q -e ".[bench]"; fi
+	else $(PIP_WHEELS) $(BIN)/python -m pip install -q -e ".[bench]"; fi
 	@touch $@
+
+# An offline GPU box (issue 34): `make wheelhouse` on a machine with a package index writes the wheels of everything
+# bench-gpu installs but torch (tools/wheelhouse.py) for the box's Python and platform; carry the folder over and run
+# `make bench-gpu WHEELS=DIR` there, which installs from it with no index. The box's torch is kept, pre-releases too.
+WHEELS ?=
+WHEEL_PYTHON ?= 3.12
+WHEEL_PLATFORM ?= manylinux_2_28_x86_64
+PIP_WHEELS := $(if $(WHEELS),PIP_NO_INDEX=1 PIP_FIND_LINKS=$(abspath $(WHEELS)),)
+wheelhouse:
+	$(PYTHON) tools/wheelhouse.py --dest $(or $(WHEELS),wheelhouse) --python-version $(WHEEL_PYTHON) \
+	  --platform $(WHEEL_PLATFORM)
 
 # The edit loop (issue 33): lint, notebooks and library in sync, the README, the chapters' form and the import graph,
 # then every test not marked `slow` (pyproject.toml's markers), two at a time (pytest-xdist). `make test` is the whole.

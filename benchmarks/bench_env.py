@@ -4,6 +4,11 @@ torch): a `.venv` whose torch is a CPU build, on a machine where `nvidia-smi` se
 CPU or fail; it is refused with one line naming the fix, exit status 1.
 
     python3 benchmarks/bench_env.py --venv .venv --device cuda
+    python3 benchmarks/bench_env.py --link-site .venv   # after `python3 -m venv --system-site-packages .venv`
+
+`--link-site` (issue 34): where the system's `python3` is itself a virtual environment (a GPU image's
+/opt/torch/.venv, say), `--system-site-packages` exposes the base interpreter's packages, not that environment's
+torch; a `.pth` file in the new venv adds that environment's site-packages after its own.
 """
 
 from __future__ import annotations  # the system's Python runs this, whichever it is
@@ -62,11 +67,30 @@ def gpu_seen() -> bool:
     return r.returncode == 0 and "GPU" in r.stdout
 
 
+def link_site(venv: Path) -> Path | None:
+    """Where this Python runs in a virtual environment, write `venv`'s `_vimpac_parent_site.pth` naming this
+    environment's site-packages (so that `venv`, made with `--system-site-packages`, sees its torch) and return the
+    file; None where this Python is no venv (the system site-packages are already seen)."""
+    import site, sysconfig
+
+    if sys.prefix == sys.base_prefix:
+        return None
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    target = Path(venv) / "lib" / version / "site-packages" / "_vimpac_parent_site.pth"
+    paths = dict.fromkeys([*site.getsitepackages(), sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]])
+    target.write_text("".join(f"{p}\n" for p in paths if Path(p).is_dir()))
+    return target
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--venv", default=".venv")
     ap.add_argument("--device", default="cuda")
+    ap.add_argument("--link-site", metavar="VENV", help="make VENV see this Python's own site-packages (a venv's)")
     a = ap.parse_args(argv)
+    if a.link_site:
+        link_site(Path(a.link_site))
+        return 0
     python = Path(a.venv) / "bin" / "python"
     exists = python.exists()
     if not (exists and a.device.startswith("cuda")):
