@@ -223,6 +223,8 @@ def home_server(run_dir, tmp_path_factory):
         (tmp / d).mkdir()
     env = {k: v for k, v in os.environ.items() if k != "XDG_CACHE_HOME"}
     env.update(HOME=str(tmp / "home"), TMPDIR=str(tmp / "tmp"), HF_HUB_OFFLINE="1", GRADIO_ANALYTICS_ENABLED="False")
+    # unbuffered, and every thread's stack on SIGABRT: what a server that outlives Ctrl-C is doing (test below)
+    env.update(PYTHONUNBUFFERED="1", PYTHONFAULTHANDLER="1")
     port = _free_port()
     argv = ["-W", "always::ResourceWarning", "-m", "vimpac.demo", "--checkpoint", run_dir, "--port", port]
     proc = subprocess.Popen(
@@ -296,12 +298,23 @@ def test_python_m_serves_on_loopback(home_server):
         local = [r[1] for r in rows if r[3] == "0A" and int(r[1].split(":")[1], 16) == port]
         if rows:
             assert local == ["0100007F:%04X" % port], local
+        # a stream left open, as a browser tab or a client's heartbeat leaves one: it must not hold the shutdown
+        stream = socket.create_connection(("127.0.0.1", port))
+        stream.sendall(f"GET /gradio_api/heartbeat/test HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode())
+        assert stream.recv(64).startswith(b"HTTP/1.1 200"), "no heartbeat stream"
         proc.send_signal(signal.SIGINT)
         try:  # 120 s: in the full suite on the 2-core CI machine the shutdown once took over 30 s (3 s alone)
             out = proc.communicate(timeout=120)[0]
         except subprocess.TimeoutExpired:
-            proc.kill()
-            raise AssertionError(f"Ctrl-C did not end the server in 120 s; its output: {proc.communicate()[0]}")
+            proc.send_signal(signal.SIGABRT)  # faulthandler prints every thread's stack
+            try:
+                dump = proc.communicate(timeout=30)[0]
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                dump = proc.communicate()[0]
+            raise AssertionError(f"Ctrl-C did not end the server in 120 s; its output and stacks:\n{dump[-6000:]}")
+        finally:
+            stream.close()
         # Gradio's wait takes the Ctrl-C and closes the server (exit 0); one arriving before it, the kit's one line
         assert "closing server" in out or "vimpac-demo: interrupted" in out, out
         assert "unclosed event loop" not in out and "Traceback" not in out, out

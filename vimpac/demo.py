@@ -419,6 +419,8 @@ def check_address(host: str, port: int) -> None:
         raise VimpacError(f"--host {host!r}: not an address this machine can resolve ({why})") from None
     family, kind, proto, _, addr = infos[0]
     with socket.socket(family, kind, proto) as s:
+        # as the server binds (uvicorn): a port whose last connections linger in TIME_WAIT, after a Ctrl-C, is free
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind(addr)
         except OSError as e:
