@@ -350,3 +350,19 @@ def test_training_runs_ask_for_expandable_segments(monkeypatch):
     monkeypatch.setattr(E, "expandable_segments", lambda device: asked.append(device))
     start_run(None, False, "cpu", "fp32")
     assert asked == [torch.device("cpu")]
+
+
+def test_tf32_precision_turns_on_tf32_matmuls(monkeypatch):
+    """`--precision tf32` (issue 34: fp32 runs used full-fp32 matmuls on a GPU) keeps fp32 tensors and turns on TF32
+    for matmuls and cuDNN: `start_run` on a CPU stand-in (the GPU's precision check answered as on an H100). Every
+    other precision leaves the setting alone."""
+    monkeypatch.setattr(E, "resolve_precision", lambda precision, dev: (None, False))
+    torch.backends.cuda.matmul.allow_tf32 = False  # not monkeypatch: this module's settings are no attributes
+    try:
+        start_run(None, False, "cpu", "fp32")
+        assert not torch.backends.cuda.matmul.allow_tf32
+        run = start_run(None, False, "cpu", "tf32")
+        assert torch.backends.cuda.matmul.allow_tf32 and torch.backends.cudnn.allow_tf32
+        assert run.amp_dtype is None and not run.use_scaler
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = False

@@ -130,8 +130,8 @@ class TrainConfig:
     precision: str = field(
         default="auto",
         metadata={
-            "help": "auto, bf16, fp16 or fp32; auto: bf16 on a GPU that has "
-            "it, else fp16 with a gradient scaler, fp32 on a CPU"
+            "help": "auto, bf16, fp16, fp32 or tf32; auto: bf16 on a GPU that has "
+            "it, else fp16 with a gradient scaler, fp32 on a CPU; tf32: fp32 with TF32 matmuls (a GPU from Ampere on)"
         },
     )
     compile: bool = field(default=False, metadata={"help": "run the model through torch.compile (one graph)"})
@@ -179,7 +179,7 @@ class TrainConfig:
 
 # %% ../nbs/06b_engine.ipynb #9f34bc31
 # The precisions a run may ask for; the fields a resumed run may change (the others must match the checkpoint).
-PRECISIONS = ("auto", "bf16", "fp16", "fp32")
+PRECISIONS = ("auto", "bf16", "fp16", "fp32", "tf32")
 KEEP_LAST_HINT = " (at least 1 checkpoint is kept: a run that keeps none cannot resume)"  # added to a keep_last error
 
 RUNTIME_FIELDS = (
@@ -293,8 +293,8 @@ def expandable_segments(device) -> bool:
 
 def start_run(out, resume: bool, device, precision: str) -> Run:
     """Check the run folder `out` (None: nothing is written; a file is refused; `resume` needs one), join the process
-    group under `torchrun` (`init_distributed`) and choose the precision (`resolve_precision`); on CUDA, first ask
-    for `expandable_segments`. Rank 0 removes the
+    group under `torchrun` (`init_distributed`) and choose the precision (`resolve_precision`; tf32 turns on TF32
+    matmuls); on CUDA, first ask for `expandable_segments`. Rank 0 removes the
     temporary files of checkpoint writes stopped midway (killed) from `out/checkpoints`, with one warning. Raises
     `VimpacError` before anything is written."""
     out = Path(out) if out is not None else None
@@ -305,6 +305,8 @@ def start_run(out, resume: bool, device, precision: str) -> Run:
     expandable_segments(get_device(device))
     rank, world, dev = init_distributed(device)
     run = Run(rank, world, dev, *resolve_precision(precision, dev), out)
+    if precision == "tf32":  # checked above: a CUDA GPU from Ampere on
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
     if out is not None and rank == 0:
         _remove_checkpoint_tmps(out)
     return run
@@ -394,16 +396,19 @@ def peak_flops(device, peak_tflops: float | None = None) -> float | None:
 def choose_precision(
     precision: str, device_type: str, capability: tuple[int, int] | None = None, name: str = "the GPU"
 ) -> tuple[torch.dtype | None, bool]:
-    """(autocast dtype or None, use a GradScaler) for the user's `precision` (auto | fp32 | bf16 | fp16) on a device
+    """(autocast dtype or None, use a GradScaler) for the user's `precision` (`PRECISIONS`) on a device
     of type `device_type` ("cpu", "cuda", ...) whose CUDA compute `capability` is (major, minor) (None off CUDA).
     - auto: bf16 from capability 8 (Ampere), fp16 + scaler on 7.x (Volta, Turing: tensor cores, no bf16), fp32 below
       7 and off CUDA;
-    - fp16 is allowed on any CUDA GPU, bf16 from capability 8; fp32 everywhere.
+    - fp16 is allowed on any CUDA GPU, bf16 and tf32 (fp32 weights and activations, TF32 matmuls: `start_run`
+      turns them on) from capability 8; fp32 everywhere.
     Raises `VimpacError` (one line naming the precision, the device `name` and its capability) for an unknown value,
-    mixed precision off CUDA, and bf16 below capability 8."""
+    mixed precision or tf32 off CUDA, and bf16 or tf32 below capability 8."""
     if precision not in PRECISIONS:
         raise VimpacError(f"precision: expected one of {', '.join(PRECISIONS)}, got {precision!r}")
     if device_type != "cuda":
+        if precision == "tf32":
+            raise VimpacError(f"precision tf32: TF32 matmuls need a CUDA GPU, the device is {device_type}; use fp32")
         if precision in ("fp16", "bf16"):
             raise VimpacError(
                 f"precision {precision}: mixed precision needs a CUDA GPU, the device is {device_type}; "
@@ -411,10 +416,10 @@ def choose_precision(
             )
         return None, False
     cap = tuple(capability or (0, 0))
-    if precision == "bf16" and cap < (8, 0):
+    if precision in ("bf16", "tf32") and cap < (8, 0):
         raise VimpacError(
-            f"precision bf16: {name} (compute capability {cap[0]}.{cap[1]}) does not support bf16 "
-            "(needs 8.0 or newer); use fp16 or auto"
+            f"precision {precision}: {name} (compute capability {cap[0]}.{cap[1]}) does not support {precision} "
+            f"(needs 8.0 or newer); use {'fp16 or auto' if precision == 'bf16' else 'fp32'}"
         )
     if precision == "auto":
         precision = "bf16" if cap >= (8, 0) else "fp16" if cap >= (7, 0) else "fp32"
