@@ -296,6 +296,29 @@ def test_bad_parameter_one_line_and_killed_sweep_resumed(tmp_path, bin_dir):
     assert not log.is_file() or "KeyboardInterrupt" not in log.read_text(), log.read_text()
 
 
+@pytest.mark.parametrize(
+    "args, line",
+    [
+        (["--seeds", "0", "0"], "seeds: 0 given twice"),
+        (["--rows", "2", "2"], "rows: 'α 1' given twice"),
+        (["-p", "extra_rows", '[{"label": "α 0"}]'], "rows: 'α 0' given twice"),
+    ],
+)
+def test_a_seed_or_row_twice_is_refused_before_anything_runs(tmp_path, bin_dir, args, line):
+    """Issue 35: `--seeds 0 0` printed "seeds 1 ... ± 0.00" over one run, `--rows 2 2` the same, and an extra row
+    labelled like a table row overwrote that row's result. Each is refused in one line before any notebook runs:
+    nothing is written under --out."""
+    out = tmp_path / "exp"
+    r = subprocess.run(
+        [str(bin_dir / "vimpac-experiment"), "cl_weight", "--out", str(out), *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and line in r.stderr, r.stderr
+    assert not out.exists()
+
+
 def test_slurm_array_job_is_valid():
     "examples/slurm/experiment.sbatch is valid bash and its command parses; stores.yaml gives store_data's shape."
     import yaml

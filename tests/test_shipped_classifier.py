@@ -50,3 +50,17 @@ def test_no_shipped_classifier_is_one_line(tmp_path, monkeypatch, capsys):
         f"vimpac-predict: error: no classifier is shipped at {tmp_path / 'none'}; pass --checkpoint RUN "
         "(a vimpac-finetune run)"
     ), err
+
+
+@pytest.mark.parametrize("where", ["folder", "missing folder"])
+def test_a_csv_that_cannot_be_written_is_refused_before_inference(tmp_path, capsys, monkeypatch, where):
+    """Issue 35: `vimpac-predict --csv DIR` failed after the whole inference. A folder, or a file in a folder that does
+    not exist, is refused first, in one line: no video is decoded (the model is never loaded)."""
+    csv = tmp_path if where == "folder" else tmp_path / "no" / "p.csv"
+    monkeypatch.setattr(runs, "load_run", lambda *a, **k: pytest.fail("the model was loaded"))
+    code, out, err = run_in_process(predict_main, [tmp_path / "x.mp4", "--csv", csv], capsys)
+    what = "is a folder" if where == "folder" else "is in a folder that does not exist"
+    assert (
+        code == 2
+        and err.strip() == f"vimpac-predict: error: argument --csv: {csv} {what}; expected a CSV file to write"
+    )

@@ -545,6 +545,9 @@ def predict_main(argv=None):
     p.add_argument("--top", type=number_option(integer=True, ge=1), default=5, help="classes to print per video")
     p.add_argument("--csv", default=None, help="also write the predictions to this CSV file")
     a = p.parse_args(argv)
+    if a.csv and (Path(a.csv).is_dir() or not Path(a.csv).resolve().parent.is_dir()):  # before the inference
+        what = "is a folder" if Path(a.csv).is_dir() else "is in a folder that does not exist"
+        p.error(f"argument --csv: {a.csv} {what}; expected a CSV file to write")
     preds, run = run_main(p.prog, predict_videos, **options_for(predict_videos, a))
     print(f"model: {describe_run(run)}")
     for r in preds:

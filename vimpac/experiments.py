@@ -32,8 +32,8 @@ __all__ = ['EXPERIMENTS', 'SCALES', 'TEMPORALLY_HEAVY', 'CPU_PRETRAIN_STEPS', 'C
            'Row', 'Claim', 'Experiment', 'Setup', 'setup_for', 'texture_data', 'synthetic_data', 'store_data', 'slug',
            'frame_control', 'run_row', 'views_for', 'row_key', 'mean_std', 'results_table', 'baselines', 'compare',
            'mcnemar', 'verdict', 'ExperimentResult', 'run_rows', 'experiment_rows', 'run_experiment',
-           'side_by_side_speed', 'plot_experiment', 'notebooks_folder', 'experiment_parser', 'experiment_main',
-           'write_index']
+           'side_by_side_speed', 'check_seeds', 'plot_experiment', 'notebooks_folder', 'experiment_parser',
+           'experiment_main', 'write_index']
 
 # %% ../nbs/12_experiments.ipynb #b35cf20f
 @dataclass(frozen=True)
@@ -1168,6 +1168,13 @@ def experiment_rows(exp: Experiment, rows=None, extra_rows=()) -> list[Row]:
             raise VimpacError(
                 f"extra_rows: {r!r} is not a row ({e}); expected a dict of label, pretrain, model, ..."
             ) from None
+    twice = sorted({r.label for r in chosen if [c.label for c in chosen].count(r.label) > 1})
+    if twice:  # one row's results are keyed by its label: a second would overwrite them, or count as more seeds
+        raise VimpacError(
+            f"rows: {', '.join(map(repr, twice))} given twice; each row once (an extra row needs a label of its own)"
+        )
+    if not chosen:
+        raise VimpacError(f"rows: none chosen; expected labels or indices of {exp.name}'s rows")
     return chosen
 
 
@@ -1179,12 +1186,12 @@ def run_experiment(
     and CPU scales (`synthetic_data`, in `out/data`) or, at the cluster scale, the token stores in `stores`
     (`store_data`). `setup`: fields of the scale's `Setup` to replace (e.g. `pretrain=dict(steps=1000)`). Rows
     already done under `out` are read back, not run again. Writes `out/NAME/table.md` and `results.json` and
-    returns the `ExperimentResult`. Raises `VimpacError` for an unknown experiment, scale, row or setup field, and
-    for a cluster scale without `stores`."""
+    returns the `ExperimentResult`. Raises `VimpacError` for an unknown experiment, scale, row or setup field, a row
+    or a seed given twice (`check_seeds`), and for a cluster scale without `stores`."""
     if name not in EXPERIMENTS:
         raise VimpacError(f"experiment: {name!r} is not one of {', '.join(EXPERIMENTS)}")
     exp, s = EXPERIMENTS[name], setup_for(scale, **setup)
-    chosen = experiment_rows(exp, rows, extra_rows)
+    chosen, seeds = experiment_rows(exp, rows, extra_rows), check_seeds(seeds)
     out = Path(out or tempfile.mkdtemp(prefix=f"vimpac-{name}-"))
     t0 = time.perf_counter()
     sizes = sorted({s.resolution(r)[1] for r in chosen} | ({s.full[1]} if any(r.full for r in chosen) else set()))
@@ -1254,6 +1261,24 @@ def side_by_side_speed(configs: dict, batch: int = 16, rounds: int = 7, seed: in
     for _ in range(rounds):
         for k in configs:
             out[k].append(one_pass(k))
+    return out
+
+# %% ../nbs/12_experiments.ipynb #17b6c795
+def check_seeds(seeds) -> list[int]:
+    """`seeds` as a list of distinct integers >= 0 (numpy integers and digit strings too): the samples a row's mean,
+    standard deviation and tests count. Raises `VimpacError` naming the seed for none given, a seed that is not a
+    whole number >= 0 (0.5 would become 0), or one given twice (`--seeds 0 0` once printed "± 0.00" over one run)."""
+    seeds = list(seeds) if isinstance(seeds, (list, tuple, range, np.ndarray)) else [seeds]
+    if not seeds:
+        raise VimpacError("seeds: none given; expected one or more whole numbers >= 0")
+    out = []
+    for s in seeds:
+        ok = isinstance(s, (int, np.integer)) and not isinstance(s, bool) or isinstance(s, str) and s.isdigit()
+        if not ok or int(s) < 0:
+            raise VimpacError(f"seeds: {s!r} is not a seed; expected whole numbers >= 0")
+        if int(s) in out:
+            raise VimpacError(f"seeds: {int(s)} given twice; each seed is one sample of a row, run once")
+        out.append(int(s))
     return out
 
 # %% ../nbs/12_experiments.ipynb #265659f3
@@ -1398,6 +1423,14 @@ def _execute(pm, notebook: Path, executed: Path, params: dict, name: str, log: P
         log.unlink()
 
 
+def _check_plan(names: list, params: dict) -> None:
+    "Refuse a bad seed, row or extra row before any notebook runs (`VimpacError`): no executed notebook is replaced."
+    check_seeds(params["seeds"])
+    for name in names:
+        if name in EXPERIMENTS:
+            experiment_rows(EXPERIMENTS[name], params.get("rows"), params.get("extra_rows") or ())
+
+
 def _run_notebooks(names: list, a: argparse.Namespace) -> None:
     "Execute the notebook of each experiment of `names` with papermill, as `vimpac-experiment` was asked (`a`)."
     try:
@@ -1421,6 +1454,7 @@ def _run_notebooks(names: list, a: argparse.Namespace) -> None:
     params.update(scale=a.scale, out=str(Path(a.out).resolve()), seeds=a.seeds)
     if a.rows:
         params["rows"] = [int(r) if r.isdigit() else r for r in a.rows]
+    _check_plan(names, params)
     Path(a.out).mkdir(parents=True, exist_ok=True)
     suffix = "" if not a.rows else "-rows-" + "-".join(r if r.isdigit() else slug(r) for r in a.rows)
     for name in names:
