@@ -234,6 +234,9 @@ def home_server(run_dir, tmp_path_factory):
         env=env,
         cwd=tmp / "work",
         text=True,
+        # Ctrl-C's default, as a terminal's foreground job has it: a run started in the background of a script
+        # (`.ci/run &`) inherits SIGINT ignored, and Python then raises no KeyboardInterrupt (the stacks showed it)
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
         deadline, body = time.time() + 180, None
