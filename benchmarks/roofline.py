@@ -55,7 +55,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from bench_utils import pretrain_batch, pretrain_loss_fn, to_device  # noqa: E402
+from bench_utils import SDPA_NAMES, pretrain_batch, pretrain_loss_fn, to_device  # noqa: E402
 from traffic import EagerBytes  # noqa: E402
 
 PRESET_ORDER = ("tiny", "small", "base", "large_half")
@@ -153,9 +153,7 @@ def backend_of(attention: str, length: int, head_dim: int) -> str:
         return attention
     from vimpac.model import attention_backends
 
-    return {"MATH": "math", "EFFICIENT_ATTENTION": "efficient", "FLASH_ATTENTION": "flash"}[
-        attention_backends("cuda", length, head_dim)[0]
-    ]
+    return {member: name for name, member in SDPA_NAMES.items()}[attention_backends("cuda", length, head_dim)[0]]
 
 
 def _nbytes(*ts) -> int:
