@@ -35,7 +35,7 @@ PAPER = {"TxHxW": 12.6, "T,HxW": 20.0, "T,H,W": 26.4, "T,H|W": 32.0}
 
 def worker(a):
     from vimpac.model import VimpacConfig, VimpacForPreTraining, model_flops
-    from vimpac.pretrain import peak_flops
+    from vimpac.memory import peak_flops
 
     if a.threads:
         torch.set_num_threads(a.threads)

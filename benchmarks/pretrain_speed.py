@@ -11,7 +11,7 @@ the kit's default VQ-VAE at S = `--frame-size`), then videos/s, MFU and peak mem
 Steady state: the first `--skip-records` logged records (step 0, which carries the start-up, and the first interval,
 which carries the warm-up and any compilation) are left out; the others are averaged by time (`steady_state`).
 MFU is the kit's own (`step_record`: videos/s x 2 clips x `model_flops` / peak): against `--peak-tflops`, else a known
-GPU's dense bf16 peak (`vimpac.engine.GPU_PEAK_FLOPS`); on a CPU without `--peak-tflops`, against this process's
+GPU's dense bf16 peak (`vimpac.memory.GPU_PEAK_FLOPS`); on a CPU without `--peak-tflops`, against this process's
 measured fp32 matmul rate (`matmul_tflops`), which says how close the model comes to the CPU's own best.
 Peak memory: the largest `peak_mem_gb` logged on a GPU (allocated by torch); on a CPU the run's peak resident set size.
 """
@@ -117,7 +117,7 @@ def main(argv=None) -> int:
         if peak is None and not gpu:
             peak, peak_source = matmul_tflops(a.device), "measured fp32 1024x1024 matmul, this CPU"
         elif peak is None:
-            peak_source = "vimpac.engine.GPU_PEAK_FLOPS (dense bf16 datasheet)"
+            peak_source = "vimpac.memory.GPU_PEAK_FLOPS (dense bf16 datasheet)"
         cmd = [
             str(Path(sys.executable).parent / "vimpac-pretrain"),
             "--store",

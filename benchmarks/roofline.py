@@ -41,7 +41,7 @@ bytes / (bandwidth x MEMORY_EFFICIENCY)), plus memory-bound bytes / (bandwidth x
 matmuls, launch overhead, the optimizer step and the data loader are left out (so the prediction is an upper bound of
 what that traffic allows). MFU = FLOPs per sample x samples/s / peak. Memory: the saved bytes per sample of this
 count (`torch.autograd.graph.saved_tensors_hooks`, each storage once, the parameters' own left out), and the
-micro-batch the kit itself plans on an 80 GiB GPU with its predicted peak (`kit_plan`: `vimpac.engine.memory_model`,
+micro-batch the kit itself plans on an 80 GiB GPU with its predicted peak (`kit_plan`: `vimpac.memory.memory_model`,
 which adds the weights, gradients and AdamW moments, a margin and a reserve).
 """
 
@@ -372,9 +372,10 @@ GPU_BYTES = 80 * 2**30  # an H100 SXM or A100 80 GB
 
 def kit_plan(preset: str, workload: str, precision: str = "bf16", device_bytes: int = GPU_BYTES) -> tuple[int, float]:
     """(micro-batch, predicted peak bytes) that the kit plans for one process on a GPU with `device_bytes` free, at
-    the workload's default global batch: `vimpac.engine.memory_model` of the model (fake tensors) and `plan_steps`, as
+    the workload's default global batch: `vimpac.memory.memory_model` of the model (fake tensors) and `plan_steps`, as
     `pretrain` / `finetune` do on a GPU (`micro_batch_size="auto"`)."""
-    from vimpac.engine import memory_model, plan_steps
+    from vimpac.engine import plan_steps
+    from vimpac.memory import memory_model
     from vimpac.model import VimpacConfig, VimpacForPreTraining, VimpacForVideoClassification
 
     w = WORKLOADS[workload]

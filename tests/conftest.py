@@ -1,6 +1,12 @@
+import os
 import sys
 from pathlib import Path
 import pytest
+
+if os.environ.get("PYTEST_XDIST_WORKER"):  # `make test` / `make check` run two workers on two cores (issue 33)
+    # One OpenMP thread a worker, for its torch and for the processes it starts: two workers of two threads each
+    # on two cores make tiny models many times slower while their threads wait on each other.
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent

@@ -17,11 +17,11 @@ from vimpac.engine import (
     Run,
     TrainConfig,
     batchnorm_sync,
-    latest_checkpoint,
-    peak_flops_for,
     start_run,
     sync_batchnorm,
 )
+from vimpac.checkpoints import latest_checkpoint
+from vimpac.memory import peak_flops_for
 from vimpac.model import VimpacConfig, VimpacForVideoClassification
 
 ROOT = Path(__file__).resolve().parents[1]

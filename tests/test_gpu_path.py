@@ -6,7 +6,8 @@ from pathlib import Path
 import pytest
 import torch
 from vimpac.cli import pretrain_main
-from vimpac.engine import choose_precision, device_capability, peak_flops, sync_batchnorm
+from vimpac.engine import choose_precision, device_capability, sync_batchnorm
+from vimpac.memory import peak_flops
 from vimpac.model import VimpacConfig, model_flops
 from helpers import run_argv
 

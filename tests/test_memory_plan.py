@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 import torch
 import vimpac.engine as E
-from vimpac.engine import Run, TrainConfig, memory_model, plan_run, saved_activation_bytes
+from vimpac.engine import Run, TrainConfig, plan_run
+from vimpac.memory import memory_model, saved_activation_bytes
 from vimpac.model import VimpacConfig, VimpacForPreTraining, VimpacForVideoClassification
 from vimpac.utils import VimpacError
 from helpers import one_process_gloo

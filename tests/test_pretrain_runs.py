@@ -10,7 +10,7 @@ import json, os, signal, subprocess, time
 from pathlib import Path
 import pytest
 import torch
-from vimpac.engine import list_checkpoints, load_checkpoint
+from vimpac.checkpoints import list_checkpoints, load_checkpoint
 from helpers import killed_at, run_argv, run_command, weights
 
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}

@@ -104,8 +104,8 @@ def _docs_eval(cell):
 
 def _source_link(self, sym):
     """nbdev's `NbdevLookup.code` (show_doc's "source" link), with the line found for a name imported from another
-    module too: show_doc names it in full (`vimpac.engine.latest_checkpoint` on the pre-training page), which nbdev 3.3
-    looks up among the module's short names, writing `#LNone`. A name with no line links the file."""
+    module too: show_doc names it in full (`vimpac.checkpoints.latest_checkpoint` on the pre-training page), which
+    nbdev 3.3 looks up among the module's short names, writing `#LNone`. A name with no line links the file."""
     from nbdev.doclinks import _lineno
 
     res = self[sym]

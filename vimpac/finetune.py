@@ -16,7 +16,8 @@ from .model import VimpacConfig, VimpacForVideoClassification
 from .official import load_official_classifier
 from .data import LabelledClipDataset, take_clip, clip_stride
 from .engine import TrainConfig, Engine, MetricsLog, StepBatches, StepPlan, start_run, plan_run, step_loader
-from .engine import check_resume_settings, latest_checkpoint, config_from_spec, check_store_tokenizer
+from .engine import check_resume_settings, config_from_spec, check_store_tokenizer
+from .checkpoints import latest_checkpoint
 from .runs import check_run_tokenizer
 
 # %% auto #0

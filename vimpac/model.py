@@ -409,7 +409,7 @@ def _refuse_any(bad: torch.Tensor, message) -> None:
     wait for the GPU (issue 13: no host-device synchronisation in a training step), so a bad id stops the process
     with a CUDA assertion error a few kernels later rather than with the one-line message; the same input on the
     CPU gives the message. Skipped while `torch.compile` traces, on the `meta` device and on fake tensors (shapes only,
-    no values: e.g. `vimpac.engine.memory_model`)."""
+    no values: e.g. `vimpac.memory.memory_model`)."""
     if torch.compiler.is_compiling() or bad.device.type == "meta" or is_fake(bad):
         return  # no values to check
     if bad.is_cuda:

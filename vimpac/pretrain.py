@@ -20,10 +20,12 @@ from .model import PRESETS, VimpacConfig, VimpacForPreTraining, model_flops, lab
 from .losses import info_nce, info_nce_distributed, pretraining_loss
 from .data import ClipPairDataset
 from .engine import TrainConfig, Engine, MetricsLog, StepBatches, StepPlan, start_run, plan_run, step_loader
-from .engine import batch_indices, check_resume_settings, latest_checkpoint, peak_flops, config_from_spec
+from .engine import batch_indices, check_resume_settings, config_from_spec
+from .checkpoints import latest_checkpoint, list_checkpoints  # noqa: F401 (list_checkpoints: for the checks)
+from .memory import peak_flops
 from .engine import as_json_value, check_store_tokenizer, inference_precision
 from .runs import check_run_tokenizer
-from .engine import PRECISIONS, list_checkpoints, param_groups  # noqa: F401 (for the CLI and the checks)
+from .engine import PRECISIONS, param_groups  # noqa: F401 (for the CLI and the checks)
 
 # %% auto #0
 __all__ = ['CHECKPOINT_FIELDS', 'CHECKPOINT', 'EVAL_MICRO_BATCH', 'PretrainConfig', 'mask_clip_pairs', 'LogContext',

@@ -465,7 +465,7 @@ def one_line(e: BaseException) -> str:
 
 class Terminated(BaseException):
     """Raised in the main thread by SIGTERM while a tool runs (`run_main`): it unwinds like Ctrl-C. A subclass with a
-    message and a `status` (a training loop stopped at a step boundary, `vimpac.engine.RunStopped`) is printed and
+    message and a `status` (a training loop stopped at a step boundary, `vimpac.checkpoints.RunStopped`) is printed and
     exits with its own status."""
 
 
@@ -490,7 +490,7 @@ def run_main(prog: str, fn, *args, **kwargs):
     that package's file, so that its deprecations are not taken for the kit's). Other exceptions are bugs and keep
     their traceback. SIGTERM (a cluster's scheduler, `kill`) unwinds like Ctrl-C, so that data-loading workers are
     stopped and files closed before the process exits (status 143); a training loop takes SIGTERM and SIGUSR1 over
-    while it runs, and stops after a checkpoint with its `Terminated` (`vimpac.engine.RunStopped`: its message, its
+    while it runs, and stops after a checkpoint with its `Terminated` (`vimpac.checkpoints.RunStopped`: its message, its
     status)."""
 
     python_show = warnings.showwarning
