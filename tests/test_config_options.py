@@ -9,8 +9,8 @@ from vimpac.cli import pretrain_main, pretrain_parser, finetune_parser, model_sp
 from vimpac.finetune import FinetuneConfig
 from vimpac.model import VimpacConfig
 from vimpac.pretrain import PretrainConfig
-from vimpac.utils import (
-    VimpacError,
+from vimpac.utils import VimpacError
+from vimpac.options import (
     OptionParser,
     add_config_options,
     config_argv,

@@ -1,7 +1,8 @@
 """Names renamed in issue 22 keep working for one release: `VimpacConfig.clip_len` (now `max_clip_len`), the
 `from_official` classmethods (now `vimpac.official.load_official_*`), `vimpac.tokenizer.check_tokens` (now
 `check_codes`); runs saved before the rename load without a warning; `vimpac.model` does not import `official`.
-The names that issue 33 moved to their own rooms (runs, probes, showcase, memory, checkpoints) keep their old paths."""
+The names that issue 33 moved to their own rooms (runs, probes, showcase, memory, checkpoints, options) keep their
+old paths."""
 
 import json
 import subprocess
@@ -117,6 +118,13 @@ WARN = [
         (f"vimpac.engine.{n}", f"vimpac.checkpoints.{n}")
         for n in ("load_checkpoint", "latest_checkpoint", "STOP_SIGNALS")
     ],
+    *[
+        (f"vimpac.utils.{n}", f"vimpac.options.{n}")
+        for n in ("coerce_parameter", "check_parameters", "options_for", "OptionParser", "checked_option")
+        + ("number_option", "device_option", "folder_option", "config_fields", "field_help", "field_default")
+        + ("field_kind", "option_name", "add_config_options", "config_values", "config_from_options", "config_argv")
+        + ("parameter_lines",)
+    ],
 ]
 SAME = [
     ("vimpac.cli.tokenize_videos", "vimpac.store.tokenize_videos"),
@@ -158,7 +166,7 @@ def test_names_moved_by_issue_33_keep_their_old_path(old, new, warns):
 
 
 def test_model_skip_is_the_fields_metadata_now():
-    from vimpac.utils import config_fields
+    from vimpac.options import config_fields
     import vimpac.cli as cli
 
     with pytest.warns(VimpacDeprecationWarning, match="MODEL_SKIP is now the VimpacConfig fields' metadata"):

@@ -159,7 +159,7 @@ def test_papermill_reads_every_parameter(name, expected):
     if name == "pretrain":  # the others are one a knob of the configs, as tools/sync_parameters.py writes them
         from vimpac.model import VimpacConfig
         from vimpac.pretrain import PretrainConfig
-        from vimpac.utils import config_fields
+        from vimpac.options import config_fields
 
         knobs = {f.name for f in config_fields(VimpacConfig) + config_fields(PretrainConfig)}
         own = {"store", "videos", "frame_size", "fps", "tokenizer", "out", "preset", "gpus", "resume", "stages"}
@@ -223,7 +223,8 @@ def test_a_parameter_the_notebook_lacks_is_refused(tmp_path, nb, name, hint):
 def test_parameters_are_coerced_to_their_declared_types():
     "issue 21: papermill's `-p` text, coerced to the parameters cell's types; a value of another type is one line."
     from typing import Optional
-    from vimpac.utils import VimpacError, coerce_parameter, check_parameters
+    from vimpac.utils import VimpacError
+    from vimpac.options import coerce_parameter, check_parameters
 
     for text, want in [
         ("no", False),

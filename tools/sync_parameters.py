@@ -6,8 +6,8 @@
 Each run notebook's parameters cell (tagged `parameters`) holds its own parameters first (stores, folders, GPUs),
 then, after the line `MARKER`, one parameter per knob of the model (`VimpacConfig`, as `vimpac-pretrain`'s model
 options: None is the preset's) and of the loop (`PretrainConfig` or `FinetuneConfig`), written by
-`vimpac.utils.parameter_lines` with the notebook's small defaults (`RUNS`). The notebooks pass them on with
-`vimpac.utils.config_argv`, through the command-line tools' parsers."""
+`vimpac.options.parameter_lines` with the notebook's small defaults (`RUNS`). The notebooks pass them on with
+`vimpac.options.config_argv`, through the command-line tools' parsers."""
 
 import argparse
 import json
@@ -17,7 +17,7 @@ from pathlib import Path
 from vimpac.finetune import FinetuneConfig
 from vimpac.model import VimpacConfig
 from vimpac.pretrain import PretrainConfig
-from vimpac.utils import config_fields, parameter_lines
+from vimpac.options import config_fields, parameter_lines
 
 ROOT = Path(__file__).resolve().parents[1]
 MARKER = "# ---- generated from the configs' fields by tools/sync_parameters.py: edit the fields, then run it ----"

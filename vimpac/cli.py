@@ -10,13 +10,9 @@ import argparse, os, sys, warnings
 from dataclasses import fields
 from pathlib import Path
 import torch
-from vimpac.utils import (
-    VimpacError,
-    VimpacDeprecationWarning,
-    read_json,
-    write_json,
+from .utils import VimpacError, VimpacDeprecationWarning, read_json, write_json, run_main, moved_names
+from vimpac.options import (
     OptionParser,
-    run_main,
     options_for,
     number_option,
     device_option,
@@ -27,7 +23,6 @@ from vimpac.utils import (
     config_from_options,
     add_config_options,
     option_name,
-    moved_names,
 )
 from .video import VIEW_SETS
 from .data import DATASET_PRESETS, SPLIT_DATASETS, dataset_preset, preset_lines, tokenize_dataset

@@ -13,7 +13,8 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")  # before gradio is i
 from pathlib import Path
 import numpy as np
 import torch
-from .utils import VimpacError, OptionParser, moved_names, number_option, run_main
+from .utils import VimpacError, moved_names, run_main
+from .options import OptionParser, number_option
 from .video import sample_videos, video_info
 from .masking import nearest_neighbour_fill
 from .synthetic import write_video

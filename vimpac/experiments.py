@@ -10,7 +10,8 @@ import argparse, contextlib, hashlib, io, json, math, os, re, subprocess, sys, t
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 import numpy as np
-from .utils import VimpacError, OptionParser, atomic_path, config_argv, folder_option, number_option, read_json
+from .utils import VimpacError, atomic_path, read_json
+from .options import OptionParser, config_argv, folder_option, number_option
 from .utils import run_main, write_json
 from .store import TokenStore
 from .video import list_videos

@@ -12,7 +12,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 import numpy as np
 import torch
-from .utils import VimpacError, atomic_path, config_argv, write_json
+from .utils import VimpacError, atomic_path, write_json
+from .options import config_argv
 from .store import TokenStore
 from .data import DATASET_PRESETS
 from .finetune import FinetuneConfig, finetune

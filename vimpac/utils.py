@@ -6,21 +6,17 @@ Docs: https://vimpac.github.io/vimpac/utils.html.md"""
 
 # %% ../nbs/00_utils.ipynb #b36c610f
 from __future__ import annotations
-import argparse, contextlib, dataclasses, errno, functools, hashlib, json, math, numbers, os, pickletools, re, shutil
-import ast, difflib, importlib, importlib.util, inspect, signal, sys, tempfile, threading, types, typing, warnings
+import contextlib, errno, functools, hashlib, json, math, numbers, os, pickletools, re, shutil
+import importlib, importlib.util, signal, sys, tempfile, threading, warnings
 from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
 # %% auto #0
 __all__ = ['IGNORE_INDEX', 'VimpacError', 'check_not_shadowed', 'load_torch_file', 'read_json', 'check_fields', 'check_device',
-           'get_device', 'make_generator', 'derive_seed', 'idle_cpu_threads', 'check_number', 'coerce_parameter',
-           'check_parameters', 'warmup_linear', 'atomic_path', 'write_json', 'disk_full_error', 'save_weights',
-           'load_weights', 'VimpacDeprecationWarning', 'renamed_kwargs', 'moved_names', 'moved_method', 'one_line',
-           'Terminated', 'third_party', 'run_main', 'options_for', 'OptionParser', 'checked_option', 'number_option',
-           'device_option', 'folder_option', 'config_fields', 'field_help', 'field_default', 'field_kind',
-           'option_name', 'add_config_options', 'config_values', 'config_from_options', 'config_argv',
-           'parameter_lines']
+           'get_device', 'make_generator', 'derive_seed', 'idle_cpu_threads', 'check_number', 'warmup_linear',
+           'atomic_path', 'write_json', 'disk_full_error', 'save_weights', 'load_weights', 'VimpacDeprecationWarning',
+           'renamed_kwargs', 'moved_names', 'moved_method', 'one_line', 'Terminated', 'third_party', 'run_main']
 
 # %% ../nbs/00_utils.ipynb #6eaf13c8
 class VimpacError(ValueError):
@@ -216,99 +212,6 @@ def check_number(name: str | None, value, integer: bool = False, gt=None, ge=Non
         raise bad()
     return v
 
-# %% ../nbs/00_utils.ipynb #9bbfd166
-_BOOLS = {"true": True, "yes": True, "on": True, "1": True, "false": False, "no": False, "off": False, "0": False}
-
-
-def _parse_text(s: str):
-    "A list / dict parameter given as text: JSON, else YAML (PyYAML comes with papermill); None when neither parses."
-    try:
-        return json.loads(s)
-    except ValueError:
-        pass
-    try:
-        import yaml
-
-        return yaml.safe_load(s)
-    except Exception:
-        return None
-
-# %% ../nbs/00_utils.ipynb #c0a2404d
-def coerce_parameter(name: str, value, kind):
-    """`value` of the run parameter `name` as the type `kind` of its annotation: `bool` (a bool, 0 / 1, or the
-    text true/false, yes/no, on/off, 1/0 in any case), `int` (an integer, or its text), `float` (a number, or its
-    text), `str` (text; a number becomes its text), `list` / `dict` (one, or its JSON / YAML text), or `Optional`
-    of one (None passes). Other annotations pass the value unchanged. Raises `VimpacError` "parameter NAME:
-    expected ..., got VALUE" for a value that is not of the type."""
-    if typing.get_origin(kind) in (typing.Union, types.UnionType):
-        if value is None:
-            return None
-        kind = next((a for a in typing.get_args(kind) if a is not type(None)), object)
-    kind = typing.get_origin(kind) or kind
-
-    def bad(what):
-        return VimpacError(f"parameter {name}: expected {what}, got {value!r}")
-
-    number, text = isinstance(value, (int, float)) and not isinstance(value, bool), isinstance(value, str)
-    if kind is bool:
-        if isinstance(value, bool) or number and value in (0, 1):
-            return bool(value)
-        if text and value.strip().lower() in _BOOLS:
-            return _BOOLS[value.strip().lower()]
-        raise bad("a boolean: true/false, yes/no, on/off or 1/0")
-    if kind in (int, float):
-        try:
-            if kind is int and number and float(value).is_integer():
-                return int(value)
-            if kind is int and text:
-                return check_number(None, value, integer=True)
-            if kind is float and (number or text):
-                return float(value)
-        except (ValueError, VimpacError):
-            pass
-        raise bad("an integer" if kind is int else "a number")
-    if kind is str:
-        if text or number:
-            return str(value)
-        raise bad("a string")
-    if kind in (list, dict):
-        v = _parse_text(value) if text else list(value) if kind is list and isinstance(value, tuple) else value
-        if isinstance(v, kind):
-            return v
-        raise bad(f"a {kind.__name__} (or its JSON / YAML text)")
-    return value
-
-# %% ../nbs/00_utils.ipynb #afdb2cd1
-def _injected_names(namespace: dict) -> list[str]:
-    "The names papermill's injected-parameters cell assigns (its source starts `# Parameters`), read from IPython's"
-    "input history `In` in `namespace`; [] outside a papermill run."
-    cells = [c for c in namespace.get("In", []) if isinstance(c, str) and c.lstrip().startswith("# Parameters")]
-    try:
-        tree = ast.parse(cells[-1]) if cells else None
-    except SyntaxError:
-        return []
-    targets = [t for node in (tree.body if tree else []) if isinstance(node, ast.Assign) for t in node.targets]
-    return [t.id for t in targets if isinstance(t, ast.Name)]
-
-
-def check_parameters(namespace: dict) -> dict:
-    """Coerce, in place, every parameter of a run notebook's `namespace` (its `globals()`, after papermill's injected
-    cell) that the parameters cell annotates (`namespace["__annotations__"]`) to its type (`coerce_parameter`).
-    Returns {name: value} of those parameters. Raises `VimpacError` "parameter NAME: not a parameter of this
-    notebook" for a name papermill injected that the parameters cell does not declare (papermill itself only logs a
-    warning, and the run would go on with the default), naming the closest parameter; and "parameter NAME: expected
-    ..., got VALUE" for the first value that is not of its type."""
-    kinds = namespace.get("__annotations__", {})
-    for name in _injected_names(namespace):
-        if name not in kinds:
-            close = [k for k in kinds if name in k.split("_")] or difflib.get_close_matches(name, list(kinds), 1, 0.6)
-            hint = f" (did you mean {' or '.join(close[:3])}?)" if close else ""
-            raise VimpacError(f"parameter {name}: not a parameter of this notebook{hint}; see its parameters cell")
-    for name, kind in kinds.items():
-        if name in namespace:
-            namespace[name] = coerce_parameter(name, namespace[name], kind)
-    return {name: namespace[name] for name in kinds if name in namespace}
-
 # %% ../nbs/00_utils.ipynb #fa571d4c
 def warmup_linear(step: int, total: int, warmup_ratio: float) -> float:
     "LR multiplier at `step` of `total`: linear warm-up over `warmup_ratio` of the steps, then linear decay to 0"
@@ -440,6 +343,18 @@ def moved_names(module: str, moved: dict[str, str]):
 
     return __getattr__
 
+# %% ../nbs/00_utils.ipynb #2c9f087d
+__getattr__ = moved_names(
+    __name__,
+    {
+        n: f"vimpac.options.{n}"
+        for n in ("coerce_parameter", "check_parameters", "options_for", "OptionParser", "checked_option")
+        + ("number_option", "device_option", "folder_option", "config_fields", "field_help", "field_default")
+        + ("field_kind", "option_name", "add_config_options", "config_values", "config_from_options", "config_argv")
+        + ("parameter_lines",)
+    },
+)  # issue 33: until the next release
+
 # %% ../nbs/00_utils.ipynb #e559cd2f
 def moved_method(old: str, new: str) -> classmethod:
     """A classmethod standing for `old` (e.g. `"VimpacForPreTraining.from_official"`), a method that moved to the
@@ -520,250 +435,3 @@ def run_main(prog: str, fn, *args, **kwargs):
         finally:
             if main:
                 signal.signal(signal.SIGTERM, old)
-
-# %% ../nbs/00_utils.ipynb #2be761eb
-def options_for(fn, options: argparse.Namespace) -> dict:
-    """The parsed `options` (an `argparse.Namespace`) whose names are parameters of `fn`, as keyword arguments:
-    how a console script hands its options to the function behind it (`run_main(prog, fn, **options_for(fn, a))`).
-    Options `fn` does not take (an output format, a flag the script reads itself) are left out."""
-    names = inspect.signature(fn).parameters
-    return {k: v for k, v in vars(options).items() if k in names}
-
-# %% ../nbs/00_utils.ipynb #1d7ed145
-class OptionParser(argparse.ArgumentParser):
-    """An `argparse.ArgumentParser` whose errors are one line, `PROG: error: MESSAGE`, and exit status 2 (the usage is
-    left to `--help`); with `raise_errors`, a `VimpacError` of the message instead (for notebooks and papermill)."""
-
-    def __init__(self, *args, raise_errors: bool = False, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.raise_errors = raise_errors
-
-    def error(self, message):
-        if self.raise_errors:
-            raise VimpacError(message)
-        self.exit(2, f"{self.prog}: error: {message}\n")
-
-
-def checked_option(check):
-    """An argparse `type=` from `check`, a function of the option's text that raises `VimpacError`: argparse then
-    prints `PROG: error: argument --X: MESSAGE`."""
-
-    def parse(text: str):
-        try:
-            return check(text)
-        except VimpacError as e:
-            raise argparse.ArgumentTypeError(str(e)) from None
-
-    return parse
-
-
-def number_option(**bounds):
-    """An argparse `type=`: a number within `bounds`, the keywords of `check_number` (`integer`, `gt`, `ge`, `lt`,
-    `le`, `hint`), e.g. `number_option(integer=True, ge=1)`."""
-    return checked_option(functools.partial(check_number, None, **bounds))
-
-
-def _device_name(text: str) -> str:
-    check_device(text)
-    return text
-
-
-def device_option(text: str) -> str:
-    "An argparse `type=`: a device that exists on this machine (`check_device`), kept as its name."
-    return checked_option(_device_name)(text)
-
-
-def folder_option(text: str) -> str:
-    "An argparse `type=`: a folder to write, new or existing, but not a file."
-    if Path(text).exists() and not Path(text).is_dir():
-        raise argparse.ArgumentTypeError(f"{text} is a file; expected a folder (new or existing)")
-    return text
-
-# %% ../nbs/00_utils.ipynb #6a9d1767
-def config_fields(config_class, skip=()) -> list:
-    """The fields (`dataclasses.Field`) of the dataclass `config_class` that are knobs of a command line or a run
-    notebook: all but those named in `skip` and those whose metadata says `"cli": False`."""
-    return [f for f in dataclasses.fields(config_class) if f.name not in skip and f.metadata.get("cli", True)]
-
-
-def field_help(f) -> str:
-    "The doc of a config field: its metadata's `help`, else its name in words (a field not documented yet)."
-    return f.metadata.get("help") or f.name.replace("_", " ")
-
-
-def field_default(f):
-    "The default of a config field (made by its `default_factory` when it has one); None when it has none."
-    if f.default is not dataclasses.MISSING:
-        return f.default
-    if f.default_factory is not dataclasses.MISSING:
-        return f.default_factory()
-    return None
-
-
-def field_kind(config_class, f) -> tuple:
-    """(type, count, optional) of the field `f` of `config_class`, from its annotation: `optional` when it admits
-    None (`X | None`, `Optional[X]`; the first other type is the type); `count` None for one value, else the number
-    of a tuple's values (`tuple[float, float]`, or a bare `tuple` counted from its default), whose type is then the
-    type."""
-    kind = typing.get_type_hints(config_class)[f.name]
-    optional = False
-    if typing.get_origin(kind) in (typing.Union, types.UnionType):
-        optional = type(None) in typing.get_args(kind)
-        kind = [a for a in typing.get_args(kind) if a is not type(None)][0]
-    if kind is not tuple and typing.get_origin(kind) is not tuple:
-        return typing.get_origin(kind) or kind, None, optional
-    items = typing.get_args(kind)
-    default = field_default(f) or ()
-    if items and Ellipsis not in items:
-        return items[0], len(items), optional
-    return (items[0] if items else type(default[0]) if default else str), len(default), optional
-
-
-def option_name(field_name: str) -> str:
-    "The command-line option of a config field: `--` and the name with hyphens (`mask_ratio`: `--mask-ratio`)."
-    return "--" + field_name.replace("_", "-")
-
-# %% ../nbs/00_utils.ipynb #0d64d163
-def _field_parser(config_class, name: str, kind, many: bool = False):
-    """An argparse `type=` for the field `name` of `config_class` (one of a tuple's values when `many`): checked by
-    the config's own checks on the text, so the message is the config's, then read as `kind` (`check_number` for
-    numbers). An error about another field (a layout and a head count that disagree) is left to the config built
-    from all the options."""
-
-    def refusal(value) -> str | None:
-        "The config's message about this field for `value`, or None."
-        try:
-            config_class(**{name: (value,) if many else value})
-        except VimpacError as e:
-            if str(e).startswith(f"{name}: "):
-                return str(e)[len(name) + 2 :]
-        except Exception:  # the config computes with the field (text where it expects a number): checked later
-            pass
-        return None
-
-    def parse(text: str):
-        message = refusal(text)
-        if kind not in (int, float):
-            if message is not None:
-                raise VimpacError(message)
-            return text
-        if message is None:
-            return check_number(None, text, integer=kind is int)
-        try:
-            value = check_number(None, text, integer=kind is int)
-        except VimpacError:
-            raise VimpacError(message) from None  # the config's words on the text as typed
-        if refusal(value) is not None:  # a number the config refuses too (a config that checks the text's type)
-            raise VimpacError(message)
-        return value
-
-    return checked_option(parse)
-
-# %% ../nbs/00_utils.ipynb #a44aed06
-def add_config_options(
-    parser,
-    config_class,
-    skip=(),
-    defaults: dict | None = None,
-    overrides: dict | None = None,
-    exclusive=(),
-    unset: bool = False,
-) -> list[str]:
-    """Add to `parser` (an argparse parser or argument group) an option `--field-name` for each knob of the dataclass
-    `config_class` (`config_fields`, without `skip`). Its type is the annotation's (`field_kind`): a number is checked
-    by `check_number`, then, like any value, by the config's own checks; a tuple takes that many values; a `bool` is
-    a flag, `--x` (or `--x/--no-x` when it defaults to true). Its default is the field's, or `defaults`' (None: not
-    given), shown in its help, which is the field's doc (`field_help`). `overrides` maps a field to `add_argument`
-    keywords that replace the derived ones (`choices`, a stricter `type`, a `metavar`); the fields in `exclusive`
-    form one mutually exclusive group. With `unset`, an option not given parses to None (so that a preset can fill
-    it before the field's default does), its help still showing that default. Returns the names of the fields
-    added."""
-    defaults = defaults or {}
-    overrides = overrides or {}
-    group = parser.add_mutually_exclusive_group() if exclusive else None
-    names = []
-    for f in config_fields(config_class, skip):
-        kind, count, _ = field_kind(config_class, f)
-        default = defaults.get(f.name, field_default(f))
-        shown = "" if default is None or kind is bool else f" (default: {default})"
-        kwargs = dict(default=None if unset else default, help=(field_help(f) + shown).replace("%", "%%"))
-        if kind is bool:
-            kwargs["action"] = argparse.BooleanOptionalAction if default else "store_true"
-        else:
-            kwargs["type"] = _field_parser(config_class, f.name, kind, many=count is not None)
-        if count is not None:
-            kwargs["nargs"] = count or "+"
-        kwargs.update(overrides.get(f.name, {}))
-        target = group if f.name in exclusive else parser
-        target.add_argument(option_name(f.name), **kwargs)
-        names.append(f.name)
-    return names
-
-# %% ../nbs/00_utils.ipynb #52bc4693
-def config_values(config_class, options, skip=()) -> dict:
-    """{field: value} of the knobs of `config_class` (without `skip`) that `options` (parsed options, an
-    `argparse.Namespace`, or a dict) holds and that are not None; a tuple field's values as a tuple."""
-    given = vars(options) if isinstance(options, argparse.Namespace) else dict(options)
-    values = {}
-    for f in config_fields(config_class, skip):
-        if given.get(f.name) is None:
-            continue
-        value = given[f.name]
-        is_tuple = field_kind(config_class, f)[1] is not None
-        values[f.name] = tuple(value) if is_tuple and isinstance(value, list) else value
-    return values
-
-
-def config_from_options(config_class, options, **values):
-    """The `config_class` that parsed options (`add_config_options`'; or a dict) set: each knob they hold that is not
-    None (`config_values`), then `values`; the other fields keep their defaults. The config checks itself (a
-    `VimpacError` naming a field out of range)."""
-    return config_class(**{**config_values(config_class, options), **values})
-
-# %% ../nbs/00_utils.ipynb #9635a6a7
-def config_argv(config_class, values: dict, skip=()) -> list[str]:
-    """The command-line options that give the knobs of `config_class` (without `skip`) the `values` (e.g. a run
-    notebook's parameters): `--field-name VALUE` for each field in `values` that is not None (a tuple or a list: its
-    values; a `bool`: its flag when true, `--no-x` when false and the field defaults to true). Parsed by a parser
-    with `add_config_options`' options, they give the values back, checked as on the command line."""
-    argv = []
-    for f in config_fields(config_class, skip):
-        value = values.get(f.name)
-        name = option_name(f.name)
-        if value is None:
-            continue
-        if isinstance(value, bool):
-            argv += [name] if value else ["--no-" + name[2:]] if field_default(f) else []
-        elif isinstance(value, (tuple, list)):
-            argv += [name, *map(str, value)]
-        else:
-            argv += [name, str(value)]
-    return argv
-
-# %% ../nbs/00_utils.ipynb #018c91b1
-def _without_equals(text: str) -> str:
-    "`text` without `=`: papermill cannot read a parameter whose comment holds one."
-    for sign, word in (("<=", "≤"), (">=", "≥"), ("!=", "≠"), ("==", "=")):
-        text = text.replace(sign, word)
-    return re.sub(r"\s*=\s*", " is ", text)
-
-
-def parameter_lines(config_class, skip=(), defaults: dict | None = None, width: int = 120) -> list[str]:
-    """The lines of a papermill parameters cell for the knobs of `config_class` (without `skip`), one a field:
-    `name: TYPE = DEFAULT  # doc`. TYPE is as papermill reads it (`int`, `float`, `str`, `bool`, `list` for a
-    tuple, `Optional[...]` when None is allowed), DEFAULT the field's (or `defaults`'), the doc `field_help`'s
-    (without `=`, which papermill misreads: `<=` is written `≤`, `T = 10` `T is 10`); a line longer than `width` is
-    cut, ending in `...`."""
-    defaults = defaults or {}
-    lines = []
-    for f in config_fields(config_class, skip):
-        kind, count, optional = field_kind(config_class, f)
-        default = defaults.get(f.name, field_default(f))
-        type_name = "list" if count is not None else kind.__name__
-        if optional or default is None:
-            type_name = f"Optional[{type_name}]"
-        value = list(default) if isinstance(default, tuple) else default
-        text = json.dumps(value) if isinstance(value, str) else repr(value)
-        line = f"{f.name}: {type_name} = {text}  # " + _without_equals(field_help(f))  # as ruff format lays it out
-        lines.append(line if len(line) <= width else line[: width - 3] + "...")
-    return lines
