@@ -26,7 +26,7 @@ from vimpac.utils import (
     moved_names,
 )
 from .utils import warmup_linear, VimpacDeprecationWarning
-from .model import VimpacConfig, TokenHead
+from .model import VimpacConfig, TokenHead, set_gradient_checkpointing
 from .memory import MemoryModel, device_memory, gib, memory_model, step_unless
 from vimpac.checkpoints import (
     StopSignals,
@@ -564,15 +564,11 @@ def plan_run(
         t = torch.tensor(free, device=run.device)
         dist.all_reduce(t, op=dist.ReduceOp.MIN)
         free = int(t)
-    c = getattr(model, "config", None)
-    was = getattr(c, "gradient_checkpointing", False)
-    if c is not None:
-        c.gradient_checkpointing = cfg.gradient_checkpointing
+    was = set_gradient_checkpointing(model, cfg.gradient_checkpointing)
     try:
         memory = memory_model(model, make_inputs, run.amp_dtype)
     finally:
-        if c is not None:
-            c.gradient_checkpointing = was
+        set_gradient_checkpointing(model, was)
     return plan_steps(cfg, num_videos, run.world, memory, free, sample=sample, least=least)
 
 # %% ../nbs/06d_engine.ipynb #96a49c6d
@@ -660,8 +656,7 @@ class Engine:
 
     def __init__(self, model: nn.Module, cfg: TrainConfig, steps: int, run: Run, fused: bool | None = None):
         self.model, self.cfg, self.steps, self.run = model, cfg, steps, run
-        if hasattr(model, "config"):
-            model.config.gradient_checkpointing = cfg.gradient_checkpointing
+        set_gradient_checkpointing(model, cfg.gradient_checkpointing)  # on the module: the saved config stays
         model.to(run.device).train()
         self.ddp = _distributed(model, run)
         self._fwd = self.ddp or model

@@ -13,6 +13,7 @@ from torch import nn
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.autograd.graph import saved_tensors_hooks
 import torch.utils._pytree as pytree
+from .model import set_gradient_checkpointing, uses_gradient_checkpointing
 
 # %% auto #0
 __all__ = ['GPU_PEAK_FLOPS', 'MEMORY_MARGIN', 'RESERVED_BYTES', 'OPTIMIZER_BYTES_PER_PARAM', 'peak_flops_for', 'peak_flops',
@@ -92,9 +93,9 @@ def saved_activation_bytes(model: nn.Module, make_inputs, n: int, amp_dtype: tor
     """Bytes of the tensors that `model`'s forward saves for backward on a micro-batch of `n` samples, counted on fake
     tensors (`FakeTensorMode`: nothing is allocated, no value computed; seconds at the paper's sizes). `make_inputs(n)`
     returns the forward's (args, kwargs), CPU tensors made inside the fake mode. The model runs in training mode as it
-    is (its `config.gradient_checkpointing` included), on fake CPU copies of its weights wherever it lives (the same
-    count, and the same tested path, for a model on a GPU), under the CPU's autocast to `amp_dtype` when given. Tensors
-    sharing storage count once; the parameters themselves do not (`memory_model` counts them)."""
+    is (its gradient checkpointing included, `set_gradient_checkpointing`), on fake CPU copies of its weights wherever
+    it lives (the same count, and the same tested path, for a model on a GPU), under the CPU's autocast to `amp_dtype`
+    when given. Tensors sharing storage count once; the parameters themselves do not (`memory_model` counts them)."""
     with FakeTensorMode() as mode:
         state = {
             k: torch.empty_strided(v.shape, v.stride(), dtype=v.dtype).requires_grad_(v.requires_grad)
@@ -127,15 +128,14 @@ def saved_activation_bytes(model: nn.Module, make_inputs, n: int, amp_dtype: tor
 def recomputed_layer_bytes(model: nn.Module, make_inputs, amp_dtype: torch.dtype | None = None) -> int:
     """Bytes per sample that one layer of `model` (a VIMPAC model, `config.num_layers` layers) holds while gradient
     checkpointing recomputes it in the backward: the slope of `saved_activation_bytes` without checkpointing, over the
-    layers. Counted with `config.gradient_checkpointing` off for the call and restored after (issue 34: on an H100,
+    layers. Counted with gradient checkpointing off for the call and restored after (issue 34: on an H100,
     fine-tuning Small takes 0.51 GB a clip under checkpointing, of which the checkpoints are 0.21)."""
-    c, was = model.config, model.config.gradient_checkpointing
-    c.gradient_checkpointing = False
+    was = set_gradient_checkpointing(model, False)
     try:
         one, two = (saved_activation_bytes(model, make_inputs, n, amp_dtype) for n in (1, 2))
     finally:
-        c.gradient_checkpointing = was
-    return (two - one) // c.num_layers
+        set_gradient_checkpointing(model, was)
+    return (two - one) // model.config.num_layers
 
 
 def memory_model(model: nn.Module, make_inputs, amp_dtype: torch.dtype | None = None) -> MemoryModel:
@@ -144,7 +144,7 @@ def memory_model(model: nn.Module, make_inputs, amp_dtype: torch.dtype | None = 
     `MEMORY_MARGIN`; `fixed` = its intercept + `OPTIMIZER_BYTES_PER_PARAM` per trainable parameter + the buffers +
     `RESERVED_BYTES`. Checked against peaks measured on an H100 (`benchmarks/README.md`)."""
     one, two = (saved_activation_bytes(model, make_inputs, n, amp_dtype) for n in (1, 2))
-    checkpointed = getattr(getattr(model, "config", None), "gradient_checkpointing", False)
+    checkpointed = uses_gradient_checkpointing(model)
     recomputed = recomputed_layer_bytes(model, make_inputs, amp_dtype) if checkpointed else 0
     params = sum(p.numel() for p in model.parameters() if p.requires_grad)
     buffers = sum(b.numel() * b.element_size() for b in model.buffers())

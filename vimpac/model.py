@@ -31,9 +31,10 @@ from vimpac.utils import (
 __all__ = ['PRESETS', 'LAYOUTS', 'RENAMED_FIELDS', 'SDPA_MAX_BATCH', 'MATH_ATTENTION_MAX', 'HUB_FILES', 'VimpacConfig',
            'parse_layout', 'sdpa_batch_limit', 'attention_backends', 'row_attention', 'AxialAttentionBlock',
            'Embeddings', 'MLPBlock', 'VimpacLayer', 'check_tokens', 'pad_mask', 'fp32', 'VimpacModel',
-           'count_parameters', 'TokenHead', 'cls_head', 'interpolate_pos_embed', 'load_checked', 'model_folder',
-           'model_card', 'ModelOutput', 'PreTrainingOutput', 'ClassificationOutput', 'label_positions',
-           'VimpacForPreTraining', 'VimpacForVideoClassification', 'model_flops']
+           'uses_gradient_checkpointing', 'set_gradient_checkpointing', 'count_parameters', 'TokenHead', 'cls_head',
+           'interpolate_pos_embed', 'load_checked', 'model_folder', 'model_card', 'ModelOutput', 'PreTrainingOutput',
+           'ClassificationOutput', 'label_positions', 'VimpacForPreTraining', 'VimpacForVideoClassification',
+           'model_flops']
 
 # %% ../nbs/04_model.ipynb #900795c5
 PRESETS = {
@@ -125,7 +126,8 @@ class VimpacConfig:
     gradient_checkpointing: bool = field(
         default=False,
         metadata=_cli(
-            "recompute each layer in the backward pass (saves memory; not in the paper); the loop's option", cli=False
+            "a new model's gradient checkpointing (not in the paper); a run sets it with set_gradient_checkpointing",
+            cli=False,
         ),
     )
     pad_id: int | None = field(default=None, metadata=_cli("[PAD] id; default V", cli=False))
@@ -502,6 +504,7 @@ class VimpacModel(nn.Module):
     def __init__(self, config: VimpacConfig):
         super().__init__()
         self.config = config
+        self.gradient_checkpointing = config.gradient_checkpointing  # a training knob: `set_gradient_checkpointing`
         self.embeddings = Embeddings(config)
         self.cls = nn.Parameter(torch.zeros(config.hidden_size))
         self.layers = nn.ModuleList(VimpacLayer(config) for _ in range(config.num_layers))
@@ -518,11 +521,27 @@ class VimpacModel(nn.Module):
         x = self.embeddings(tokens)
         cls = self.embeddings.drop(self.embeddings.norm(self.cls)).expand(x.shape[0], -1).to(x.dtype)
         for layer in self.layers:
-            if self.config.gradient_checkpointing and self.training:
+            if self.gradient_checkpointing and self.training:
                 x, cls = checkpoint(layer, x, cls, pad, use_reentrant=False)
             else:
                 x, cls = layer(x, cls, pad)
         return self.final_norm(x), self.final_norm(cls)
+
+# %% ../nbs/04_model.ipynb #0a6c848a
+def uses_gradient_checkpointing(model: nn.Module) -> bool:
+    "Whether any `VimpacModel` in `model` (an `nn.Module`) recomputes its layers in the backward while training."
+    return any(m.gradient_checkpointing for m in model.modules() if isinstance(m, VimpacModel))
+
+
+def set_gradient_checkpointing(model: nn.Module, on: bool) -> bool:
+    """Turn gradient checkpointing on or off for every `VimpacModel` in `model` (an `nn.Module`, e.g. a
+    `VimpacForPreTraining`); its config is left as it is. Returns whether it was on before
+    (`uses_gradient_checkpointing`), so that a caller can restore it."""
+    was = uses_gradient_checkpointing(model)
+    for m in model.modules():
+        if isinstance(m, VimpacModel):
+            m.gradient_checkpointing = bool(on)
+    return was
 
 # %% ../nbs/04_model.ipynb #7e4d850d
 def count_parameters(module: nn.Module) -> int:
