@@ -84,11 +84,11 @@ def page_settings(model, tok, videos: list, seeds: int = 20) -> dict:
     for v in videos:
         for s in range(seeds):
             r = reconstruct_video(v, model, tok, seed=s)
-            n = int(r["mask"].sum())
+            n = int(r.mask.sum())
             accs = dict(
-                model=r["model_acc"],
-                spatial=r["copy_acc"],
-                spatiotemporal=copy_accuracy(r["tokens"][None], r["mask"][None], "spatiotemporal"),
+                model=r.model_acc,
+                spatial=r.copy_acc,
+                spatiotemporal=copy_accuracy(r.tokens[None], r.mask[None], "spatiotemporal"),
             )
             for part in ("all", "seed0") if s == 0 else ("all",):
                 total[part] += n

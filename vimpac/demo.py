@@ -73,19 +73,19 @@ def reconstruction_figures(path, model, tok, *, limits: dict | None = None, prog
     check_video(path, limits)
     r = reconstruct_video(path, model, tok, progress=step, **options)
     strategy, neighbour = options.get("strategy", "block"), options.get("neighbour", "spatial")
-    mask, name = r["mask"], Path(path).name
+    mask, name = r.mask, Path(path).name
     kind = "blocks" if strategy == "block" else "i.i.d."
     how = f"{int(mask.sum())} of {mask.numel()} tokens masked ({100 * r['mask_ratio']:.0f}%, {kind})"
     step(0.7, desc="drawing")
-    rec = plot_reconstruction(r["frames"], tok, model, mask, title=f"{name}: model reconstruction, {how}")
-    nn = plot_nn_fill(tok, r["tokens"], mask, neighbour, title=f"{name}: copy the nearest visible token ({neighbour})")
+    rec = plot_reconstruction(r.frames, tok, model, mask, title=f"{name}: model reconstruction, {how}")
+    nn = plot_nn_fill(tok, r.tokens, mask, neighbour, title=f"{name}: copy the nearest visible token ({neighbour})")
     return dict(
         reconstruction=rec,
         nn_fill=nn,
-        model_acc=r["model_acc"],
-        copy_acc=r["copy_acc"],
-        masked=r["mask_ratio"],
-        frames=len(r["frames"]),
+        model_acc=r.model_acc,
+        copy_acc=r.copy_acc,
+        masked=r.mask_ratio,
+        frames=len(r.frames),
     )
 
 # %% ../nbs/10_demo.ipynb #594e016d
@@ -121,20 +121,18 @@ def reconstruction_clips(path, model, tok, *, limits: dict | None = None, progre
     check_video(path, limits)
     r = reconstruct_video(path, model, tok, progress=step, **options)
     step(0.7, desc="decoding the predictions")
-    mask, tokens = r["mask"], r["tokens"]
+    mask, tokens = r.mask, r.tokens
     fill = nearest_neighbour_fill(tokens[None], mask[None], options.get("neighbour", "spatial"))[0]
-    clips = dict(
-        original=r["frames"], **masked_clips(tok, tokens, mask, vqvae=tokens, reconstruction=r["pred"], copy=fill)
-    )
+    clips = dict(original=r.frames, **masked_clips(tok, tokens, mask, vqvae=tokens, reconstruction=r.pred, copy=fill))
     n = int(mask.sum())
     return dict(
         clips=clips,
-        model_acc=r["model_acc"],
-        copy_acc=r["copy_acc"],
-        masked=r["mask_ratio"],
+        model_acc=r.model_acc,
+        copy_acc=r.copy_acc,
+        masked=r.mask_ratio,
         masked_tokens=n,
         tokens=mask.numel(),
-        blocks=r["blocks"],
+        blocks=r.blocks,
     )
 
 

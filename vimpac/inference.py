@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 import torch
-from .utils import VimpacError, check_number, moved_names
+from .utils import DictRecord, VimpacError, check_number, moved_names
 from .video import read_video
 from .tokenizer import load_tokenizer
 from .masking import MaskSpec, apply_mask, copy_accuracy
@@ -18,7 +18,8 @@ from .official import load_official_pretraining
 from .runs import DEMO_CHECKPOINT, describe_run, read_run
 
 # %% auto #0
-__all__ = ['FPS', 'load_reconstruction_model', 'reconstruct_tokens', 'predict_masked', 'make_mask', 'reconstruct_video']
+__all__ = ['FPS', 'load_reconstruction_model', 'TokenReconstruction', 'reconstruct_tokens', 'predict_masked', 'make_mask',
+           'VideoReconstruction', 'reconstruct_video']
 
 # %% ../nbs/08b_inference.ipynb #d67c2086
 FPS = 2.0  # frames per second sampled from a video, as in pre-training (paper §4.2)
@@ -116,14 +117,26 @@ def load_reconstruction_model(checkpoint=None, tokenizer=None, *, official=None,
     return model, tok
 
 # %% ../nbs/08b_inference.ipynb #ed550baa
+@dataclasses.dataclass(frozen=True)
+class TokenReconstruction(DictRecord):
+    """One clip's masked tokens predicted by the model (`reconstruct_tokens`), CPU tensors of the token map (T, h, w):
+    `pred` int64 (the visible tokens kept, the most likely code at masked positions), `confidence` float32 (the
+    top-1 softmax probability at masked positions, NaN elsewhere), `correct` bool (top-1 equals the original token;
+    False where not masked), `masked` bool (the positions predicted), and `accuracy`, the share of masked tokens
+    recovered, a float in [0, 1] (NaN when nothing is masked). §3.1."""
+
+    pred: torch.Tensor
+    confidence: torch.Tensor
+    correct: torch.Tensor
+    masked: torch.Tensor
+    accuracy: float
+
+
 @torch.no_grad()
-def reconstruct_tokens(model, tokens: torch.Tensor, mask: torch.Tensor) -> dict:
+def reconstruct_tokens(model, tokens: torch.Tensor, mask: torch.Tensor) -> TokenReconstruction:
     """Run the mask-then-predict model (§3.1) on one clip of int64 tokens (T, h, w) with the bool mask (T, h, w) (the
-    masked non-[PAD] positions become [MASK]). Returns a dict of CPU tensors (T, h, w): `pred` int64 (the visible
-    tokens kept, the most likely code at masked positions), `confidence` float32 (the top-1 softmax probability at
-    masked positions, NaN elsewhere), `correct` bool (top-1 equals the original token; False where not masked),
-    `masked` bool (the positions predicted), and `accuracy`, a float in [0, 1] (NaN when nothing is masked). The
-    model is run in eval mode and left in the mode it was in. Raises `VimpacError` when the mask's shape differs
+    masked non-[PAD] positions become [MASK]). Returns its `TokenReconstruction`. The model is run in eval mode and
+    left in the mode it was in. Raises `VimpacError` when the mask's shape differs
     from the tokens'."""
     was = model.training
     model.eval()
@@ -143,15 +156,15 @@ def reconstruct_tokens(model, tokens: torch.Tensor, mask: torch.Tensor) -> dict:
         correct[sel] = top == tokens[sel]
         n = int(sel.sum())
         acc = float(correct.sum()) / n if n else float("nan")
-        return dict(pred=pred.cpu(), confidence=confidence.cpu(), correct=correct.cpu(), masked=sel.cpu(), accuracy=acc)
+        return TokenReconstruction(pred.cpu(), confidence.cpu(), correct.cpu(), sel.cpu(), acc)
     finally:
         model.train(was)
 
 
 def predict_masked(model, tokens: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Fill the masked positions of int64 tokens (T, h, w) with the model's most likely code; visible tokens are
-    kept. `mask` is bool (T, h, w). Returns int64 (T, h, w) (`reconstruct_tokens(...)["pred"]`)."""
-    return reconstruct_tokens(model, tokens, mask)["pred"]
+    kept. `mask` is bool (T, h, w). Returns int64 (T, h, w) (`reconstruct_tokens(...).pred`)."""
+    return reconstruct_tokens(model, tokens, mask).pred
 
 # %% ../nbs/08b_inference.ipynb #91fa1943
 def _page_spec(strategy: str, blocks: int, ratio: float) -> MaskSpec:
@@ -169,6 +182,26 @@ def make_mask(shape, strategy: str = "block", *, blocks: int = 0, ratio: float =
     return _page_spec(strategy, blocks, ratio).sample(tuple(shape), seed)
 
 # %% ../nbs/08b_inference.ipynb #df4a7a47
+@dataclasses.dataclass(frozen=True)
+class VideoReconstruction(DictRecord):
+    """A video's clip masked and reconstructed (`reconstruct_video`): `frames` uint8 (N, S, S, 3), `tokens` int64
+    (N, h, w), `mask` bool (N, h, w), `pred` int64 and `confidence` float32 (N, h, w) (as in `TokenReconstruction`),
+    `windows` (the first frame of each window of T frames), `model_acc` and `copy_acc` (the share of masked tokens
+    recovered exactly by the model and by copying the nearest visible token, in [0, 1]), `mask_ratio` (the share of
+    tokens masked) and `blocks` (the number of blocks drawn; None for i.i.d.). §3.1."""
+
+    frames: object
+    tokens: torch.Tensor
+    mask: torch.Tensor
+    pred: torch.Tensor
+    confidence: torch.Tensor
+    windows: list
+    model_acc: float
+    copy_acc: float
+    mask_ratio: float
+    blocks: int | None
+
+
 def reconstruct_video(
     path,
     model,
@@ -184,18 +217,15 @@ def reconstruct_video(
     num_frames: int | None = None,
     start: int = 0,
     progress=None,
-) -> dict:
+) -> VideoReconstruction:
     """Mask a clip of the video at `path` and reconstruct it with `model` (a `VimpacForPreTraining`) and
     `tokenizer`. `num_frames` frames N (default: the model's clip length T) at `fps` from frame `start` (0: the
     first) are decoded at the model's frame size (token map x the tokenizer's downsampling, centre crop), tokenized,
     masked over all N frames (`masking.sample` from `seed`: a `MaskSpec`, or else the page's options `strategy`,
     `blocks`, `ratio` as `make_mask` reads them)
     and filled by the model (`reconstruct_tokens`, in consecutive windows of T frames, the last one shorter when T
-    does not divide N) and by copying the nearest visible token (`copy_accuracy` in mode `neighbour`). Returns a
-    dict: `frames` uint8 (N, S, S, 3), `tokens` int64 (N, h, w), `mask` bool (N, h, w), `pred` int64 and
-    `confidence` float32 (N, h, w) (as `reconstruct_tokens`), `windows` (the first frame of each), `model_acc` and
-    `copy_acc` (the share of masked tokens recovered exactly, in [0, 1]), `mask_ratio` (the share of tokens masked)
-    and `blocks` (the number of blocks drawn; None for i.i.d.). `progress(fraction, desc=...)` is called along the
+    does not divide N) and by copying the nearest visible token (`copy_accuracy` in mode `neighbour`). Returns its
+    `VideoReconstruction`. `progress(fraction, desc=...)` is called along the
     way when given. The page and the explorer (`vimpac.viz.explore_state`) both reconstruct by this one function.
     Raises `VimpacError` (one line) for a video it cannot read or with no frame from `start`, an unknown
     `neighbour` mode, and as `MaskSpec` does."""
@@ -217,15 +247,15 @@ def reconstruct_video(
     step(0.5, desc="predicting the masked tokens")
     windows = list(range(0, len(tokens), c.max_clip_len))
     parts = [reconstruct_tokens(model, tokens[s : s + c.max_clip_len], mask[s : s + c.max_clip_len]) for s in windows]
-    r = {k: torch.cat([p[k] for p in parts]) for k in ("pred", "confidence")}
-    return dict(
+    pred, confidence = (torch.cat([getattr(p, k) for p in parts]) for k in ("pred", "confidence"))
+    return VideoReconstruction(
         frames=frames,
         tokens=tokens,
         mask=mask,
-        pred=r["pred"],
-        confidence=r["confidence"],
+        pred=pred,
+        confidence=confidence,
         windows=windows,
-        model_acc=(r["pred"][mask] == tokens[mask]).float().mean().item(),
+        model_acc=(pred[mask] == tokens[mask]).float().mean().item(),
         copy_acc=copy_accuracy(tokens[None], mask[None], neighbour),
         mask_ratio=mask.float().mean().item(),
         blocks=spec.blocks(*tokens.shape) if spec.strategy == "block" else None,

@@ -51,7 +51,7 @@ def _demo_figures(video, tok, model, hist, ev, images: Path, fps, frame_size, cf
     steps, seed, clip_len = cfg.steps, cfg.seed, cfg.clip_len
     clip, start = demo_clip(video, fps, frame_size, clip_len, tok)
     mask = demo_mask(clip_len, frame_size // tok.downsample, seed)
-    acc = reconstruct_tokens(model, tok.encode(clip).cpu(), mask)["accuracy"]
+    acc = reconstruct_tokens(model, tok.encode(clip).cpu(), mask).accuracy
     name = Path(video).name
     title = (
         f"{name}, frames {start}-{start + clip_len - 1} at {fps:g} FPS, S={frame_size}: tiny VIMPAC after {steps} "

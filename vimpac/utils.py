@@ -6,7 +6,7 @@ Docs: https://vimpac.github.io/vimpac/utils.html.md"""
 
 # %% ../nbs/00_utils.ipynb #b36c610f
 from __future__ import annotations
-import contextlib, errno, functools, hashlib, json, math, numbers, os, pickletools, re, shutil
+import contextlib, dataclasses, errno, functools, hashlib, json, math, numbers, os, pickletools, re, shutil
 import importlib, importlib.util, signal, sys, tempfile, threading, warnings
 from pathlib import Path
 import torch
@@ -16,7 +16,8 @@ from safetensors.torch import load_file, save_file
 __all__ = ['IGNORE_INDEX', 'VimpacError', 'check_not_shadowed', 'load_torch_file', 'read_json', 'check_fields', 'check_device',
            'get_device', 'make_generator', 'derive_seed', 'idle_cpu_threads', 'check_number', 'warmup_linear',
            'atomic_path', 'write_json', 'disk_full_error', 'save_weights', 'load_weights', 'VimpacDeprecationWarning',
-           'renamed_kwargs', 'moved_names', 'moved_method', 'one_line', 'Terminated', 'third_party', 'run_main']
+           'renamed_kwargs', 'moved_names', 'moved_method', 'DictRecord', 'one_line', 'Terminated', 'third_party',
+           'run_main']
 
 # %% ../nbs/00_utils.ipynb #6eaf13c8
 class VimpacError(ValueError):
@@ -370,6 +371,26 @@ def moved_method(old: str, new: str) -> classmethod:
 
     method.__name__, method.__doc__ = old.rpartition(".")[2], f"Deprecated: `{new}`."
     return classmethod(method)
+
+# %% ../nbs/00_utils.ipynb #f1bd8de9
+class DictRecord:
+    """Base of a dataclass that a function returns where it once returned a dict: `record[key]` and
+    `record.get(key, default)` read the field `key` and warn `VimpacDeprecationWarning` (until the next release);
+    `record[key]` raises `KeyError` for a name that is not a field, as the dict did."""
+
+    def __getitem__(self, key: str):
+        warnings.warn(
+            f"{type(self).__name__}[{key!r}] is deprecated; read the field .{key}", VimpacDeprecationWarning, 2
+        )
+        if key not in {f.name for f in dataclasses.fields(self)}:
+            raise KeyError(key)
+        return getattr(self, key)
+
+    def get(self, key: str, default=None):
+        warnings.warn(
+            f"{type(self).__name__}.get({key!r}) is deprecated; read the field .{key}", VimpacDeprecationWarning, 2
+        )
+        return getattr(self, key, default)
 
 # %% ../nbs/00_utils.ipynb #410477c3
 def one_line(e: BaseException) -> str:

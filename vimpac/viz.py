@@ -161,16 +161,16 @@ def plot_reconstruction(
         raise VimpacError(f"mask: shape {tuple(mask.shape)} differs from the clip's token maps {tuple(tokens.shape)}")
     r = inference.reconstruct_tokens(model, tokens, mask)
     vq = _decoded(tokenizer, tokens)
-    pred = _decoded(tokenizer, r["pred"])
+    pred = _decoded(tokenizer, r.pred)
     mp = _mask_pixels(mask.cpu(), tokenizer.downsample)
     edge = _edges(mp)
     masked = np.where(mp[..., None], 0.5, vq)
     masked[edge] = (1.0, 0.1, 0.1)
     pred[edge] = (1.0, 0.1, 0.1)
     if score == "confidence":
-        heat, label = r["confidence"].numpy(), "top-1 confidence"
+        heat, label = r.confidence.numpy(), "top-1 confidence"
     else:
-        heat, label = np.where(r["masked"], r["correct"].float(), np.nan), "top-1 correct"
+        heat, label = np.where(r.masked, r.correct.float(), np.nan), "top-1 correct"
     rows = [
         ("original", frames / 255.0),
         ("VQ-VAE reconstruction", vq),
@@ -399,7 +399,7 @@ def explore_state(
     r = inference.reconstruct_video(  # the page's reconstruction, from frame `start`, of this one mask specification
         path, model, tok, masking=spec, seed=seed, neighbour=neighbour, fps=fps, start=start
     )
-    frames, z, mask, copy = r["frames"], r["tokens"], r["mask"], r["copy_acc"]
+    frames, z, mask, copy = r.frames, r.tokens, r.mask, r.copy_acc
     if len(frames) < T:
         raise VimpacError(f"{path}: {len(frames)} frames at {fps} fps from frame {start}, the model needs {T}")
     what = spec.describe((T, h, w))
@@ -410,7 +410,7 @@ def explore_state(
         frames=frames,
         tokens=z,
         mask=mask,
-        model_accuracy=r["model_acc"],
+        model_accuracy=r.model_acc,
         copy_accuracy=copy,
         reconstruction=rec,
         nearest_neighbour=nn,
