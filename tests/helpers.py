@@ -8,6 +8,10 @@ from vimpac.store import build_store
 from vimpac.tokenizer import load_tokenizer
 from pathlib import Path
 
+# The attention backends and peaks measured on an H100 (benchmarks/sdpa_backends.py, issue 34), which the roofline and
+# the memory plan are checked against.
+H100_ATTENTION = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "gpu-h100-attention.json"
+
 
 def run_command(*argv, timeout=300, **kwargs):
     "Runs the command `argv` (each part passed through `str`) with its output captured as text; returns the"

@@ -3,7 +3,6 @@
 (before issue 20) a fine-tuning run took the global batch (128 clips) as its micro-batch whatever the device."""
 
 import json
-from pathlib import Path
 import pytest
 import torch
 import vimpac.engine as E
@@ -11,7 +10,7 @@ from vimpac.engine import Run, TrainConfig, plan_run
 from vimpac.memory import memory_model, saved_activation_bytes
 from vimpac.model import VimpacConfig, VimpacForPreTraining, VimpacForVideoClassification
 from vimpac.utils import VimpacError
-from helpers import one_process_gloo
+from helpers import H100_ATTENTION, one_process_gloo
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # conftest.py
 
@@ -113,7 +112,7 @@ def test_cli_micro_batch_auto():
     assert TrainConfig(micro_batch_size=None).micro_batch_size is None
 
 
-H100 = Path(__file__).parent.parent / "benchmarks" / "results" / "gpu-h100-attention.json"
+H100 = H100_ATTENTION
 
 
 def _h100_peaks() -> dict:

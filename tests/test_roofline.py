@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 from vimpac.model import VimpacConfig, model_flops
+from helpers import H100_ATTENTION
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import roofline as rl  # noqa: E402 (benchmarks/ is not a package)
@@ -97,7 +98,7 @@ def test_gpu_stand_ins_fused_attention_and_cuda_fp32_list():
             assert torch.mm(x, x.T).dtype == torch.bfloat16  # matmuls still in bf16
 
 
-H100 = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "gpu-h100-attention.json"
+H100 = H100_ATTENTION
 
 
 def test_attention_workspace_matches_the_h100():
