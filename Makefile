@@ -89,8 +89,10 @@ nbtest: $(STAMP)
 
 # The docs site is built once: `make test` builds it (`docs`) before the tests, which check that build
 # (VIMPAC_DOCS_SITE) where nbconvert rendered it; run alone, tests/test_docs.py builds its own.
+# Two workers on the two cores (pytest-xdist, issue 33), each test sent to the worker that is free; each worker and
+# the processes it starts use one OpenMP thread (tests/conftest.py).
 pytest: $(STAMP)
-	$(BIN)/python -m pytest --durations=15 tests
+	$(BIN)/python -m pytest -n 2 --dist worksteal --durations=15 tests
 
 # pyflakes, lines of at most 120 characters and one statement a line over the package, tests, benchmarks and the
 # notebooks' code, and `ruff format` over all but the generated modules (pyproject.toml [tool.ruff], issue 22)
@@ -143,7 +145,7 @@ wheelhouse:
 # The edit loop (issue 33): lint, notebooks and library in sync, the README, the chapters' form and the import graph,
 # then every test not marked `slow` (pyproject.toml's markers), two at a time (pytest-xdist). `make test` is the whole.
 check: lint sync-check readme-check
-	$(BIN)/python -m pytest -q -n 2 -m "not slow" -p no:cacheprovider tests
+	$(BIN)/python -m pytest -q -n 2 --dist worksteal -m "not slow" -p no:cacheprovider tests
 
 test: lint sync-check readme-check nbtest docs
 	$(if $(shell PATH="$(abspath $(BIN)):$$PATH" command -v quarto),,VIMPAC_DOCS_SITE=$(abspath _docs)) $(MAKE) --no-print-directory pytest
