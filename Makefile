@@ -71,8 +71,11 @@ readme-check: $(STAMP)
 
 # Notebooks are the source of truth: nbdev-clean + nbdev-export must change nothing.
 sync-check: $(STAMP)
+	@# nbdev-export rewrites pyproject.toml unchanged, and its new time would make the next target reinstall: kept
+	@touch -r pyproject.toml $(VENV)/.pyproject-time
 	@before="$$(git status --porcelain; git diff | sha1sum)"; \
 	$(BIN)/nbdev-clean && $(BIN)/nbdev-export; \
+	touch -r $(VENV)/.pyproject-time pyproject.toml; \
 	after="$$(git status --porcelain; git diff | sha1sum)"; \
 	if [ "$$before" != "$$after" ]; then \
 	  echo "nbdev-clean/nbdev-export changed files: notebooks and library are out of sync"; \

@@ -75,7 +75,7 @@ def reconstruction_figures(path, model, tok, *, limits: dict | None = None, prog
     strategy, neighbour = options.get("strategy", "block"), options.get("neighbour", "spatial")
     mask, name = r.mask, Path(path).name
     kind = "blocks" if strategy == "block" else "i.i.d."
-    how = f"{int(mask.sum())} of {mask.numel()} tokens masked ({100 * r['mask_ratio']:.0f}%, {kind})"
+    how = f"{int(mask.sum())} of {mask.numel()} tokens masked ({100 * r.mask_ratio:.0f}%, {kind})"
     step(0.7, desc="drawing")
     rec = plot_reconstruction(r.frames, tok, model, mask, title=f"{name}: model reconstruction, {how}")
     nn = plot_nn_fill(tok, r.tokens, mask, neighbour, title=f"{name}: copy the nearest visible token ({neighbour})")

@@ -6,12 +6,12 @@ Docs: https://vimpac.github.io/vimpac/viz.html.md"""
 
 # %% ../nbs/09_viz.ipynb #0c4de8bd
 from __future__ import annotations
-import html, threading, warnings
+import dataclasses, html, threading, warnings
 from pathlib import Path
 import numpy as np
 import torch
 import matplotlib.pyplot as plt
-from .utils import VimpacError, atomic_path, moved_names
+from .utils import DictRecord, VimpacError, atomic_path, moved_names
 from .video import sample_videos
 from .tokenizer import load_tokenizer
 from .masking import MaskSpec, nearest_neighbour_fill
@@ -23,7 +23,8 @@ from . import inference
 # %% auto #0
 __all__ = ['plot_frames', 'token_colours', 'token_image', 'plot_tokens', 'plot_mask_overlay', 'mask_voxels', 'plot_mask_cube',
            'plot_reconstruction', 'savefig', 'plot_nn_reconstruction', 'plot_nn_fill', 'masked_clips', 'plot_curves',
-           'explore_state', 'explore', 'plot_confusion', 'plot_retrieval', 'plot_store_retrieval', 'evaluation_figures']
+           'ExplorerState', 'explore_state', 'explore', 'plot_confusion', 'plot_retrieval', 'plot_store_retrieval',
+           'evaluation_figures']
 
 # %% ../nbs/09_viz.ipynb #398a1010
 def _as_float_frames(frames) -> np.ndarray:
@@ -176,7 +177,7 @@ def plot_reconstruction(
         ("VQ-VAE reconstruction", vq),
         ("masked input", masked),
         ("model prediction", pred),
-        (f"{label}\n({r['accuracy']:.0%} of the {int(mask.sum())} masked\ntokens recovered)", heat),
+        (f"{label}\n({r.accuracy:.0%} of the {int(mask.sum())} masked\ntokens recovered)", heat),
     ]
     return _frame_grid(rows, (1.9 * len(frames) + 0.8, 10.2), 10, title, 11, path)
 
@@ -363,6 +364,22 @@ def _video_path(video) -> Path:
     return samples.get(str(video), Path(video))
 
 # %% ../nbs/09_viz.ipynb #dcc84e7b
+@dataclasses.dataclass(frozen=True)
+class ExplorerState(DictRecord):
+    """What the explorer shows (`explore_state`): `frames` uint8 (T, S, S, 3), `tokens` int64 (T, h, w), `mask` bool
+    (T, h, w), `model_accuracy` and `copy_accuracy` (in [0, 1]: the model's top-1 and `nearest_neighbour_fill`, over
+    the masked tokens), and the figures `reconstruction` (`plot_reconstruction`) and `nearest_neighbour`
+    (`plot_nn_fill`). §3.1."""
+
+    frames: np.ndarray
+    tokens: torch.Tensor
+    mask: torch.Tensor
+    model_accuracy: float
+    copy_accuracy: float
+    reconstruction: plt.Figure
+    nearest_neighbour: plt.Figure
+
+
 def explore_state(
     model,
     tokenizer="default",
@@ -375,16 +392,13 @@ def explore_state(
     neighbour: str = "spatial",
     fps: float = 2.0,
     start: int = 0,
-) -> dict:
+) -> ExplorerState:
     """What the explorer shows, without widgets. `model`: a `VimpacForPreTraining` or a `save_pretrained` folder
     (loaded by `vimpac.inference.load_reconstruction_model`); `tokenizer`: a tokenizer or a `load_tokenizer` name;
     `video`: a sample's file name (`sample_videos()`), a path, or None (the first sample). The clip: `max_clip_len`
     frames from frame `start` at `fps`, at the model's resolution, reconstructed by the page's own
     `vimpac.inference.reconstruct_video`. The mask: `MaskSpec.sample` from `seed`,
-    `num_blocks` blocks (`strategy="block"`) or i.i.d. at `ratio` (`"iid"`). Returns a dict: `frames` uint8
-    (T, S, S, 3), `tokens` int64 (T, h, w), `mask` bool (T, h, w), `model_accuracy` and `copy_accuracy` (in [0, 1]:
-    the model's top-1 and `nearest_neighbour_fill` with `neighbour`, over the masked tokens), the figures
-    `reconstruction` (`plot_reconstruction`) and `nearest_neighbour` (`plot_nn_fill`).
+    `num_blocks` blocks (`strategy="block"`) or i.i.d. at `ratio` (`"iid"`). Returns the `ExplorerState`.
     Raises `VimpacError` for an unknown strategy, neighbour or unreadable input, or a video too short for the model."""
     spec = MaskSpec(strategy, int(num_blocks) if strategy == "block" else None, float(ratio))  # checked before any work
     if neighbour not in ("spatial", "spatiotemporal"):
@@ -403,10 +417,10 @@ def explore_state(
     if len(frames) < T:
         raise VimpacError(f"{path}: {len(frames)} frames at {fps} fps from frame {start}, the model needs {T}")
     what = spec.describe((T, h, w))
-    title = f"{path.name}, {what}, seed {seed}: model accuracy {r['model_acc']:.1%}"
+    title = f"{path.name}, {what}, seed {seed}: model accuracy {r.model_acc:.1%}"
     rec = plot_reconstruction(frames, tok, model, mask, title=title)
     nn = plot_nn_fill(tok, z, mask, neighbour, title=f"copying the nearest visible token: accuracy {copy:.1%}")
-    return dict(
+    return ExplorerState(
         frames=frames,
         tokens=z,
         mask=mask,
@@ -499,13 +513,13 @@ def _explorer_layout(W, ctl: dict, named, status, out):
     return ui
 
 
-def _explore_show(ui, s: dict) -> None:
+def _explore_show(ui, s: ExplorerState) -> None:
     "Show the `explore_state` `s` in the explorer `ui`: its accuracies in the status line, its figures, the snapshot."
     ui.status.value = (
-        f"mask accuracy: model <b>{s['model_accuracy']:.1%}</b>, copying the nearest visible token "
-        f"<b>{s['copy_accuracy']:.1%}</b>"
+        f"mask accuracy: model <b>{s.model_accuracy:.1%}</b>, copying the nearest visible token "
+        f"<b>{s.copy_accuracy:.1%}</b>"
     )
-    figs = s["reconstruction"], s["nearest_neighbour"]
+    figs = s.reconstruction, s.nearest_neighbour
     ui.snapshot = f"<p>{ui.model_line.value}<br>{ui.status.value}</p>" + "".join(
         f'<img src="data:image/png;base64,{_figure_png(f)}" style="max-width:100%">' for f in figs
     )
