@@ -374,3 +374,21 @@ def test_ucf101_class_indices_are_classind_order(tmp_path):
         assert [(p.parent.name, y) for p, y in part] == [(c, i) for i, c in enumerate(UCF101_CLASSES)]
     swapped = [c for c, k in zip(UCF101_CLASSES, sorted(UCF101_CLASSES)) if c != k]
     assert swapped == ["Hammering", "HammerThrow", "JumpingJack", "JumpRope"]
+
+
+def test_ucf101_classes_that_differ_only_in_case(tmp_path):
+    """Issue 35: classInd.txt may hold two classes spelled alike but for the case (`YoYo` and `yoyo`). A line names its
+    class as spelled; the case-blind match, which the official lists need (HandStandPushups), is only a fallback for a
+    name that is no class as spelled, and a name that matches both in any case is refused."""
+    root, d = tmp_path / "UCF-101", tmp_path / "ucfTrainTestlist"
+    write(d / "classInd.txt", "1 YoYo\n2 yoyo\n")
+    videos = ["YoYo/v_YoYo_g08_c01.avi", "yoyo/v_yoyo_g08_c01.avi"]
+    write(d / "trainlist01.txt", f"{videos[0]} 1\n{videos[1]} 2\n")
+    write(d / "testlist01.txt", f"{videos[1]}\n{videos[0]}\n")
+    touch(root, *videos)
+    s = read_split("ucf101", root, d, split=1)
+    assert s.classes == ["YoYo", "yoyo"]
+    assert relative(root, s.train) == [(videos[0], 0), (videos[1], 1)]
+    assert relative(root, s.test) == [(videos[1], 1), (videos[0], 0)]
+    write(d / "testlist01.txt", "YOYO/v_YoYo_g01_c01.avi\n")
+    refused(r"testlist01\.txt.*line 1.*with CLASS in classInd\.txt", "ucf101", root, d, 1)

@@ -275,7 +275,14 @@ def _ucf101(root: Path, d: Path, split: int):
         if not m or int(m[1]) != len(classes) + 1:
             raise _bad(ci, n, l, f"'{len(classes) + 1} CLASSNAME' (indices 1, 2, ... in order)")
         classes.append(m[2])
-    lower = {c.lower(): i for i, c in enumerate(classes)}  # the official lists spell HandStandPushups two ways
+    exact, lower = {c: i for i, c in enumerate(classes)}, {}
+    for i, c in enumerate(classes):  # the official lists spell HandStandPushups two ways: the case is a fallback
+        lower.setdefault(c.lower(), []).append(i)
+
+    def class_of(name: str) -> int | None:  # the class spelled `name`, else the one class `name` is in any case
+        hits = lower.get(name.lower(), [])
+        return exact.get(name, hits[0] if len(hits) == 1 else None)
+
     parts = {}
     for part in ("train", "test"):
         f, rows = d / f"{part}list{split:02d}.txt", []
@@ -283,14 +290,14 @@ def _ucf101(root: Path, d: Path, split: int):
             f, f"UCF101's {part} list of split {split} (lines 'Class/v_Class_g08_c01.avi{' 1' * (part == 'train')}')"
         ):
             m = re.fullmatch(r"(\S+?/\S+)(?:\s+(\d+))?", l)
-            if not m or m[1].split("/")[0].lower() not in lower or (part == "train" and m[2] is None):
+            y = class_of(m[1].split("/")[0]) if m else None
+            if y is None or (part == "train" and m[2] is None):
                 raise _bad(
                     f,
                     n,
                     l,
                     "'CLASS/VIDEO.avi" + (" LABEL'" if part == "train" else "'") + " with CLASS in classInd.txt",
                 )
-            y = lower[m[1].split("/")[0].lower()]
             if m[2] is not None and int(m[2]) - 1 != y:
                 raise _bad(f, n, l, f"label {y + 1} (class {classes[y]} in classInd.txt) for this folder")
             rows.append(((root / m[1], root / Path(m[1]).name), y))

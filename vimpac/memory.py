@@ -1,4 +1,4 @@
-"""What a training step costs the device, known before it runs: the peak FLOP/s that MFU divides by, and the peak memory predicted on fake tensors. The one room that uses torch's private internals.
+"""What a training step costs the device, known before it runs: the peak FLOP/s that MFU divides by, and the peak memory predicted on fake tensors. The training step's uses of torch's private internals, in one place.
 
 Docs: https://vimpac.github.io/vimpac/memory.html.md"""
 
