@@ -34,7 +34,7 @@ def test_iid_masks_hit_the_ratio(ratio):
     token on its own; the block masks of the same loader keep their (2, K, 6) uniforms."""
     cfg = PretrainConfig(mask_strategy="iid", mask_ratio=ratio, clip_len=5)
     data = ClipPairDataset(TokenVideos(), 5, pad_id=50, masking=cfg.mask_spec())
-    c = VimpacConfig.from_preset("tiny", vocab_size=50, token_map=(8, 8), clip_len=5)
+    c = VimpacConfig.from_preset("tiny", vocab_size=50, token_map=(8, 8), max_clip_len=5)
     masks = []
     for epoch in range(40):
         items = [data[(epoch, i)] for i in range(len(data))]
