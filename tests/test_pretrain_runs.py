@@ -4,7 +4,8 @@
 exits with 128 + the signal's number; resumed, it ends bit for bit as an uninterrupted run (issue 31); under torchrun a
 signal to one process stops both at the same step;
 - two CPU processes under torchrun (gloo) compute the one-process step (1e-5 relative at step 0) and follow its
-curve."""
+curve;
+- a second live writer on a run folder, or a `--resume` beside a live run, is refused in one line (issue 35)."""
 
 import json, os, signal, subprocess, time
 from pathlib import Path
@@ -103,6 +104,40 @@ def test_two_processes_follow_one(bin_dir, store, tmp_path):
         for k, tol in (("mask_loss", 1e-3), ("loss", 1e-2), ("cl_loss", 5e-2)):
             assert abs(a[k] - b[k]) <= tol * abs(a[k]), (a["step"], k, a[k], b[k])
     assert c1[-1]["loss"] < c1[0]["loss"]  # and it is learning
+
+
+def test_second_writer_and_resume_beside_a_live_run_are_refused(bin_dir, store, tmp_path):
+    """Issue 35: two live `vimpac-pretrain` on one run folder both exited 0, the second's model replacing the first's
+    and their metrics interleaved, and a `--resume` beside a live run cut its metrics back to the last checkpoint.
+    Both are now refused in one line naming the live writer, and the live run's metrics are untouched."""
+    out = tmp_path / "run"
+    args = ["--steps", 5000, "--batch-size", 3, "--save-every", 5]
+    live = subprocess.Popen(
+        [str(a) for a in pretrain_cmd(bin_dir, store, out, *args)],
+        env=ENV,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.time() + 300
+        while not (out / "checkpoints" / "step-00000010.pt").exists() and live.poll() is None:
+            assert time.time() < deadline, "the live run wrote no checkpoint"
+            time.sleep(0.05)
+        assert live.poll() is None, "the live run ended early"
+        before = (out / "metrics.jsonl").read_text().splitlines()
+        expected = f"run folder {out} is being written by pid {live.pid} on "
+        for extra in ((), ("--resume",)):
+            r = run_command(*pretrain_cmd(bin_dir, store, out, *args, *extra), env=ENV, timeout=120)
+            assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+            assert r.stderr.strip().splitlines()[-1].startswith(f"vimpac-pretrain: error: {expected}"), r.stderr
+        after = (out / "metrics.jsonl").read_text().splitlines()
+        assert after[: len(before)] == before and len(after) >= len(before)  # nothing of the live run cut
+        steps = [json.loads(line)["step"] for line in after]
+        assert steps == list(range(len(steps)))  # one run's records, none interleaved
+        assert live.poll() is None
+    finally:
+        live.kill()
+        live.wait()
 
 
 def test_stale_checkpoint_tmp_files_removed_at_start(bin_dir, store, tmp_path):

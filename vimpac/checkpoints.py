@@ -6,15 +6,17 @@ Docs: https://vimpac.github.io/vimpac/checkpoints.html.md"""
 
 # %% ../nbs/06c_checkpoints.ipynb #3e67a946
 from __future__ import annotations
-import re, signal, threading, warnings
+import contextlib, re, signal, threading, warnings
 from pathlib import Path
 import torch
 from .utils import VimpacError, atomic_path, disk_full_error, load_torch_file, Terminated
 from .memory import tensor_bytes
+from .store import writer_lock
 
 # %% auto #0
-__all__ = ['CHECKPOINT_TMP', 'STOP_SIGNALS', 'list_checkpoints', 'load_checkpoint', 'latest_checkpoint', 'save_checkpoint',
-           'remove_checkpoint_tmps', 'rng_state', 'set_rng_state', 'ignore_stop_signals', 'StopSignals', 'RunStopped']
+__all__ = ['CHECKPOINT_TMP', 'RUN_LOCK', 'STOP_SIGNALS', 'list_checkpoints', 'load_checkpoint', 'latest_checkpoint',
+           'save_checkpoint', 'remove_checkpoint_tmps', 'hold_run_folder', 'release_run_folder', 'rng_state',
+           'set_rng_state', 'ignore_stop_signals', 'StopSignals', 'RunStopped']
 
 # %% ../nbs/06c_checkpoints.ipynb #4896edfd
 def list_checkpoints(out) -> list[Path]:
@@ -103,6 +105,45 @@ def remove_checkpoint_tmps(out: Path) -> None:
             "left by writes that were stopped midway",
             stacklevel=3,
         )
+
+# %% ../nbs/06c_checkpoints.ipynb #8ba849e6
+RUN_LOCK = ".run.writer"  # the run folder's writer lock (`hold_run_folder`): "pid P on HOST" of its live writer
+_HELD: dict[Path, tuple[contextlib.ExitStack, bool]] = {}  # this process's held run folders: (lock, created the folder)
+
+
+def hold_run_folder(out) -> None:
+    """Take the writer lock of the run folder `out` (`out/RUN_LOCK`, `vimpac.store.writer_lock`; the folder is created)
+    and hold it until `release_run_folder(out)` or the end of this process. A lock this process still holds on `out`
+    (from a run that raised in a notebook) is taken over. Raises `VimpacError` naming the folder and its live writer
+    ("pid P on HOST") when another process holds it; nothing is written then."""
+    out = Path(out)
+    release_run_folder(out)
+    created = not out.exists()
+    out.mkdir(parents=True, exist_ok=True)
+    stack = contextlib.ExitStack()
+    try:
+        stack.enter_context(writer_lock(out / RUN_LOCK, f"run folder {out}"))
+    except VimpacError:
+        _remove_if_bare(out, created)
+        raise
+    _HELD[out.resolve()] = (stack, created)
+
+
+def _remove_if_bare(out: Path, created: bool) -> None:
+    "Remove the folder `out` when this run `created` it and it holds nothing but its `RUN_LOCK`."
+    if created and {p.name for p in out.iterdir()} <= {RUN_LOCK}:
+        (out / RUN_LOCK).unlink(missing_ok=True)
+        out.rmdir()
+
+
+def release_run_folder(out, failed: bool = False) -> None:
+    """Release this process's writer lock on the run folder `out` (nothing when it holds none). With `failed` (a run
+    refused or stopped by an error), a folder the run created and left empty but for its lock is removed too."""
+    held = _HELD.pop(Path(out).resolve(), None)
+    if held is not None:
+        held[0].close()
+        if failed:
+            _remove_if_bare(Path(out), held[1])
 
 # %% ../nbs/06c_checkpoints.ipynb #04d6ef8e
 def rng_state(device) -> dict:

@@ -32,7 +32,9 @@ from vimpac.checkpoints import (
     StopSignals,
     RunStopped,
     ignore_stop_signals,
+    hold_run_folder,
     list_checkpoints,
+    release_run_folder,
     remove_checkpoint_tmps,
     rng_state,
     save_checkpoint,
@@ -255,7 +257,8 @@ def inference_precision(precision: str, device) -> torch.dtype | None:
 @dataclass
 class Run:
     """Where a run executes: this process's `rank` of `world`, its `device`, the autocast dtype and scaler use, the
-    run folder."""
+    run folder. Used as a context manager (`with start_run(...) as run:`), it releases the run folder's writer lock
+    at the end (`vimpac.checkpoints.release_run_folder`; a refused run's bare new folder is removed)."""
 
     rank: int
     world: int
@@ -263,6 +266,14 @@ class Run:
     amp_dtype: torch.dtype | None
     use_scaler: bool
     out: Path | None
+
+    def __enter__(self) -> Run:
+        return self
+
+    def __exit__(self, kind, error, tb) -> bool:
+        if self.out is not None and self.rank == 0:
+            release_run_folder(self.out, failed=kind is not None)
+        return False
 
 # %% ../nbs/06d_engine.ipynb #28b213d7
 def expandable_segments(device) -> bool:
@@ -280,9 +291,11 @@ def expandable_segments(device) -> bool:
 def start_run(out, resume: bool, device, precision: str) -> Run:
     """Check the run folder `out` (None: nothing is written; a file is refused; `resume` needs one), join the process
     group under `torchrun` (`init_distributed`) and choose the precision (`resolve_precision`; tf32 turns on TF32
-    matmuls); on CUDA, first ask for `expandable_segments`. Rank 0 removes the
-    temporary files of checkpoint writes stopped midway (killed) from `out/checkpoints`, with one warning. Raises
-    `VimpacError` before anything is written."""
+    matmuls); on CUDA, first ask for `expandable_segments`. Rank 0 then takes the run folder's writer lock
+    (`vimpac.checkpoints.hold_run_folder`, held until the `Run` is left as a context manager) and removes the
+    temporary files of checkpoint writes stopped midway (killed) from `out/checkpoints`, with one warning: their
+    writer is dead, since it held the lock. Raises `VimpacError` before anything is written, on every rank, for a
+    folder another live run writes."""
     out = Path(out) if out is not None else None
     if out is not None and out.exists() and not out.is_dir():
         raise VimpacError(f"out: {out} is a file; expected a run folder (new, or a run's to resume)")
@@ -293,9 +306,27 @@ def start_run(out, resume: bool, device, precision: str) -> Run:
     run = Run(rank, world, dev, *resolve_precision(precision, dev), out)
     if precision == "tf32":  # checked above: a CUDA GPU from Ampere on
         torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
-    if out is not None and rank == 0:
-        remove_checkpoint_tmps(out)
+    if out is not None:
+        _hold_on_rank0(out, rank, world)
+        if rank == 0:
+            remove_checkpoint_tmps(out)
     return run
+
+
+def _hold_on_rank0(out: Path, rank: int, world: int) -> None:
+    "Rank 0 takes the writer lock of `out`; a refusal is raised on every rank (sent from rank 0 under `torchrun`)."
+    refused = None
+    if rank == 0:
+        try:
+            hold_run_folder(out)
+        except VimpacError as e:
+            refused = str(e)
+    if world > 1:
+        box = [refused]
+        dist.broadcast_object_list(box, src=0)
+        refused = box[0]
+    if refused is not None:
+        raise VimpacError(refused)
 
 # %% ../nbs/06d_engine.ipynb #5ff63680
 class GlobalBatchNorm1d(nn.BatchNorm1d):

@@ -354,44 +354,46 @@ def finetune(
     count without `new_head`, a store of another vocabulary or tokenizer, the errors of `start_run` and `plan_run`,
     and too many bad steps in a row."""
     cfg = cfg or FinetuneConfig()
-    run = start_run(out, resume, device, cfg.precision)
-    classes, tok = check_labelled(store, test_store), store.tokenizer_id
-    fps = cfg.clip_fps or store.fps  # the clips' frame rate, recorded for evaluate and predict
-    strides = [clip_stride(s.fps, fps, s.path) if s is not None else None for s in (store, test_store)]
-    state = _resume_state(run.out, store, cfg) if resume else None
-    if state is None:
-        model = finetune_model(
-            store, model, clip_len=cfg.clip_len, init=init, official=official, new_head=new_head, seed=cfg.seed
+    with start_run(out, resume, device, cfg.precision) as run:
+        classes, tok = check_labelled(store, test_store), store.tokenizer_id
+        fps = cfg.clip_fps or store.fps  # the clips' frame rate, recorded for evaluate and predict
+        strides = [clip_stride(s.fps, fps, s.path) if s is not None else None for s in (store, test_store)]
+        state = _resume_state(run.out, store, cfg) if resume else None
+        if state is None:
+            model = finetune_model(
+                store, model, clip_len=cfg.clip_len, init=init, official=official, new_head=new_head, seed=cfg.seed
+            )
+        else:
+            model = VimpacForVideoClassification(VimpacConfig.from_dict(state["model_config"]), state["num_classes"])
+            model.load_state_dict(state["model"])
+        c = model.config
+        plan = plan_run(cfg, len(store), run, model, finetune_memory_inputs(c, cfg), sample="clip")
+        eng = Engine(model, replace(cfg, lr=cfg.lr or finetune_lr(c)), plan.steps, run)
+        start = eng.restore(state)
+        it = _clip_batches(store, cfg, c.pad_id, plan, run, start)
+        loss_fn = _loss_fn(eng, run, plan.batch)
+        log = MetricsLog(run, start, plan.steps, resume, "fine-tune", progress)
+        pending = []  # steps not yet read on the host
+        extra = dict(
+            model_config=asdict(c), num_classes=model.num_classes, classes=classes, finetune_config=asdict(cfg)
         )
-    else:
-        model = VimpacForVideoClassification(VimpacConfig.from_dict(state["model_config"]), state["num_classes"])
-        model.load_state_dict(state["model"])
-    c = model.config
-    plan = plan_run(cfg, len(store), run, model, finetune_memory_inputs(c, cfg), sample="clip")
-    eng = Engine(model, replace(cfg, lr=cfg.lr or finetune_lr(c)), plan.steps, run)
-    start = eng.restore(state)
-    it = _clip_batches(store, cfg, c.pad_id, plan, run, start)
-    loss_fn = _loss_fn(eng, run, plan.batch)
-    log = MetricsLog(run, start, plan.steps, resume, "fine-tune", progress)
-    pending = []  # steps not yet read on the host
-    extra = dict(model_config=asdict(c), num_classes=model.num_classes, classes=classes, finetune_config=asdict(cfg))
-    with eng.stop:  # SIGTERM, SIGUSR1: a checkpoint at the next step boundary, then RunStopped
-        for step in log:
-            micro_batches = [next(it) for _ in range(plan.accum)]
-            pending.append((step, *eng.update_async(eng.accumulate(micro_batches, loss_fn))))
-            log.count(plan.batch)
-            if eng.read_due(step):  # the host reads the device at log and checkpoint steps only
-                _log_settled(eng, log, plan.batch, pending)
-            if eng.save(step + 1, CHECKPOINT["kind"], **extra, tokenizer=tok):
-                _log_settled(eng, log, plan.batch, pending)  # the steps up to the checkpoint, logged
-                break
-    if eng.stopped:
+        with eng.stop:  # SIGTERM, SIGUSR1: a checkpoint at the next step boundary, then RunStopped
+            for step in log:
+                micro_batches = [next(it) for _ in range(plan.accum)]
+                pending.append((step, *eng.update_async(eng.accumulate(micro_batches, loss_fn))))
+                log.count(plan.batch)
+                if eng.read_due(step):  # the host reads the device at log and checkpoint steps only
+                    _log_settled(eng, log, plan.batch, pending)
+                if eng.save(step + 1, CHECKPOINT["kind"], **extra, tokenizer=tok):
+                    _log_settled(eng, log, plan.batch, pending)  # the steps up to the checkpoint, logged
+                    break
+        if eng.stopped:
+            log.close()
+            eng.check_stopped("fine-tuning")
+        if test_store is not None and run.rank == 0:
+            acc = clip_accuracy(model, test_store, cfg.clip_len, classes, stride=strides[1])
+            log.write(dict(step=plan.steps, test_acc=acc), show=("test_acc",))
         log.close()
-        eng.check_stopped("fine-tuning")
-    if test_store is not None and run.rank == 0:
-        acc = clip_accuracy(model, test_store, cfg.clip_len, classes, stride=strides[1])
-        log.write(dict(step=plan.steps, test_acc=acc), show=("test_acc",))
-    log.close()
-    saved = dict(asdict(cfg), batch_size=plan.batch, tokenizer=tok, fps=fps, store_fps=store.fps)
-    saved.update(store=str(store.path), videos=len(store))  # what the model saw, for the surfaces that name it
-    return eng.finish({"finetune_config.json": saved, "classes.json": classes}), log.history
+        saved = dict(asdict(cfg), batch_size=plan.batch, tokenizer=tok, fps=fps, store_fps=store.fps)
+        saved.update(store=str(store.path), videos=len(store))  # what the model saw, for the surfaces that name it
+        return eng.finish({"finetune_config.json": saved, "classes.json": classes}), log.history

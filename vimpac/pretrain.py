@@ -529,41 +529,42 @@ def pretrain(
     micro-batch, InfoNCE groups (`negatives`) that do not divide the micro-batch; and for `max_bad_steps` bad steps in
     a row."""
     cfg = cfg or PretrainConfig()
-    run = start_run(out, resume, device, cfg.precision)
-    _check_store(store, cfg, run.rank)
-    state = _resume_state(run.out, store, model, cfg) if resume else None
-    model = _pretrain_model(store, model, cfg, state, init)
-    c, world = model.config, run.world
-    model.token_head.requires_grad_(cfg.mask_then_predict)  # off: frozen, outside AdamW and DDP (no update, no decay)
-    plan = plan_run(
-        cfg, len(store), run, model, pretrain_memory_inputs(c, cfg), sample="clip pair", least=-(-2 // world)
-    )
-    _check_groups(cfg, plan.micro * world)
-    eng = Engine(model, cfg, plan.steps, run)
-    start = eng.restore(state)
-    it = _pair_batches(store, cfg, c, plan, run, start)
-    log = MetricsLog(run, start, plan.steps, resume, "pre-train", progress)
-    ctx = LogContext(cfg, plan.batch, c, peak_flops(run.device, cfg.peak_tflops), world)
-    loss_fn = micro_batch_loss(eng.forward, cfg, world, plan.accum)
-    pending = []  # steps not yet read on the host: the loop reads the device at log and checkpoint steps only
-    with eng.stop:  # SIGTERM, SIGUSR1: a checkpoint at the next step boundary, then RunStopped
-        for step in log:
-            micro_batches, n_masked = fetch_step(it, plan.accum, run)
-            pending.append((step, *eng.update_async(eng.accumulate(micro_batches, loss_fn)), n_masked))
-            log.count(2 * plan.batch)
-            if eng.read_due(step):
-                _log_settled(eng, log, ctx, pending)
-            extra = dict(model_config=asdict(c), pretrain_config=asdict(cfg), tokenizer=store.tokenizer_id)
-            if eng.save(step + 1, CHECKPOINT["kind"], **extra):
-                _log_settled(eng, log, ctx, pending)  # the steps up to the checkpoint, logged
-                break
-    log.close()
-    eng.check_stopped("pre-training")
-    saved = dict(asdict(cfg), batch_size=plan.batch, tokenizer=store.tokenizer_id, fps=store.fps)
-    saved.update(store=str(store.path), videos=len(store))  # what the model saw, for the surfaces that name it
-    model = eng.finish({"pretrain_config.json": saved})
-    model.token_head.requires_grad_(True)
-    return model, log.history
+    with start_run(out, resume, device, cfg.precision) as run:
+        _check_store(store, cfg, run.rank)
+        state = _resume_state(run.out, store, model, cfg) if resume else None
+        model = _pretrain_model(store, model, cfg, state, init)
+        c, world = model.config, run.world
+        # without mask-then-predict the token head is frozen: outside AdamW and DDP (no update, no decay)
+        model.token_head.requires_grad_(cfg.mask_then_predict)
+        plan = plan_run(
+            cfg, len(store), run, model, pretrain_memory_inputs(c, cfg), sample="clip pair", least=-(-2 // world)
+        )
+        _check_groups(cfg, plan.micro * world)
+        eng = Engine(model, cfg, plan.steps, run)
+        start = eng.restore(state)
+        it = _pair_batches(store, cfg, c, plan, run, start)
+        log = MetricsLog(run, start, plan.steps, resume, "pre-train", progress)
+        ctx = LogContext(cfg, plan.batch, c, peak_flops(run.device, cfg.peak_tflops), world)
+        loss_fn = micro_batch_loss(eng.forward, cfg, world, plan.accum)
+        pending = []  # steps not yet read on the host: the loop reads the device at log and checkpoint steps only
+        with eng.stop:  # SIGTERM, SIGUSR1: a checkpoint at the next step boundary, then RunStopped
+            for step in log:
+                micro_batches, n_masked = fetch_step(it, plan.accum, run)
+                pending.append((step, *eng.update_async(eng.accumulate(micro_batches, loss_fn)), n_masked))
+                log.count(2 * plan.batch)
+                if eng.read_due(step):
+                    _log_settled(eng, log, ctx, pending)
+                extra = dict(model_config=asdict(c), pretrain_config=asdict(cfg), tokenizer=store.tokenizer_id)
+                if eng.save(step + 1, CHECKPOINT["kind"], **extra):
+                    _log_settled(eng, log, ctx, pending)  # the steps up to the checkpoint, logged
+                    break
+        log.close()
+        eng.check_stopped("pre-training")
+        saved = dict(asdict(cfg), batch_size=plan.batch, tokenizer=store.tokenizer_id, fps=store.fps)
+        saved.update(store=str(store.path), videos=len(store))  # what the model saw, for the surfaces that name it
+        model = eng.finish({"pretrain_config.json": saved})
+        model.token_head.requires_grad_(True)
+        return model, log.history
 
 # %% ../nbs/07_pretrain.ipynb #72ebd7bb
 EVAL_MICRO_BATCH = 64  # clip pairs per forward in `evaluate_masking` when the config sets no micro-batch
