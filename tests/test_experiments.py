@@ -184,6 +184,48 @@ def test_texture_benchmark_tokens_are_bit_identical_across_folders(tmp_path):
         assert np.array_equal(t[1:], np.roll(t[:-1], (dy, dx), axis=(1, 2)))
 
 
+def test_data_cut_off_midway_is_completed_and_finished_data_reused(tmp_path, monkeypatch):
+    """Issue 35: an interrupt while the data were being tokenized left a partial pool, and the re-run trained on it
+    (7 of 42 videos) for good. A re-run now completes it; finished data are reused without tokenizing again."""
+    import vimpac.data as D
+
+    real, kw = D.tokenize_videos, dict(pool=8, train_per_class=1, test_per_class=1, num_frames=4, cell=8)
+
+    def cut_off(paths, out, *args, **kwargs):  # stores the first 3 videos, then the run is stopped
+        real(paths[:3], out, *args, **kwargs)
+        raise RuntimeError("cut off")
+
+    monkeypatch.setattr(D, "tokenize_videos", cut_off)
+    with pytest.raises(RuntimeError, match="cut off"):
+        texture_data(tmp_path / "data", [16], **kw)
+    monkeypatch.setattr(D, "tokenize_videos", real)
+    assert len(texture_data(tmp_path / "data", [16], **kw)[16]["pool"]) == 8  # main: 3, the partial pool reused
+    monkeypatch.setattr(D, "tokenize_videos", lambda *a, **k: pytest.fail("finished data tokenized again"))
+    assert len(texture_data(tmp_path / "data", [16], **kw)[16]["pool"]) == 8
+
+
+def test_data_another_process_writes_is_waited_for(tmp_path):
+    """Issue 35: two experiments on one --out (a SLURM array's tasks) mixed their data: one pre-trained on 15 of 42
+    pool videos while the other was still tokenizing. The second now waits for the first, with one warning."""
+    out = tmp_path / "data"
+    out.mkdir()
+    hold = f"import time\nfrom vimpac.store import writer_lock\nwith writer_lock({str(out / '.data.writer')!r}, 'x'):"
+    hold += "\n    print('held', flush=True)\n    time.sleep(3)"
+    holder = subprocess.Popen([sys.executable, "-c", hold], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        t0 = time.time()
+        with pytest.warns(
+            UserWarning,
+            match=rf"experiment data {re.escape(str(out))} is being written by pid {holder.pid} on .*; waiting",
+        ):
+            data = texture_data(out, [16], pool=4, train_per_class=1, test_per_class=1, num_frames=4, cell=8)
+        assert time.time() - t0 > 1 and holder.wait(timeout=60) == 0  # it waited for the holder to let go
+        assert len(data[16]["pool"]) == 4
+    finally:
+        holder.kill()
+
+
 def test_rows_by_label_index_and_extra_rows():
     e = EXPERIMENTS["masking_ratio"]
     rows = experiment_rows(e, [0, "i.i.d., 14.5%"], [{"label": "block, 30%", "pretrain": {"mask_ratio": 0.3}}])
@@ -294,6 +336,62 @@ def test_bad_parameter_one_line_and_killed_sweep_resumed(tmp_path, bin_dir):
     assert re.fullmatch(r"cl_weight: 2/2 α 1, seed 0: (\d+ s|[\d.]+ min|read back)", lines[1]), lines[:3]
     log = out / "cl_weight-rows-0-2.kernel.log"
     assert not log.is_file() or "KeyboardInterrupt" not in log.read_text(), log.read_text()
+
+
+def _tiny_experiment_notebooks(folder: Path) -> Path:
+    "A `--notebooks` folder whose cl_weight.ipynb writes the parameters it was given as its results."
+    import nbformat
+
+    kernel = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb = nbformat.v4.new_notebook(metadata={"kernelspec": kernel, "language_info": {"name": "python"}})
+    params = nbformat.v4.new_code_cell('scale = "toy"\nseeds = [0]\nout = ""\nrows = None\nthreads = 1')
+    params.metadata["tags"] = ["parameters"]
+    body = (
+        "import json, pathlib\n"
+        "if not isinstance(threads, int):\n"
+        "    raise ValueError(f'parameter threads: expected an integer, got {threads!r}')\n"
+        "t = pathlib.Path(out) / 'cl_weight'\n"
+        "t.mkdir(parents=True, exist_ok=True)\n"
+        "(t / 'results.json').write_text(json.dumps(dict(scale=scale, seeds=seeds)))\n"
+        "(t / 'table.md').write_text('# the parameters given')"
+    )
+    nb.cells = [params, nbformat.v4.new_code_cell(body)]
+    folder.mkdir()
+    nbformat.write(nb, folder / "cl_weight.ipynb")
+    return folder
+
+
+def test_p_values_are_kept_and_a_refused_rerun_keeps_the_executed_notebook(tmp_path, capsys):
+    """Issue 35: `-p scale`, `-p seeds` and `-p out` were silently overridden by the command's defaults; a refused
+    re-run (a typo in -p) replaced the executed notebook; bad YAML in -p or -f, or -f of a YAML list, was a
+    traceback."""
+    nbs, out = _tiny_experiment_notebooks(tmp_path / "nbs"), tmp_path / "exp"
+    argv = ["cl_weight", "--notebooks", nbs, "-p", "out", out, "-p", "scale", "cpu", "-p", "seeds", "[1, 2]"]
+    code, _, err = run_in_process(experiment_main, argv, capsys)
+    assert code == 0, err
+    assert json.loads((out / "cl_weight" / "results.json").read_text()) == dict(scale="cpu", seeds=[1, 2])
+    executed = out / "cl_weight.ipynb"
+    before = executed.read_bytes()
+    code, _, err = run_in_process(
+        experiment_main, ["cl_weight", "--notebooks", nbs, "--out", out, "-p", "threads", "many"], capsys
+    )
+    assert code == 2 and "cl_weight: parameter threads: expected an integer, got 'many'" in err, err
+    assert executed.read_bytes() == before and (out / "cl_weight.failed.ipynb").is_file()
+    (tmp_path / "list.yaml").write_text("- 1\n- 2\n")
+    (tmp_path / "bad.yaml").write_text("a: [1\n")
+    for extra, line in [
+        (["--scale", "toy", "-p", "scale", "cpu"], "-p scale: 'cpu' disagrees with --scale toy; give it once"),
+        (["-p", "scale", "huge"], "-p scale: expected one of toy, cpu, cluster, got 'huge'"),
+        (["-p", "setup", "{a: [1"], "-p setup: not valid YAML ("),
+        (["-f", tmp_path / "bad.yaml"], f"-f {tmp_path / 'bad.yaml'}: not valid YAML ("),
+        (
+            ["-f", tmp_path / "list.yaml"],
+            f"-f {tmp_path / 'list.yaml'}: expected a YAML mapping of notebook parameters, got a list",
+        ),
+    ]:
+        code, _, err = run_in_process(experiment_main, ["cl_weight", "--notebooks", nbs, "--out", out, *extra], capsys)
+        assert code == 2 and err.count("\n") == 1, err
+        assert err.startswith(f"vimpac-experiment: error: {line}"), err
 
 
 @pytest.mark.parametrize(

@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 from .utils import VimpacError, atomic_path, read_json
 from .options import OptionParser, config_argv, folder_option, number_option
-from .utils import run_main, write_json
-from .store import TokenStore
+from .utils import one_line, run_main, write_json
+from .store import TokenStore, writer_lock
 from .video import list_videos
 from .model import VimpacConfig, VimpacForPreTraining
 from .engine import config_from_spec
@@ -29,12 +29,12 @@ from .store import tokenize_videos
 from .data import tokenize_dataset
 
 # %% auto #0
-__all__ = ['EXPERIMENTS', 'SCALES', 'TEMPORALLY_HEAVY', 'CPU_PRETRAIN_STEPS', 'CPU_LAYOUT', 'METRICS', 'ALPHA', 'DATASET_TITLES',
-           'Row', 'Claim', 'Experiment', 'Setup', 'setup_for', 'texture_data', 'synthetic_data', 'store_data', 'slug',
-           'frame_control', 'run_row', 'views_for', 'row_key', 'mean_std', 'results_table', 'baselines', 'compare',
-           'mcnemar', 'verdict', 'ExperimentResult', 'run_rows', 'experiment_rows', 'run_experiment',
-           'side_by_side_speed', 'check_seeds', 'plot_experiment', 'notebooks_folder', 'experiment_parser',
-           'experiment_main', 'write_index']
+__all__ = ['EXPERIMENTS', 'SCALES', 'TEMPORALLY_HEAVY', 'CPU_PRETRAIN_STEPS', 'CPU_LAYOUT', 'DATA_LOCK', 'DATA_DONE', 'METRICS',
+           'ALPHA', 'DATASET_TITLES', 'OWN_OPTIONS', 'Row', 'Claim', 'Experiment', 'Setup', 'setup_for', 'texture_data',
+           'synthetic_data', 'store_data', 'slug', 'run_lock', 'frame_control', 'run_row', 'views_for', 'row_key',
+           'mean_std', 'results_table', 'baselines', 'compare', 'mcnemar', 'verdict', 'ExperimentResult', 'run_rows',
+           'experiment_rows', 'run_experiment', 'side_by_side_speed', 'check_seeds', 'plot_experiment',
+           'notebooks_folder', 'experiment_parser', 'experiment_main', 'write_index']
 
 # %% ../nbs/12_experiments.ipynb #b35cf20f
 @dataclass(frozen=True)
@@ -563,24 +563,21 @@ def texture_data(
     {"pool": TokenStore, "texture": {"train": TokenStore, "test": TokenStore}, "eval": (test store, its motion)}}:
     the pool of `pool` videos for pre-training, `train_per_class` labelled videos per class for fine-tuning and the
     probes, `test_per_class` for testing; "eval" is what mask accuracy and its floors are measured on (held-out
-    videos whose motion is known, `texture_motion`)."""
+    videos whose motion is known, `texture_motion`).
+    The folder is written under its lock (`DATA_LOCK`: another process writing it is waited for, with a warning) and
+    each store is marked finished (`DATA_DONE`), so a run cut off midway is completed, never reused as it is."""
     out, tok, data = Path(out), CellColourTokenizer(), {}
-    write_texture_dataset(
-        out / "videos", pool, train_per_class, test_per_class, seed, num_frames, 4, directions, cell=cell, fps=8.0
-    )
+    out.mkdir(parents=True, exist_ok=True)
+    with writer_lock(out / DATA_LOCK, f"experiment data {out}", wait=True):
+        write_texture_dataset(
+            out / "videos", pool, train_per_class, test_per_class, seed, num_frames, 4, directions, cell=cell, fps=8.0
+        )
+        for S in sorted(set(frame_sizes)):
+            for name, videos in (("pool", "pool"), ("texture", "labelled")):
+                part, root = out / f"s{S}" / name, out / "videos" / videos
+                kw = dict(fps=8.0, frame_size=S, views="center", tokenizer=tok, progress=False)
+                _tokenize_once(part, lambda: tokenize_dataset("folder", root, part, **kw)[1].values())
     for S in sorted(set(frame_sizes)):
-        for name, videos in (("pool", "pool"), ("texture", "labelled")):
-            if not (out / f"s{S}" / name / "train" / "meta.json").is_file():
-                tokenize_dataset(
-                    "folder",
-                    out / "videos" / videos,
-                    out / f"s{S}" / name,
-                    fps=8.0,
-                    frame_size=S,
-                    views="center",
-                    tokenizer=tok,
-                    progress=False,
-                )
         test = TokenStore(out / f"s{S}" / "texture" / "test")
         data[S] = dict(
             pool=TokenStore(out / f"s{S}" / "pool" / "train"),
@@ -598,38 +595,57 @@ def synthetic_data(
     8 FPS, drawn from `seed`), and an unlabelled pre-training pool: the training videos and `pool` more per variant.
     Tokenized once per frame size in `frame_sizes` (pixels) at `fps` with the kit's default tokenizer and the centre
     view, under `out`; a second call reuses what is there. Returns {S: {"pool": TokenStore, variant: {"train":
-    TokenStore, "test": TokenStore}}}."""
-    out, tok, data = Path(out), None, {}
-    render = 2 * max(frame_sizes)
-    for v in datasets:
-        if not (out / "videos" / v / "test").is_dir():
+    TokenStore, "test": TokenStore}}}. Written under the folder's lock, each store marked finished, as
+    `texture_data`'s."""
+    out, render = Path(out), 2 * max(frame_sizes)
+    out.mkdir(parents=True, exist_ok=True)
+    with writer_lock(out / DATA_LOCK, f"experiment data {out}", wait=True):
+        for v in datasets:  # a re-run writes only the videos that are missing
             write_labelled_dataset(out / "videos" / v, v, train_per_class, test_per_class, seed=seed, frame_size=render)
-        per_class = -(-pool // len(LABELLED_VARIANTS[v]))
-        if pool and not (out / "videos" / f"{v}-pool" / "train").is_dir():
-            write_labelled_dataset(out / "videos" / f"{v}-pool", v, per_class, 0, seed=seed + 1, frame_size=render)
-    for S in sorted(set(frame_sizes)):
-        data[S] = {}
-        for v in datasets:
-            if not (out / f"s{S}" / v / "test").is_dir():
-                _, _, tok = tokenize_dataset(
-                    "folder",
-                    out / "videos" / v,
-                    out / f"s{S}" / v,
-                    fps=fps,
-                    frame_size=S,
-                    views="center",
-                    tokenizer=tok or "default",
-                    progress=False,
-                )
-            data[S][v] = {p: TokenStore(out / f"s{S}" / v / p) for p in ("train", "test")}
-        if not (out / f"s{S}" / "pool" / "meta.json").is_file():
-            folders = [out / "videos" / v / "train" for v in datasets]
-            folders += [out / "videos" / f"{v}-pool" / "train" for v in datasets if pool]
-            videos = [q for f in folders for q in list_videos(f)]
-            pool_out, root = out / f"s{S}" / "pool", out / "videos"  # keys relative to `root`: the folders stay apart
-            _, tok = tokenize_videos(videos, pool_out, tok or "default", fps, S, "center", progress=False, root=root)
-        data[S]["pool"] = TokenStore(out / f"s{S}" / "pool")
-    return data
+            per_class = -(-pool // len(LABELLED_VARIANTS[v]))
+            if pool:
+                write_labelled_dataset(out / "videos" / f"{v}-pool", v, per_class, 0, seed=seed + 1, frame_size=render)
+        for S in sorted(set(frame_sizes)):
+            _synthetic_stores(out, S, datasets, pool, fps)
+    return {
+        S: {"pool": TokenStore(out / f"s{S}" / "pool")}
+        | {v: {p: TokenStore(out / f"s{S}" / v / p) for p in ("train", "test")} for v in datasets}
+        for S in sorted(set(frame_sizes))
+    }
+
+
+def _synthetic_stores(out: Path, S: int, datasets, pool: int, fps: float) -> None:
+    "`synthetic_data`'s stores at frame size `S`: each labelled variant's, then the pre-training pool."
+    for v in datasets:
+        kw = dict(fps=fps, frame_size=S, views="center", tokenizer="default", progress=False)
+        _tokenize_once(
+            out / f"s{S}" / v,
+            lambda: tokenize_dataset("folder", out / "videos" / v, out / f"s{S}" / v, **kw)[1].values(),
+        )
+    folders = [out / "videos" / v / "train" for v in datasets]
+    folders += [out / "videos" / f"{v}-pool" / "train" for v in datasets if pool]
+    videos = [q for f in folders for q in list_videos(f)]
+    pool_out, root = out / f"s{S}" / "pool", out / "videos"  # keys relative to `root`: the folders stay apart
+    _tokenize_once(
+        pool_out, lambda: [tokenize_videos(videos, pool_out, "default", fps, S, "center", progress=False, root=root)[0]]
+    )
+
+
+DATA_LOCK = ".data.writer"  # the experiment data folder's lock (`texture_data`, `synthetic_data`)
+DATA_DONE = ".complete"  # in a folder of stores: their tokenization finished
+
+
+def _tokenize_once(folder: Path, tokenize) -> None:
+    """Run `tokenize()` (which writes the stores under `folder` and returns their `StoreSummary`s) unless
+    `folder/DATA_DONE` records a finished run; then mark it finished. A run cut off midway is completed (a store
+    skips the videos it holds), never reused as it is. Raises `VimpacError` naming a video that failed."""
+    if (folder / DATA_DONE).is_file():
+        return
+    for summary in tokenize():
+        if summary.failed:
+            first = summary.failed[0]
+            raise VimpacError(f"{folder}: {len(summary.failed)} video(s) failed to tokenize, e.g. {first}")
+    write_json(folder / DATA_DONE, dict(finished=True))
 
 
 def store_data(stores: dict) -> dict:
@@ -668,18 +684,30 @@ def _run_key(values: dict) -> str:
 def _pretrain_run(pool, model: dict, cfg: PretrainConfig, setup: Setup, scale: str, folder: Path) -> Path:
     """The pre-training run of `model` and `cfg` on `pool`, in `folder`: reused when its model is saved, resumed from
     its checkpoints when one was cut off, else run, in this process (toy, cpu) or under `torchrun` with `setup.gpus`
-    processes (cluster)."""
-    if (folder / "model.safetensors").is_file():
-        return folder
-    resume = (folder / "checkpoints").is_dir() and any((folder / "checkpoints").iterdir())
-    if scale == "cluster" and setup.gpus > 1:
-        argv = ["--store", str(pool.path), "--out", str(folder), "--no-eval", *(["--resume"] if resume else [])]
-        argv += ["--preset", model["preset"], *config_argv(VimpacConfig, model)]
-        argv += config_argv(PretrainConfig, asdict(cfg))
-        _torchrun("vimpac-pretrain", setup.gpus, argv)
-    else:
-        pretrain(pool, model, cfg, out=folder, resume=resume, progress=False)
+    processes (cluster). Another process running it (a second experiment on one `--out`, e.g. a SLURM array's task)
+    is waited for (`run_lock`), and its model reused."""
+    with run_lock(folder, "pre-training run"):
+        if (folder / "model.safetensors").is_file():
+            return folder
+        resume = (folder / "checkpoints").is_dir() and any((folder / "checkpoints").iterdir())
+        if scale == "cluster" and setup.gpus > 1:
+            argv = ["--store", str(pool.path), "--out", str(folder), "--no-eval", *(["--resume"] if resume else [])]
+            argv += ["--preset", model["preset"], *config_argv(VimpacConfig, model)]
+            argv += config_argv(PretrainConfig, asdict(cfg))
+            _torchrun("vimpac-pretrain", setup.gpus, argv)
+        else:
+            pretrain(pool, model, cfg, out=folder, resume=resume, progress=False)
     return folder
+
+
+@contextlib.contextmanager
+def run_lock(folder: Path, what: str):
+    """Hold the experiment's lock on the run folder `folder` (the file `.NAME.lock` beside it), waiting, with one
+    warning naming `what` and the holder, while another process holds it: two experiments that need one run take
+    turns, and the second reuses what the first saved (the run's own writer lock inside it would refuse it)."""
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    with writer_lock(folder.parent / f".{folder.name}.lock", f"{what} {folder}", wait=True):
+        yield
 
 
 def _torchrun(script: str, gpus: int, argv: list) -> None:
@@ -700,12 +728,12 @@ def _finetune_top1(
     """Top-1 (percent) on `test` of a classifier fine-tuned on `train` into `folder` from the pre-training run `init`
     (None: from scratch, `model`), in this process or under `torchrun` (the cluster scale), judged on `views`
     (default `setup.test_views`), and whether each test video was right (0/1, the store's order: McNemar's test)."""
-    if not (folder / "model.safetensors").is_file():
-        if scale == "cluster" and setup.gpus > 1:
+    with run_lock(folder, "fine-tuning run"):
+        if scale == "cluster" and setup.gpus > 1 and not (folder / "model.safetensors").is_file():
             argv = ["--store", str(train.path), "--out", str(folder), *config_argv(FinetuneConfig, asdict(cfg))]
             start = ["--init", str(init)] if init else ["--preset", model["preset"], *config_argv(VimpacConfig, model)]
             _torchrun("vimpac-finetune", setup.gpus, argv + start)
-        else:
+        elif not (folder / "model.safetensors").is_file():
             finetune(train, None if init is not None else model, cfg, init=init, out=folder, progress=False)
     clf, _ = load_run(folder)
     ev = evaluate(clf, test, views=views or setup.test_views, progress=False)
@@ -1354,9 +1382,9 @@ def experiment_parser() -> argparse.ArgumentParser:
         "notebook, its table (table.md, results.json) and figure under --out.",
     )
     p.add_argument("names", nargs="*", metavar="NAME", help=f"experiments, or all: {', '.join(EXPERIMENTS)}")
-    p.add_argument("--scale", default="toy", choices=SCALES, help="toy (seconds), cpu (minutes) or cluster (§5's)")
+    p.add_argument("--scale", choices=SCALES, help="toy (seconds, the default), cpu (minutes) or cluster (§5's)")
     p.add_argument("--out", type=folder_option, help="folder of the runs and tables, shared by the experiments")
-    p.add_argument("--seeds", nargs="+", type=number_option(integer=True, ge=0), default=[0], help="seeds per row")
+    p.add_argument("--seeds", nargs="+", type=number_option(integer=True, ge=0), help="seeds per row (default: 0)")
     p.add_argument("--rows", nargs="+", help="rows to run: labels or 0-based indices (a SLURM array task's)")
     p.add_argument("-p", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"), help="a notebook parameter")
     p.add_argument("-f", metavar="YAML", help="notebook parameters from a YAML file (e.g. the cluster's stores)")
@@ -1377,7 +1405,7 @@ def experiment_main(argv=None):
     unknown = [n for n in names if n not in EXPERIMENTS]
     if not names or unknown:
         p.error(f"NAME: expected experiments of {', '.join(EXPERIMENTS)} or all, got {unknown or 'none'}")
-    if not a.out:
+    if not a.out and not any(k == "out" for k, _ in a.p):
         p.error("the following arguments are required: --out")
     run_main(p.prog, _run_notebooks, names, a)
 
@@ -1448,28 +1476,84 @@ def _run_notebooks(names: list, a: argparse.Namespace) -> None:
     missing = [n for n in names if not (folder / f"{n}.ipynb").is_file()]
     if missing:
         raise VimpacError(f"--notebooks: {folder} has no {missing[0]}.ipynb; expected the notebooks of nbs/experiments")
+    params = _own_options(_parameters(a, yaml), a)
+    _check_plan(names, params)
+    out = Path(params["out"])
+    out.mkdir(parents=True, exist_ok=True)
+    rows = params.get("rows")
+    suffix = "" if not rows else "-rows-" + "-".join(str(r) if isinstance(r, int) else slug(str(r)) for r in rows)
+    for name in names:
+        executed = out / f"{name}{suffix}.ipynb"
+        _execute_kept(pm, folder / f"{name}.ipynb", executed, params, name, out / f"{name}{suffix}.kernel.log")
+        print(f"{name}: wrote {executed} and {out / name / 'table.md'}")
+        print((out / name / "table.md").read_text())
+    print(f"wrote {write_index(out)}: the index of the tables")
+
+# %% ../nbs/12_experiments.ipynb #5cef1cd5
+def _execute_kept(pm, notebook: Path, executed: Path, params: dict, name: str, log: Path) -> None:
+    """`_execute` into a temporary file that replaces `executed` only when the notebook ran to its end: a refused or
+    failed run leaves the last good executed notebook as it was and keeps its own as `NAME.failed.ipynb`, named in the
+    `VimpacError` it raises."""
+    failed = executed.with_suffix(".failed.ipynb")
+    tmp = executed.with_name(f".{executed.stem}.{os.getpid()}.ipynb")  # hidden, and papermill's .ipynb suffix
+    try:
+        _execute(pm, notebook, tmp, params, name, log)
+        os.replace(tmp, executed)
+    except pm.PapermillExecutionError as e:
+        os.replace(tmp, failed)
+        raise VimpacError(f"{name}: {e.evalue} (the executed notebook: {failed})") from None
+    finally:
+        tmp.unlink(missing_ok=True)
+    failed.unlink(missing_ok=True)
+
+
+def _yaml(text: str, what: str, yaml):
+    "`text` read as YAML; `VimpacError` naming `what` and the parser's first line when it is not valid YAML."
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise VimpacError(f"{what}: not valid YAML ({one_line(e)})") from None
+
+
+def _parameters(a: argparse.Namespace, yaml) -> dict:
+    "The notebook parameters of `-f` (a YAML mapping), then of each `-p NAME VALUE` (VALUE read as YAML)."
     params = {}
     if a.f:
         text = Path(a.f).read_text() if Path(a.f).is_file() else None
         if text is None:
             raise VimpacError(f"-f: {a.f} is not a file; expected a YAML file of notebook parameters")
-        params.update(yaml.safe_load(text) or {})
-    params.update({k: yaml.safe_load(v) for k, v in a.p})
-    params.update(scale=a.scale, out=str(Path(a.out).resolve()), seeds=a.seeds)
-    if a.rows:
-        params["rows"] = [int(r) if r.isdigit() else r for r in a.rows]
-    _check_plan(names, params)
-    Path(a.out).mkdir(parents=True, exist_ok=True)
-    suffix = "" if not a.rows else "-rows-" + "-".join(r if r.isdigit() else slug(r) for r in a.rows)
-    for name in names:
-        executed = Path(a.out) / f"{name}{suffix}.ipynb"
-        try:
-            _execute(pm, folder / f"{name}.ipynb", executed, params, name, Path(a.out) / f"{name}{suffix}.kernel.log")
-        except pm.PapermillExecutionError as e:
-            raise VimpacError(f"{name}: {e.evalue} (the executed notebook: {executed})") from None
-        print(f"{name}: wrote {executed} and {Path(a.out) / name / 'table.md'}")
-        print((Path(a.out) / name / "table.md").read_text())
-    print(f"wrote {write_index(a.out)}: the index of the tables")
+        loaded = _yaml(text, f"-f {a.f}", yaml)
+        if not isinstance(loaded, dict | None):
+            raise VimpacError(
+                f"-f {a.f}: expected a YAML mapping of notebook parameters, got a {type(loaded).__name__}"
+            )
+        params.update(loaded or {})
+    params.update({k: _yaml(v, f"-p {k}", yaml) for k, v in a.p})
+    return params
+
+
+OWN_OPTIONS = dict(scale="toy", seeds=[0], out=None, rows=None)  # parameters with options of their own: defaults
+
+
+def _own_options(params: dict, a: argparse.Namespace) -> dict:
+    """`params` with each of `OWN_OPTIONS` from its option (`--scale`, ...) where given, else as `-f` / `-p` set it,
+    else its default: a parameter is never overridden by a default. Raises `VimpacError` when the option and the
+    parameter disagree, or for a `-p scale` that is not a scale."""
+    given = dict(scale=a.scale, seeds=a.seeds, out=a.out, rows=a.rows)
+    given["rows"] = a.rows and [int(r) if r.isdigit() else r for r in a.rows]
+    for k, default in OWN_OPTIONS.items():
+        opt, par = given[k], params.get(k)
+        if k == "out":
+            opt, par = (None if v is None else str(Path(str(v)).resolve()) for v in (opt, par))
+        if opt is not None and par is not None and opt != par:
+            raise VimpacError(f"-p {k}: {params[k]!r} disagrees with --{k} {opt}; give it once")
+        if (value := opt if opt is not None else par if par is not None else default) is not None:
+            params[k] = value
+    if params["scale"] not in SCALES:
+        raise VimpacError(f"-p scale: expected one of {', '.join(SCALES)}, got {params['scale']!r}")
+    if Path(params["out"]).is_file():
+        raise VimpacError(f"-p out: {params['out']} is a file; expected a folder")
+    return params
 
 # %% ../nbs/12_experiments.ipynb #17f510b3
 def write_index(out) -> Path:

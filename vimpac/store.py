@@ -6,7 +6,7 @@ Docs: https://vimpac.github.io/vimpac/store.html.md"""
 
 # %% ../nbs/02_store.ipynb #257151fd
 from __future__ import annotations
-import contextlib, fcntl, hashlib, json, os, re, socket, struct, threading, time
+import contextlib, fcntl, hashlib, json, os, re, socket, struct, threading, time, warnings
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -344,19 +344,25 @@ def _check_classes(classes) -> list[str]:
 
 # %% ../nbs/02_store.ipynb #f109dfd7
 @contextlib.contextmanager
-def writer_lock(path, what: str):
+def writer_lock(path, what: str, wait: bool = False):
     """Hold an exclusive lock on the file `path` (created if missing) while the block runs: `fcntl.flock`, which the
     operating system releases when the holder exits or is killed, so a stale lock never blocks a resume. The file
-    records the holder, "pid P on HOST". Raises `VimpacError` naming `what` and the holder when another process holds
-    it."""
+    records the holder, "pid P on HOST". When another process (or another open of `path`) holds it: raises
+    `VimpacError` naming `what` and the holder, or with `wait` warns once, naming them, and waits for its release
+    (experiments sharing one `--out`, e.g. the tasks of a SLURM array, take turns on the data they share)."""
     f = open(path, "a+")
     try:
         fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         f.seek(0)
         holder = f.read().strip() or "another process"
-        f.close()
-        raise VimpacError(f"{what} is being written by {holder}; wait for it to finish, or use another --out") from None
+        if not wait:
+            f.close()
+            raise VimpacError(
+                f"{what} is being written by {holder}; wait for it to finish, or use another --out"
+            ) from None
+        warnings.warn(f"{what} is being written by {holder}; waiting for it to finish", stacklevel=3)
+        fcntl.flock(f, fcntl.LOCK_EX)
     try:
         f.seek(0)
         f.truncate()
