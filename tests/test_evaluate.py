@@ -311,6 +311,29 @@ def test_predict_cli_prints_top_classes(data, capsys):
     assert [r["pred_name"] for r in csv.DictReader(open(d / "p.csv"))][0] == names[0]
 
 
+def test_predict_goes_on_past_videos_that_cannot_be_read(data, capsys, tmp_path):
+    """Issue 35: `vimpac-predict good.mp4 bad.mp4 ...` aborted at the first bad file and predicted nothing. It now
+    predicts the good ones (printed and in --csv), names every bad one, and exits 1."""
+    d = data["dir"]
+    good = list(data["videos"]["test"])[:2]
+    bad = [tmp_path / "noise.mp4", tmp_path / "empty.mp4"]
+    bad[0].write_bytes(bytes(range(256)) * 40)
+    bad[1].write_bytes(b"")
+    argv = [good[0], bad[0], good[1], bad[1], "--checkpoint", d / "ft", "--views", "1x1", "--csv", tmp_path / "p.csv"]
+    code, out, err = run_in_process(predict_main, argv, capsys)
+    assert code == 1, err
+    assert [l for l in out.splitlines() if not l.startswith(("model:", "  "))] == [str(v) for v in good]
+    lines = [l for l in err.splitlines() if l.startswith("vimpac-predict:")]  # (the progress bar aside)
+    assert len(lines) == 3 and all(l.startswith("vimpac-predict: error: ") for l in lines), err
+    assert str(bad[0]) in lines[0] and str(bad[1]) in lines[1]
+    assert lines[2] == "vimpac-predict: error: 2 of 4 videos could not be read; the others are predicted"
+    assert [r["path"] for r in csv.DictReader(open(tmp_path / "p.csv"))] == [str(v) for v in good]
+    code, out, err = run_in_process(predict_main, [bad[0], "--checkpoint", d / "ft", "--views", "1x1"], capsys)
+    assert code == 1 and err.strip().splitlines()[-1].endswith(
+        "1 of 1 videos could not be read; the others are predicted"
+    )
+
+
 def test_predict_cli_refusals(data, capsys, tmp_path):
     d = data["dir"]
     v = list(data["videos"]["test"])[0]

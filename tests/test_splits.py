@@ -382,13 +382,54 @@ def test_ucf101_classes_that_differ_only_in_case(tmp_path):
     name that is no class as spelled, and a name that matches both in any case is refused."""
     root, d = tmp_path / "UCF-101", tmp_path / "ucfTrainTestlist"
     write(d / "classInd.txt", "1 YoYo\n2 yoyo\n")
-    videos = ["YoYo/v_YoYo_g08_c01.avi", "yoyo/v_yoyo_g08_c01.avi"]
+    videos = [
+        "YoYo/v_YoYo_g08_c01.avi",
+        "yoyo/v_yoyo_g08_c01.avi",
+        "YoYo/v_YoYo_g01_c01.avi",
+        "yoyo/v_yoyo_g01_c01.avi",
+    ]
     write(d / "trainlist01.txt", f"{videos[0]} 1\n{videos[1]} 2\n")
-    write(d / "testlist01.txt", f"{videos[1]}\n{videos[0]}\n")
+    write(d / "testlist01.txt", f"{videos[3]}\n{videos[2]}\n")
     touch(root, *videos)
     s = read_split("ucf101", root, d, split=1)
     assert s.classes == ["YoYo", "yoyo"]
     assert relative(root, s.train) == [(videos[0], 0), (videos[1], 1)]
-    assert relative(root, s.test) == [(videos[1], 1), (videos[0], 0)]
+    assert relative(root, s.test) == [(videos[3], 1), (videos[2], 0)]
     write(d / "testlist01.txt", "YOYO/v_YoYo_g01_c01.avi\n")
     refused(r"testlist01\.txt.*line 1.*with CLASS in classInd\.txt", "ucf101", root, d, 1)
+
+
+def test_one_video_one_place(ucf, tmp_path):
+    """Issue 35: a video listed twice was stored once but counted twice; one in both UCF101's trainlist and testlist was
+    stored in both stores (a train/test leak); HMDB51 stored a video listed as train in two classes under the last,
+    and one listed as train in one class and test in another in both stores, with different labels."""
+    root, d = ucf
+    train = (d / "trainlist01.txt").read_text()
+    write(d / "trainlist01.txt", train + "YoYo/v_YoYo_g08_c01.avi 3\n")  # a duplicate line
+    with pytest.warns(UserWarning, match=r"ucf101: 1 video\(s\) listed more than once, each stored once"):
+        s = read_split("ucf101", root, d, 1)
+    assert len(s.train) == 3 and s.headline().startswith("ucf101 split 1: 3 train and 3 test videos")
+    write(d / "trainlist01.txt", train + "YoYo/v_YoYo_g01_c01.avi 3\n")  # a test video listed for training too
+    refused(
+        r"v_YoYo_g01_c01.avi: listed for both train and test of ucf101 split 1 .*: the test set would leak",
+        "ucf101",
+        root,
+        d,
+        1,
+    )
+
+    hroot, hd = tmp_path / "hmdb51", tmp_path / "hmdb_splits"  # the videos flat in the root
+    write(hd / "brush_hair_test_split1.txt", "a.avi 1\nb.avi 2\n")
+    write(hd / "cartwheel_test_split1.txt", "a.avi 1\nc.avi 2\n")
+    touch(hroot, "a.avi", "b.avi", "c.avi")
+    with pytest.warns(UserWarning, match=r"a.avi as .*a.avi \(brush_hair\), .*a.avi \(cartwheel\)"):
+        s = read_split("hmdb51", hroot, hd, 1)
+    assert [(p.name, y) for p, y in s.train] == [("a.avi", 0)]  # once, in the class listed first
+    write(hd / "cartwheel_test_split1.txt", "a.avi 2\nc.avi 1\n")
+    refused(
+        r"a.avi: listed for both train and test of hmdb51 split 1 \(train: .*\(brush_hair\); test: .*\(cartwheel\)\)",
+        "hmdb51",
+        hroot,
+        hd,
+        1,
+    )

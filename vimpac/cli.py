@@ -543,13 +543,14 @@ def predict_main(argv=None):
     if a.csv and (Path(a.csv).is_dir() or not Path(a.csv).resolve().parent.is_dir()):  # before the inference
         what = "is a folder" if Path(a.csv).is_dir() else "is in a folder that does not exist"
         p.error(f"argument --csv: {a.csv} {what}; expected a CSV file to write")
-    preds, run = run_main(p.prog, predict_videos, **options_for(predict_videos, a))
+    failed = []  # videos that cannot be read: the others are predicted, then each is named and the exit status is 1
+    preds, run = run_main(p.prog, predict_videos, **options_for(predict_videos, a), failed=failed)
     print(f"model: {describe_run(run)}")
     for r in preds:
         print(r["path"])
         for i, (name, s) in enumerate(r["top"]):
             print(f"  {i + 1}. {s:.4f}  {name}")
-    if a.csv:
+    if a.csv and preds:
         scores = torch.stack([r["scores"] for r in preds])
         run_main(
             p.prog,
@@ -562,6 +563,14 @@ def predict_main(argv=None):
             a.top,
             [r["path"] for r in preds],
         )
+    for path, message in failed:
+        print(f"{p.prog}: error: {message if path in message else f'{path}: {message}'}", file=sys.stderr)
+    if failed:
+        n = len(failed) + len(preds)
+        print(
+            f"{p.prog}: error: {len(failed)} of {n} videos could not be read; the others are predicted", file=sys.stderr
+        )
+        sys.exit(1)
 
 # %% ../nbs/11_cli.ipynb #4f86007e
 def features_main(argv=None):

@@ -6,7 +6,7 @@ Docs: https://vimpac.github.io/vimpac/data.html.md"""
 
 # %% ../nbs/06_data.ipynb #56ac4501
 from __future__ import annotations
-import csv, json, math, re, warnings
+import csv, json, math, os, re, warnings
 from dataclasses import dataclass, field, asdict
 from pathlib import Path
 import torch
@@ -20,7 +20,7 @@ __getattr__ = moved_names(__name__, dict(MASK_STRATEGIES="vimpac.masking.MASK_ST
 
 # %% auto #0
 __all__ = ['SPLIT_DATASETS', 'NUM_SPLITS', 'DATASET_PRESETS', 'DATASET_FPS', 'DATASET_VIEWS', 'take_clip', 'ClipPairDataset',
-           'clip_stride', 'LabelledClipDataset', 'Split', 'read_split', 'DatasetPreset', 'dataset_preset',
+           'clip_stride', 'LabelledClipDataset', 'Split', 'one_place', 'read_split', 'DatasetPreset', 'dataset_preset',
            'preset_lines', 'tokenize_dataset']
 
 # %% ../nbs/06_data.ipynb #bdc2d7d1
@@ -448,6 +448,38 @@ _READERS = dict(
     ucf101=_ucf101, hmdb51=_hmdb51, ssv2=_ssv2, diving48=_diving48, kinetics400=_kinetics400, folder=_folder
 )
 
+# %% ../nbs/06_data.ipynb #c47e84aa
+def one_place(s: Split) -> Split:
+    """`s` with each video file (its real path, symbolic links followed) kept once, where it is listed first: one
+    warning names every video listed more than once, with its paths and classes, and the class it keeps. Raises
+    `VimpacError` naming the first file listed for both train and test (a train/test leak) and how many are."""
+    first, places, kept = {}, {}, {"train": [], "test": []}
+    for part in ("train", "test"):
+        for p, y in getattr(s, part):
+            real = Path(os.path.realpath(p))
+            places.setdefault(real, []).append((part, p, y))
+            if real not in first:
+                first[real] = part
+                kept[part].append((p, y))
+    twice = [v for v in places.values() if len(v) > 1]
+    leaks = [v for v in twice if {part for part, _, _ in v} == {"train", "test"}]
+    if leaks:
+        where = "; ".join(f"{part}: {p} ({s.classes[y]})" for part, p, y in leaks[0])
+        raise VimpacError(
+            f"{leaks[0][0][1]}: listed for both train and test of {s.dataset} split {s.split} ({where}): the test "
+            f"set would leak into training; {len(leaks)} such video(s), remove each from one list"
+        )
+    if twice:
+        shown = [f"{v[0][1]} as {', '.join(f'{p} ({s.classes[y]})' for _, p, y in v)}" for v in twice[:3]]
+        more = f", and {len(twice) - 3} more" if len(twice) > 3 else ""
+        warnings.warn(
+            f"{s.dataset}: {len(twice)} video(s) listed more than once, each stored once, where listed first: "
+            + "; ".join(shown)
+            + more
+        )
+    s.train, s.test = kept["train"], kept["test"]
+    return s
+
 # %% ../nbs/06_data.ipynb #009734d4
 def read_split(dataset: str, video_root, split_dir_or_file=None, split: int = 1) -> Split:
     """The official `split` (1-based) of `dataset`, from its split files in `split_dir_or_file` (the folder holding
@@ -468,9 +500,10 @@ def read_split(dataset: str, video_root, split_dir_or_file=None, split: int = 1)
       `video_root`); without a `train/` folder, every video is a train video.
 
     Text files may have CRLF line endings, trailing spaces and blank lines. Videos listed but not on disk are left
-    out and recorded in `Split.missing` (see `Split.headline`). Raises `VimpacError` for an unknown dataset, a split
-    number the dataset lacks, a missing split file, or a malformed line (naming the file and the line number, or the
-    entry index in JSON files)."""
+    out and recorded in `Split.missing` (see `Split.headline`). Each video is kept in one place (`one_place`).
+    Raises `VimpacError` for an unknown dataset, a split number the dataset lacks, a missing split file, a malformed
+    line (naming the file and the line number, or the entry index in JSON files), or a video listed for both train
+    and test."""
     if dataset not in _READERS:
         raise VimpacError(f"dataset: {dataset!r} is not one of {', '.join(SPLIT_DATASETS)}")
     n = NUM_SPLITS[dataset]
@@ -497,7 +530,7 @@ def read_split(dataset: str, video_root, split_dir_or_file=None, split: int = 1)
                 out.missing.append((part, cands[0]))
             else:
                 getattr(out, part).append((p, y))
-    return out
+    return one_place(out)
 
 # %% ../nbs/06_data.ipynb #f222ebad
 @dataclass(frozen=True)

@@ -512,6 +512,7 @@ def predict(
     device=None,
     progress: bool = False,
     precision: str = "auto",
+    failed: list | None = None,
 ) -> list[dict]:
     """Classify videos with multi-view inference (§4.2). `paths`: video files, folders or list files (as
     `vimpac-tokenize` takes them); each is decoded at `fps` and tokenized by `tokenizer` (the one the model was trained
@@ -520,18 +521,36 @@ def predict(
     per video: `path`, `key`, `top`
     (the `top` best (class name, score) pairs, names from `classes` or indices) and `scores` float (C,). Raises
     `VimpacError` for a model without a classifier, a tokenizer of another vocabulary, or a video that cannot be
-    read."""
+    read; given a list `failed`, a video that cannot be read is left out instead, and its (path, message) appended to
+    it (`vimpac-predict` goes on past a corrupt file)."""
     if getattr(model, "num_classes", None) is None:
         raise VimpacError("model: a pre-training model has no classifier; fine-tune it first (vimpac-finetune)")
     if classes is not None and len(classes) != model.num_classes:
         raise VimpacError(f"classes: {len(classes)} names for a classifier of {model.num_classes} classes")
     crops, _ = parse_views(views)
-    size, items = _frame_size(model, tokenizer), expand_inputs(paths)
-    vids = (video_tokens(p, tokenizer, size, fps, crops) for p, _ in items)
-    scores = multiview_scores(model, vids, views, batch_size, device, progress, len(items), precision)
+    size, items, read = _frame_size(model, tokenizer), expand_inputs(paths), []
+
+    def tokens():  # the videos that decode, in order; `read` lists them as they come
+        for p, n in items:
+            try:
+                t = video_tokens(p, tokenizer, size, fps, crops)
+            except VimpacError as e:
+                if failed is None:
+                    raise
+                failed.append((str(p), str(e)))
+                continue
+            read.append((p, n))
+            yield t
+
+    try:
+        scores = multiview_scores(model, tokens(), views, batch_size, device, progress, len(items), precision)
+    except VimpacError:
+        if read or not failed:
+            raise
+        return []  # every video failed, each listed in `failed`
     return [
         dict(path=str(p), key=video_key(n), top=t, scores=s)
-        for (p, n), t, s in zip(items, top_classes(scores, classes, top), scores)
+        for (p, n), t, s in zip(read, top_classes(scores, classes, top), scores)
     ]
 
 # %% ../nbs/08a_evaluate.ipynb #67a49bdc
@@ -693,17 +712,18 @@ def predict_videos(
     device=None,
     progress: bool = True,
     precision: str = "auto",
+    failed: list | None = None,
 ) -> tuple[list[dict], SavedRun]:
     """`vimpac-predict` as a function: load the checkpoint folder (`load_run`; None: `shipped_classifier`) and its
     tokenizer (`run_tokenizer`), then `predict` the videos at `fps` (default: the run's record, else 2 with a
     warning). Returns (predictions, the run's `SavedRun`). Raises `VimpacError` for what `load_run`, `run_tokenizer`
-    and `predict` refuse."""
+    and `predict` refuse; with a list `failed`, the videos that cannot be read are listed there instead (`predict`)."""
     dev = get_device(device)
     checkpoint = shipped_classifier(checkpoint)
     model, run = load_run(checkpoint, dev)
     tok = run_tokenizer(run, tokenizer, dev)
     preds = predict(
-        videos, model, tok, views, fps or run.fps or 2.0, run.classes, top, batch_size, dev, progress, precision
+        videos, model, tok, views, fps or run.fps or 2.0, run.classes, top, batch_size, dev, progress, precision, failed
     )
     if fps is None and run.fps is None:
         warnings.warn(
