@@ -316,3 +316,59 @@ def test_papermill_text_parameters_take_the_declared_types(tmp_path):
     with pytest.raises(PapermillExecutionError) as e:
         execute("bad2.ipynb", compile="nah")
     assert e.value.evalue == "parameter compile: expected a boolean: true/false, yes/no, on/off or 1/0, got 'nah'"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "nb, params, line",
+    [
+        (
+            "train_tokenizer",
+            dict(heldout_fraction=1.5),
+            "parameter heldout_fraction: expected a finite number > 0 and < 1",
+        ),
+        ("train_tokenizer", dict(steps=-5), "parameter steps: expected an integer >= 1, got -5"),
+        ("train_tokenizer", dict(scale_min=1.4, scale_max=0.6), "parameter scale_min: 1.4 is above scale_max 0.6"),
+        ("train_tokenizer", dict(vocab_size=0), "vocab_size: expected an integer >= 2, got 0"),
+        (
+            "train_tokenizer",
+            dict(heldout_images=["nope.jpg"]),
+            "parameter heldout_images: nope.jpg is not among the images",
+        ),
+        ("pretrain", dict(stages=[{"stor": "x", "steps": 1}]), 'parameter stages: expected a list of {"store": FOLDER'),
+        ("pretrain", dict(stages=["a", "b"]), 'parameter stages: expected a list of {"store": FOLDER'),
+        ("pretrain", dict(gpus=-2), "parameter gpus: expected an integer >= 0, got -2"),
+        ("pretrain", dict(betas=[0.9, 0.98, 0.5]), "betas: expected 2 values, got [0.9, 0.98, 0.5]"),
+        ("finetune", dict(dataset="ucf101"), "parameter video_root: the folder of the ucf101 videos is needed"),
+        ("finetune", dict(views="center", test_views="3x2"), "parameter test_views: 3x2 needs the crop 1x-topleft"),
+        ("pretraining_benefit", dict(scale="huge"), "parameter scale: expected one of tiny, cpu, got 'huge'"),
+        ("pretraining_benefit", dict(cells=[1, 2, 3]), "parameter cells: expected two counts of vivid cells"),
+    ],
+)
+def test_run_notebooks_check_every_parameter_before_any_work(tmp_path, nb, params, line):
+    """Issue 35: bad values reached the work (KeyError, TypeError, IndexError, AssertionError), or were accepted
+    (a held-out fraction of 1.5, -5 steps that still wrote a card, scale_min above scale_max, a third beta taken as
+    the store). Each is now the kit's one line before anything is written."""
+    with pytest.raises(PapermillExecutionError) as e:
+        pm.execute_notebook(
+            str(ROOT / f"nbs/runs/{nb}.ipynb"),
+            str(tmp_path / "executed.ipynb"),
+            parameters={"out": str(tmp_path / "run"), **params},
+            kernel_name="python3",
+            progress_bar=False,
+        )
+    assert e.value.ename == "VimpacError" and e.value.evalue.startswith(line), e.value.evalue
+    assert not (tmp_path / "run").exists()
+
+
+def test_micro_batch_size_auto_as_on_the_command_line():
+    """Issue 35: the notebooks' `micro_batch_size` comment offers `auto` (as `--micro-batch-size auto`), but the
+    parameter was refused; it is None, the kit's choice. Other Optional parameters keep their type."""
+    from typing import Optional
+    from vimpac.options import coerce_parameter
+    from vimpac.utils import VimpacError
+
+    assert coerce_parameter("micro_batch_size", "auto", Optional[int]) is None
+    assert coerce_parameter("micro_batch_size", "8", Optional[int]) == 8
+    with pytest.raises(VimpacError, match="parameter frame_size: expected an integer, got 'auto'"):
+        coerce_parameter("frame_size", "auto", Optional[int])

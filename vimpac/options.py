@@ -11,9 +11,9 @@ from pathlib import Path
 from .utils import VimpacError, check_number, check_device
 
 # %% auto #0
-__all__ = ['coerce_parameter', 'check_parameters', 'options_for', 'OptionParser', 'checked_option', 'number_option',
-           'device_option', 'folder_option', 'config_fields', 'field_help', 'field_default', 'field_kind',
-           'option_name', 'add_config_options', 'config_values', 'config_from_options', 'config_argv',
+__all__ = ['AUTO_PARAMETERS', 'coerce_parameter', 'check_parameters', 'options_for', 'OptionParser', 'checked_option',
+           'number_option', 'device_option', 'folder_option', 'config_fields', 'field_help', 'field_default',
+           'field_kind', 'option_name', 'add_config_options', 'config_values', 'config_from_options', 'config_argv',
            'parameter_lines']
 
 # %% ../nbs/00a_options.ipynb #9bbfd166
@@ -34,14 +34,18 @@ def _parse_text(s: str):
         return None
 
 # %% ../nbs/00a_options.ipynb #c0a2404d
+AUTO_PARAMETERS = ("micro_batch_size",)  # parameters whose text "auto" means None, the kit's choice (as on the CLI)
+
+
 def coerce_parameter(name: str, value, kind):
     """`value` of the run parameter `name` as the type `kind` of its annotation: `bool` (a bool, 0 / 1, or the
     text true/false, yes/no, on/off, 1/0 in any case), `int` (an integer, or its text), `float` (a number, or its
     text), `str` (text; a number becomes its text), `list` / `dict` (one, or its JSON / YAML text), or `Optional`
-    of one (None passes). Other annotations pass the value unchanged. Raises `VimpacError` "parameter NAME:
+    of one (None passes; so does the text "auto" for a parameter of `AUTO_PARAMETERS`, as `--micro-batch-size auto`
+    does). Other annotations pass the value unchanged. Raises `VimpacError` "parameter NAME:
     expected ..., got VALUE" for a value that is not of the type."""
     if typing.get_origin(kind) in (typing.Union, types.UnionType):
-        if value is None:
+        if value is None or name in AUTO_PARAMETERS and isinstance(value, str) and value.strip().lower() == "auto":
             return None
         kind = next((a for a in typing.get_args(kind) if a is not type(None)), object)
     kind = typing.get_origin(kind) or kind
@@ -313,7 +317,8 @@ def config_argv(config_class, values: dict, skip=()) -> list[str]:
     """The command-line options that give the knobs of `config_class` (without `skip`) the `values` (e.g. a run
     notebook's parameters): `--field-name VALUE` for each field in `values` that is not None (a tuple or a list: its
     values; a `bool`: its flag when true, `--no-x` when false and the field defaults to true). Parsed by a parser
-    with `add_config_options`' options, they give the values back, checked as on the command line."""
+    with `add_config_options`' options, they give the values back, checked as on the command line. Raises
+    `VimpacError` for a list of another length than a fixed-length field's (`betas`: 2)."""
     argv = []
     for f in config_fields(config_class, skip):
         value = values.get(f.name)
@@ -323,6 +328,9 @@ def config_argv(config_class, values: dict, skip=()) -> list[str]:
         if isinstance(value, bool):
             argv += [name] if value else ["--no-" + name[2:]] if field_default(f) else []
         elif isinstance(value, (tuple, list)):
+            count = field_kind(config_class, f)[1]
+            if count and len(value) != count:  # else argparse would take the extra values as a positional argument
+                raise VimpacError(f"{f.name}: expected {count} values, got {list(value)!r}")
             argv += [name, *map(str, value)]
         else:
             argv += [name, str(value)]

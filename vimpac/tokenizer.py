@@ -16,6 +16,7 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 from vimpac.utils import (
     VimpacError,
+    check_number,
     moved_names,
     check_fields,
     make_generator,
@@ -114,6 +115,15 @@ class VQVAEConfig:
     ema_decay: float = 0.9
     dead_code_threshold: float = 1.0
     name: str = "vimpac-vqvae"
+
+    def __post_init__(self):
+        for name in ("vocab_size", "code_dim"):
+            check_number(name, getattr(self, name), integer=True, ge=2 if name == "vocab_size" else 1)
+        check_number("num_res_blocks", self.num_res_blocks, integer=True, ge=0)
+        if not isinstance(self.channels, (tuple, list)) or not self.channels:
+            raise VimpacError(f"channels: expected a list of widths, got {self.channels!r}")
+        for c in self.channels:
+            check_number("channels", c, integer=True, ge=1)
 
 
 class ResBlock(nn.Module):
@@ -334,7 +344,9 @@ def train_vqvae(
     of its weights, codebook included, is trained and `config` is ignored); else training starts from scratch. Each step
     rescales its batch by a random factor in `scale_range` (never below the crop), then takes random crops and flips.
     Returns the frozen model (eval mode) and a report: `psnr` (dB, held-out frames, full size), `perplexity`,
-    `used_fraction`, `steps`, `train_frames`, `heldout_frames`. Raises `VimpacError` for frames smaller than `crop`."""
+    `used_fraction`, `steps`, `train_frames`, `heldout_frames`. Raises `VimpacError` for frames smaller than `crop`,
+    and for `steps`, `batch_size`, `crop` below 1, `lr` not above 0, or a `scale_range` not (smallest, largest) > 0."""
+    _check_training(steps, batch_size, crop, lr, scale_range)
     x = to_float_frames(frames)
     N, _, H, W = x.shape
     if min(H, W) < crop:
@@ -368,6 +380,17 @@ def train_vqvae(
     report = tokenizer_report(model, test if len(test) else train)
     report.update(steps=steps, train_frames=int(len(train)), heldout_frames=int(len(test)))
     return model, report
+
+
+def _check_training(steps, batch_size, crop, lr, scale_range) -> None:
+    "`train_vqvae`'s numbers in range, before any work: `VimpacError` naming the first that is not."
+    for name, v in (("steps", steps), ("batch_size", batch_size), ("crop", crop)):
+        check_number(name, v, integer=True, ge=1)
+    check_number("lr", lr, gt=0)
+    pair = isinstance(scale_range, (tuple, list)) and len(scale_range) == 2
+    lo, hi = (check_number("scale_range", s, gt=0) for s in scale_range) if pair else (1, 0)
+    if lo > hi:
+        raise VimpacError(f"scale_range: expected (smallest, largest) rescale factors > 0, got {scale_range!r}")
 
 # %% ../nbs/01_tokenizer.ipynb #6e0ef0cf
 def tokenizer_report(model, frames, batch_size: int = 64) -> dict:
