@@ -164,6 +164,16 @@ def test_cluster_setup_is_the_authors_small_sh(tmp_path, monkeypatch):
     assert values["--negatives"] == "127" and values["--preset"] == "small"
 
 
+def test_cluster_stores_lacking_a_dataset_are_refused_before_any_run(tmp_path, sample_store):
+    """Issue 35: cluster stores without ucf101 failed with `cl_weight: 'ucf101'` only after pre-training had finished
+    (on a cluster, the whole pre-training lost). They are refused before any run, naming what is missing."""
+    with pytest.raises(
+        VimpacError, match=r"^stores: no ucf101 store at S 128; the rows of cl_weight need pretrain and ucf101"
+    ):
+        run_experiment("cl_weight", "cluster", out=tmp_path / "exp", stores={"pretrain": {128: str(sample_store)}})
+    assert not (tmp_path / "exp" / "pretrain").exists()
+
+
 def test_texture_benchmark_tokens_are_bit_identical_across_folders(tmp_path):
     """The benchmark regenerates the same tokens in another folder (x264's lossy frames differed between
     regenerations by up to 20 pixel levels and flipped a toy top-1), at both frame sizes, and mask accuracy's floors
@@ -379,11 +389,15 @@ def test_p_values_are_kept_and_a_refused_rerun_keeps_the_executed_notebook(tmp_p
     assert executed.read_bytes() == before and (out / "cl_weight.failed.ipynb").is_file()
     (tmp_path / "list.yaml").write_text("- 1\n- 2\n")
     (tmp_path / "bad.yaml").write_text("a: [1\n")
+    (tmp_path / "binary.yaml").write_bytes(b"\xff\xfe\x00 binary")
     for extra, line in [
         (["--scale", "toy", "-p", "scale", "cpu"], "-p scale: 'cpu' disagrees with --scale toy; give it once"),
         (["-p", "scale", "huge"], "-p scale: expected one of toy, cpu, cluster, got 'huge'"),
         (["-p", "setup", "{a: [1"], "-p setup: not valid YAML ("),
+        (["-p", "setup", "{frame_size: '64'}"], "setup: frame_size: expected an int (as 16), got '64'"),
+        (["-p", "extra_rows", '[{"label": "m", "pretrain": {"mask_ratio": "a"}}]'], "row 'm' of cl_weight: mask_ratio"),
         (["-f", tmp_path / "bad.yaml"], f"-f {tmp_path / 'bad.yaml'}: not valid YAML ("),
+        (["-f", tmp_path / "binary.yaml"], f"-f {tmp_path / 'binary.yaml'}: not UTF-8 text; expected a YAML file"),
         (
             ["-f", tmp_path / "list.yaml"],
             f"-f {tmp_path / 'list.yaml'}: expected a YAML mapping of notebook parameters, got a list",
@@ -392,6 +406,27 @@ def test_p_values_are_kept_and_a_refused_rerun_keeps_the_executed_notebook(tmp_p
         code, _, err = run_in_process(experiment_main, ["cl_weight", "--notebooks", nbs, "--out", out, *extra], capsys)
         assert code == 2 and err.count("\n") == 1, err
         assert err.startswith(f"vimpac-experiment: error: {line}"), err
+
+
+def test_a_full_disk_under_papermill_names_its_path(tmp_path, capsys, monkeypatch):
+    """Issue 35: a full disk during an experiment printed `[Errno 28]` with no path (papermill's own write of the
+    notebook failed too, hiding the kit's line). The line now names the folder and what is free."""
+    import errno
+    import papermill
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(papermill, "execute_notebook", full)
+    nbs, out = _tiny_experiment_notebooks(tmp_path / "nbs"), tmp_path / "exp"
+    code, _, err = run_in_process(experiment_main, ["cl_weight", "--notebooks", nbs, "--out", out], capsys)
+    assert code == 2 and err.count("\n") == 1, err
+    assert re.fullmatch(
+        rf"vimpac-experiment: error: no space left on {re.escape(str(out))}: 1.0 MB needed, [\d.]+ MB free; free some "
+        r"space and run the same command again: the finished rows are read back\n",
+        err,
+    ), err
+    assert not list(out.glob(".*.ipynb"))  # no hidden notebook left
 
 
 @pytest.mark.parametrize(

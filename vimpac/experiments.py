@@ -10,7 +10,7 @@ import argparse, contextlib, hashlib, io, json, math, os, re, subprocess, sys, t
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 import numpy as np
-from .utils import VimpacError, atomic_path, read_json
+from .utils import VimpacError, atomic_path, disk_full_error, read_json
 from .options import OptionParser, config_argv, folder_option, number_option
 from .utils import one_line, run_main, write_json
 from .store import TokenStore, writer_lock
@@ -33,7 +33,7 @@ __all__ = ['EXPERIMENTS', 'SCALES', 'TEMPORALLY_HEAVY', 'CPU_PRETRAIN_STEPS', 'C
            'ALPHA', 'DATASET_TITLES', 'OWN_OPTIONS', 'Row', 'Claim', 'Experiment', 'Setup', 'setup_for', 'texture_data',
            'synthetic_data', 'store_data', 'slug', 'run_lock', 'frame_control', 'run_row', 'views_for', 'row_key',
            'mean_std', 'results_table', 'baselines', 'compare', 'mcnemar', 'verdict', 'ExperimentResult', 'run_rows',
-           'experiment_rows', 'run_experiment', 'side_by_side_speed', 'check_seeds', 'plot_experiment',
+           'experiment_rows', 'run_experiment', 'side_by_side_speed', 'check_seeds', 'check_rows', 'plot_experiment',
            'notebooks_folder', 'experiment_parser', 'experiment_main', 'write_index']
 
 # %% ../nbs/12_experiments.ipynb #b35cf20f
@@ -474,15 +474,29 @@ def setup_for(scale: str, **overrides) -> Setup:
       2-layer, 2048-wide CLS head, T 5, S 128, 10 epochs of HowTo100M at a batch of 1024 clip pairs with 127
       negatives, lr 1e-3 with 10% warm-up; fine-tuning as Table 12 (UCF101: 50 epochs, batch 128), 3 x 2 test
       views.
-    Raises `VimpacError` for another scale or an unknown field."""
+    Raises `VimpacError` for another scale, an unknown field, or a value of another type than the field's."""
     if scale not in SCALES:
         raise VimpacError(f"scale: expected one of {', '.join(SCALES)}, got {scale!r}")
     s = _SETUPS[scale]()
     for k, v in overrides.items():
         if not hasattr(s, k):
             raise VimpacError(f"setup: {k!r} is not a field of Setup; expected one of {list(asdict(s))}")
-        setattr(s, k, {**getattr(s, k), **v} if isinstance(getattr(s, k), dict) else v)
+        setattr(s, k, _setup_value(k, getattr(s, k), v))
     return s
+
+
+def _setup_value(name: str, old, new):
+    """The override `new` of the `Setup` field `name` (whose value is `old`), of `old`'s type: a dict updates it, a
+    list becomes a tuple. Raises `VimpacError` naming the field for a value of another type."""
+    kind = type(old)
+    if kind is tuple and isinstance(new, list):
+        new = tuple(new)
+    if kind is float and isinstance(new, int) and not isinstance(new, bool):
+        new = float(new)
+    if not isinstance(new, kind) or kind is int and isinstance(new, bool):
+        article = "an" if kind.__name__[0] in "aeiou" else "a"
+        raise VimpacError(f"setup: {name}: expected {article} {kind.__name__} (as {old!r}), got {new!r}")
+    return {**old, **new} if kind is dict else new
 
 # %% ../nbs/12_experiments.ipynb #ee9c61d7
 CPU_PRETRAIN_STEPS = 600  # updates of 32 clip pairs: mask-then-predict leaves its floors after about 200 (see the text)
@@ -1224,6 +1238,7 @@ def run_experiment(
         raise VimpacError(f"experiment: {name!r} is not one of {', '.join(EXPERIMENTS)}")
     exp, s = EXPERIMENTS[name], setup_for(scale, **setup)
     chosen, seeds = experiment_rows(exp, rows, extra_rows), check_seeds(seeds)
+    check_rows(exp, chosen, s, scale)
     out = Path(out or tempfile.mkdtemp(prefix=f"vimpac-{name}-"))
     t0 = time.perf_counter()
     sizes = sorted({s.resolution(r)[1] for r in chosen} | ({s.full[1]} if any(r.full for r in chosen) else set()))
@@ -1233,6 +1248,7 @@ def run_experiment(
                 "stores: the cluster scale needs the token stores ({'pretrain': {128: DIR}, 'ucf101': ...})"
             )
         data = store_data(stores)
+        _check_stores(data, sizes, s.datasets, name)
     elif s.data.get("kind", "texture") == "texture":
         data = texture_data(out / "data", sizes, **{k: v for k, v in s.data.items() if k != "kind"})
     else:
@@ -1295,6 +1311,18 @@ def side_by_side_speed(configs: dict, batch: int = 16, rounds: int = 7, seed: in
             out[k].append(one_pass(k))
     return out
 
+# %% ../nbs/12_experiments.ipynb #46debfea
+def _check_stores(data: dict, sizes: list, datasets, name: str) -> None:
+    """Refuse, before any run, cluster stores (`store_data`) that lack a store the rows need: the pre-training pool
+    and each dataset of `datasets` at each frame size of `sizes` (a missing one once failed after pre-training)."""
+    need = [(S, d) for S in sizes for d in ("pool", *datasets)]
+    if missing := [(S, d) for S, d in need if d not in data.get(S, {})]:
+        S, d = missing[0]
+        raise VimpacError(
+            f"stores: no {'pretrain' if d == 'pool' else d} store at S {S}; the rows of {name} need pretrain and "
+            f"{', '.join(datasets)} at S {', '.join(map(str, sizes))} ({len(missing)} missing)"
+        )
+
 # %% ../nbs/12_experiments.ipynb #17b6c795
 def check_seeds(seeds) -> list[int]:
     """`seeds` as a list of distinct integers >= 0 (numpy integers and digit strings too): the samples a row's mean,
@@ -1306,12 +1334,37 @@ def check_seeds(seeds) -> list[int]:
     out = []
     for s in seeds:
         ok = isinstance(s, (int, np.integer)) and not isinstance(s, bool) or isinstance(s, str) and s.isdigit()
-        if not ok or int(s) < 0:
-            raise VimpacError(f"seeds: {s!r} is not a seed; expected whole numbers >= 0")
+        if not ok or not 0 <= int(s) < 2**32:
+            raise VimpacError(f"seeds: {s!r} is not a seed; expected whole numbers from 0 to {2**32 - 1}")
         if int(s) in out:
             raise VimpacError(f"seeds: {int(s)} given twice; each seed is one sample of a row, run once")
         out.append(int(s))
     return out
+
+
+def check_rows(exp: Experiment, rows: list, setup: Setup, scale: str) -> None:
+    """Build the configs each of `rows` of `exp` runs with at `scale` under `setup` (model, pre-training, fine-tuning,
+    its T and S), so that a bad value (an extra row's `pretrain={"mask_ratio": "a"}`, a paper T the setup does not
+    map) is refused in one line (`VimpacError`) before any run, not midway through a sweep."""
+    for r in rows:
+        where = f"row {r.label!r} of {exp.name}"
+        pre, model = r.at(scale)
+        if pre is not None and not isinstance(pre, dict) or not isinstance(model, dict):
+            raise VimpacError(
+                f"{where}: pretrain and model: expected dicts of config fields, got {pre!r} and {model!r}"
+            )
+        try:
+            T, S = setup.resolution(r)
+            VimpacConfig.from_preset(setup.preset, **{**setup.model, **model})
+            if pre is not None:
+                PretrainConfig(**{**setup.pretrain, **exp.base, **pre, "clip_len": T})
+            FinetuneConfig(**{**setup.finetune, "clip_len": T})
+        except KeyError as e:
+            raise VimpacError(
+                f"{where}: T or S {e} has no value at scale {scale} (setup clip_lens, frame_sizes)"
+            ) from None
+        except (TypeError, VimpacError) as e:
+            raise VimpacError(f"{where}: {one_line(e)}") from None
 
 # %% ../nbs/12_experiments.ipynb #265659f3
 def _reference_lines(result: ExperimentResult) -> list[tuple]:
@@ -1456,11 +1509,14 @@ def _execute(pm, notebook: Path, executed: Path, params: dict, name: str, log: P
 
 
 def _check_plan(names: list, params: dict) -> None:
-    "Refuse a bad seed, row or extra row before any notebook runs (`VimpacError`): no executed notebook is replaced."
+    """Refuse a bad seed, setup, row or extra row before any notebook runs (`VimpacError`): no executed notebook is
+    replaced."""
     check_seeds(params["seeds"])
+    setup = setup_for(params["scale"], **(params.get("setup") or {}))
     for name in names:
         if name in EXPERIMENTS:
-            experiment_rows(EXPERIMENTS[name], params.get("rows"), params.get("extra_rows") or ())
+            rows = experiment_rows(EXPERIMENTS[name], params.get("rows"), params.get("extra_rows") or ())
+            check_rows(EXPERIMENTS[name], rows, setup, params["scale"])
 
 
 def _run_notebooks(names: list, a: argparse.Namespace) -> None:
@@ -1493,7 +1549,7 @@ def _run_notebooks(names: list, a: argparse.Namespace) -> None:
 def _execute_kept(pm, notebook: Path, executed: Path, params: dict, name: str, log: Path) -> None:
     """`_execute` into a temporary file that replaces `executed` only when the notebook ran to its end: a refused or
     failed run leaves the last good executed notebook as it was and keeps its own as `NAME.failed.ipynb`, named in the
-    `VimpacError` it raises."""
+    `VimpacError` it raises; a full disk is named (`disk_full_error`)."""
     failed = executed.with_suffix(".failed.ipynb")
     tmp = executed.with_name(f".{executed.stem}.{os.getpid()}.ipynb")  # hidden, and papermill's .ipynb suffix
     try:
@@ -1502,6 +1558,9 @@ def _execute_kept(pm, notebook: Path, executed: Path, params: dict, name: str, l
     except pm.PapermillExecutionError as e:
         os.replace(tmp, failed)
         raise VimpacError(f"{name}: {e.evalue} (the executed notebook: {failed})") from None
+    except OSError as e:  # papermill's own write of the notebook, on a full disk, named (else "[Errno 28]" alone)
+        then = "free some space and run the same command again: the finished rows are read back"
+        raise disk_full_error(executed.parent, 1 << 20, e, then) or e from None
     finally:
         tmp.unlink(missing_ok=True)
     failed.unlink(missing_ok=True)
@@ -1519,7 +1578,10 @@ def _parameters(a: argparse.Namespace, yaml) -> dict:
     "The notebook parameters of `-f` (a YAML mapping), then of each `-p NAME VALUE` (VALUE read as YAML)."
     params = {}
     if a.f:
-        text = Path(a.f).read_text() if Path(a.f).is_file() else None
+        try:
+            text = Path(a.f).read_text() if Path(a.f).is_file() else None
+        except UnicodeDecodeError:
+            raise VimpacError(f"-f {a.f}: not UTF-8 text; expected a YAML file of notebook parameters") from None
         if text is None:
             raise VimpacError(f"-f: {a.f} is not a file; expected a YAML file of notebook parameters")
         loaded = _yaml(text, f"-f {a.f}", yaml)
