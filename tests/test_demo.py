@@ -430,3 +430,20 @@ def test_refused_upload_is_one_line_without_the_temporary_path(run_dir, tmp_path
         and "\n" not in err
         and str(tmp_path) not in err
     ), err
+
+
+def test_page_keeps_only_its_last_requests_files(run_dir, tmp_path, monkeypatch):
+    """Issue 35: the demo's folder grew by every request until exit (464 files, 17 MB after about 130). Gradio copies
+    what it serves into its own cache, so the page keeps only its last `KEEP_REQUESTS` requests' files."""
+    import tempfile
+    from vimpac.demo import KEEP_REQUESTS, LIMITS, page_reconstruct
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    model, tok = load_reconstruction_model(run_dir)
+    run = page_reconstruct(model, tok, dict(LIMITS))
+    (folder,) = tmp_path.glob("vimpac-demo-*")
+    for i in range(KEEP_REQUESTS + 2):
+        videos = run(str(sample_videos()[0]), ratio=15, seed=i, progress=lambda *a, **k: None)[: len(PANELS)]
+        assert all(Path(v).is_file() for v in videos)  # this request's files, there to be served
+    assert len(list(folder.iterdir())) == KEEP_REQUESTS
+    assert len(list(folder.rglob("*.mp4"))) == KEEP_REQUESTS * len(PANELS)

@@ -21,9 +21,9 @@ from .synthetic import write_video
 from .inference import FPS, load_reconstruction_model, reconstruct_video
 
 # %% auto #0
-__all__ = ['LIMITS', 'PAGE_FRAMES', 'PANELS', 'ACCURACY_LABELS', 'THEME_FONTS', 'check_video', 'reconstruction_figures',
-           'reconstruction_clips', 'frame_strip', 'page_reconstruct', 'examples_cache', 'build_app', 'launch',
-           'check_address', 'main']
+__all__ = ['LIMITS', 'PAGE_FRAMES', 'PANELS', 'ACCURACY_LABELS', 'THEME_FONTS', 'KEEP_REQUESTS', 'check_video',
+           'reconstruction_figures', 'reconstruction_clips', 'frame_strip', 'page_reconstruct', 'examples_cache',
+           'build_app', 'launch', 'check_address', 'main']
 
 # %% ../nbs/10_demo.ipynb #e0142667
 LIMITS = dict(max_upload_mb=50.0, max_seconds=120.0, max_pixels=1920 * 1080)
@@ -193,15 +193,19 @@ def _summary(r: dict, ratio: float, blocks: int) -> str:
     )
 
 
+KEEP_REQUESTS = 4  # the page's requests whose files `page_reconstruct` keeps (the demo's folder stays small)
+
+
 def page_reconstruct(model, tok, lim: dict):
     """The endpoint's function: `reconstruction_clips` with the page's inputs (the mask ratio in percent), returned
     as five looping videos (`PANELS`, upscaled to 256 px, at `FPS`), the frames as a gallery of `frame_strip`s, the
     summary line and the two mask accuracies as numbers, in percent of the masked tokens (one decimal; the count of
-    masked tokens is in the summary). Files go to a folder of this process's, removed at exit. An
+    masked tokens is in the summary). Files go to a folder of this process's, removed at exit, one sub-folder per
+    request; Gradio copies what it serves into its own cache, so only the last `KEEP_REQUESTS` are kept. An
     input it refuses becomes a `gr.Error` of the kit's one line, naming the upload by its file name (not Gradio's
     temporary path), and one line in the server's log, `vimpac-demo: refused NAME: ...` (not a traceback)."""
     gr = _gradio()
-    folder = Path(tempfile.mkdtemp(prefix="vimpac-demo-"))
+    folder, made = Path(tempfile.mkdtemp(prefix="vimpac-demo-")), []
     atexit.register(shutil.rmtree, folder, True)
 
     def run(video, strategy="block", ratio=15, blocks=0, seed=0, neighbour="spatial", progress=gr.Progress()):
@@ -229,6 +233,9 @@ def page_reconstruct(model, tok, lim: dict):
             raise gr.Error(line, print_exception=False) from None
         progress(0.85, desc="writing the videos")
         out, clips = Path(tempfile.mkdtemp(dir=folder)), r["clips"]
+        made.append(out)
+        while len(made) > KEEP_REQUESTS:  # the oldest requests' files, long served
+            shutil.rmtree(made.pop(0), ignore_errors=True)
         videos = [str(write_video(_upscaled(clips[k]), out / f"{k}.mp4", fps=FPS)) for k in PANELS]
         T = len(clips["original"])
         frames = [(frame_strip(clips, i), f"frame {i + 1} of {T} ({i / FPS:.1f} s)") for i in range(T)]
