@@ -95,7 +95,7 @@ nbtest: $(STAMP)
 # Two workers on the two cores (pytest-xdist, issue 33), each test sent to the worker that is free; each worker and
 # the processes it starts use one OpenMP thread (tests/conftest.py).
 pytest: $(STAMP)
-	$(BIN)/python -m pytest -n 2 --dist worksteal --durations=15 tests
+	$(BIN)/python -m pytest -n 2 --dist worksteal --durations=30 tests
 
 # pyflakes, lines of at most 120 characters and one statement a line over the package, tests, benchmarks and the
 # notebooks' code, and `ruff format` over all but the generated modules (pyproject.toml [tool.ruff], issue 22)
