@@ -395,6 +395,7 @@ def test_p_values_are_kept_and_a_refused_rerun_keeps_the_executed_notebook(tmp_p
         (["-p", "scale", "huge"], "-p scale: expected one of toy, cpu, cluster, got 'huge'"),
         (["-p", "setup", "{a: [1"], "-p setup: not valid YAML ("),
         (["-p", "setup", "{frame_size: '64'}"], "setup: frame_size: expected an int (as 16), got '64'"),
+        (["-p", "setup", "{pretrain: {steps: 0}}"], "row 'α 0' of cl_weight: steps: 0 trains nothing; expected >= 1"),
         (["-p", "extra_rows", '[{"label": "m", "pretrain": {"mask_ratio": "a"}}]'], "row 'm' of cl_weight: mask_ratio"),
         (["-f", tmp_path / "bad.yaml"], f"-f {tmp_path / 'bad.yaml'}: not valid YAML ("),
         (["-f", tmp_path / "binary.yaml"], f"-f {tmp_path / 'binary.yaml'}: not UTF-8 text; expected a YAML file"),

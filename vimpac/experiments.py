@@ -1356,9 +1356,11 @@ def check_rows(exp: Experiment, rows: list, setup: Setup, scale: str) -> None:
         try:
             T, S = setup.resolution(r)
             VimpacConfig.from_preset(setup.preset, **{**setup.model, **model})
+            configs = [FinetuneConfig(**{**setup.finetune, "clip_len": T})]
             if pre is not None:
-                PretrainConfig(**{**setup.pretrain, **exp.base, **pre, "clip_len": T})
-            FinetuneConfig(**{**setup.finetune, "clip_len": T})
+                configs.append(PretrainConfig(**{**setup.pretrain, **exp.base, **pre, "clip_len": T}))
+            if any(c.steps == 0 and c.epochs is None for c in configs):  # a table of nan
+                raise VimpacError("steps: 0 trains nothing; expected >= 1 (or epochs)")
         except KeyError as e:
             raise VimpacError(
                 f"{where}: T or S {e} has no value at scale {scale} (setup clip_lens, frame_sizes)"
