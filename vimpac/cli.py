@@ -653,8 +653,8 @@ def evaluate_main(argv=None):
     if a.probe and not a.train:
         p.error(f"argument --probe: {a.probe} needs --train STORE (the store it is fitted on)")
     if a.dataset and not a.probe:
-        views, source = evaluation_views(a.views, None, a.dataset)
-        print(f"{p.prog}: dataset preset {a.dataset}: views {views} ({source})")
+        a.views, source = evaluation_views(a.views, None, a.dataset)  # resolved once: evaluate_run takes them as given
+        print(f"{p.prog}: dataset preset {a.dataset}: views {a.views} ({source})")
     ev = run_main(p.prog, evaluate_run, **options_for(evaluate_run, a))
     print(ev.headline())
     if a.out:

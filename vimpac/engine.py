@@ -632,13 +632,20 @@ def check_store_tokenizer(store, trained_on: dict | None, where, strict: bool = 
 # Names that moved (issue 33), importable from here for one release with a `VimpacDeprecationWarning`: the memory
 # model and the MFU peaks to `vimpac.memory`, checkpoints and stop signals to `vimpac.checkpoints`. (Those the engine
 # itself uses are imported above, and so come from here without the warning.)
-_MOVED = dict(check_run_tokenizer="vimpac.runs.check_run_tokenizer")
-_MOVED.update(
-    {n: f"vimpac.memory.{n}" for n in ("GPU_PEAK_FLOPS", "peak_flops_for", "peak_flops", "MEMORY_MARGIN")}
-    | {n: f"vimpac.memory.{n}" for n in ("RESERVED_BYTES", "OPTIMIZER_BYTES_PER_PARAM", "saved_activation_bytes")}
-    | {n: f"vimpac.memory.{n}" for n in ("recomputed_layer_bytes",)}
-    | {n: f"vimpac.checkpoints.{n}" for n in ("load_checkpoint", "latest_checkpoint", "STOP_SIGNALS")}
-)
+_MOVED = {  # old name here: its home now
+    "check_run_tokenizer": "vimpac.runs.check_run_tokenizer",
+    "GPU_PEAK_FLOPS": "vimpac.memory.GPU_PEAK_FLOPS",
+    "peak_flops_for": "vimpac.memory.peak_flops_for",
+    "peak_flops": "vimpac.memory.peak_flops",
+    "MEMORY_MARGIN": "vimpac.memory.MEMORY_MARGIN",
+    "RESERVED_BYTES": "vimpac.memory.RESERVED_BYTES",
+    "OPTIMIZER_BYTES_PER_PARAM": "vimpac.memory.OPTIMIZER_BYTES_PER_PARAM",
+    "saved_activation_bytes": "vimpac.memory.saved_activation_bytes",
+    "recomputed_layer_bytes": "vimpac.memory.recomputed_layer_bytes",
+    "load_checkpoint": "vimpac.checkpoints.load_checkpoint",
+    "latest_checkpoint": "vimpac.checkpoints.latest_checkpoint",
+    "STOP_SIGNALS": "vimpac.checkpoints.STOP_SIGNALS",
+}
 __getattr__ = moved_names(__name__, _MOVED)  # until the next release
 
 # %% ../nbs/06d_engine.ipynb #709f8cd6
