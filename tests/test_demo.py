@@ -93,7 +93,9 @@ def browser_server(run_dir, server):
 
 
 def test_api_reconstruct_sample_and_fake(server, tmp_path):
-    client = Client(server, verbose=False, httpx_kwargs={"timeout": 300})  # a loaded 2-core CI: slow answers
+    client = Client(
+        server, verbose=False, analytics_enabled=False, httpx_kwargs={"timeout": 300}
+    )  # a loaded 2-core CI: slow answers
     api = client.view_api(return_format="dict", print_info=False)
     assert "/reconstruct" in api["named_endpoints"]
     params = api["named_endpoints"]["/reconstruct"]["parameters"]
@@ -259,7 +261,9 @@ def test_examples_load_with_the_cache_in_home(home_server):
     """Each example's outputs, computed at start-up into `~/.cache`, reach the page (Gradio serves only the working
     folder, the temporary folder and the paths `launch` allows: an example once failed for every user)."""
     _, url, home = home_server
-    client = Client(url, verbose=False, httpx_kwargs={"timeout": 300})  # slow answers under load
+    client = Client(
+        url, verbose=False, analytics_enabled=False, httpx_kwargs={"timeout": 300}
+    )  # slow answers under load
     try:
         for i, (label, summary) in enumerate(EXAMPLES.items()):
             *videos, frames, text, model_acc, copy_acc = client.predict(i, api_name="/load_example")

@@ -121,7 +121,7 @@ def test_official_app_serves_reconstruct(files, tmp_path, monkeypatch):
     launch(app, "127.0.0.1", port, prevent_thread_lock=True, quiet=True)
     try:
         *videos, frames, summary, model_acc, copy_acc = Client(
-            f"http://127.0.0.1:{port}/", verbose=False, httpx_kwargs={"timeout": 300}
+            f"http://127.0.0.1:{port}/", verbose=False, analytics_enabled=False, httpx_kwargs={"timeout": 300}
         ).predict(handle_file(str(sample_videos()[2])), api_name="/reconstruct")
         assert Path(videos[3]).stem == "reconstruction"  # after the original, the tokenizer's and the masked input
         with av.open(videos[3]) as c:  # carphone's 8 frames (4 s at 2 FPS) in windows of the model's 3, at 256 px
