@@ -93,9 +93,8 @@ def browser_server(run_dir, server):
 
 
 def test_api_reconstruct_sample_and_fake(server, tmp_path):
-    client = Client(
-        server, verbose=False, analytics_enabled=False, httpx_kwargs={"timeout": 300}
-    )  # a loaded 2-core CI: slow answers
+    # a loaded 2-core CI: slow answers
+    client = Client(server, verbose=False, analytics_enabled=False, httpx_kwargs={"timeout": 300})
     api = client.view_api(return_format="dict", print_info=False)
     assert "/reconstruct" in api["named_endpoints"]
     params = api["named_endpoints"]["/reconstruct"]["parameters"]

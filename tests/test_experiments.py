@@ -219,7 +219,7 @@ def test_data_another_process_writes_is_waited_for(tmp_path):
     pool videos while the other was still tokenizing. The second now waits for the first, with one warning."""
     out = tmp_path / "data"
     out.mkdir()
-    hold = f"import time\nfrom vimpac.store import writer_lock\nwith writer_lock({str(out / '.data.writer')!r}, 'x'):"
+    hold = f"import time\nfrom vimpac.utils import writer_lock\nwith writer_lock({str(out / '.data.writer')!r}, 'x'):"
     hold += "\n    print('held', flush=True)\n    time.sleep(3)"
     holder = subprocess.Popen([sys.executable, "-c", hold], stdout=subprocess.PIPE, text=True)
     try:

@@ -4,7 +4,8 @@ today's main both ran, and meta.json could end up describing tokens written with
 
 import json, os, shutil, socket, subprocess
 import pytest
-from vimpac.store import writer_lock, shard_name
+from vimpac.store import shard_name
+from vimpac.utils import writer_lock
 from vimpac.video import sample_videos
 from helpers import error_line, run_command
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import torch
 from .utils import VimpacError, atomic_path, disk_full_error, load_torch_file, Terminated
 from .memory import tensor_bytes
-from .store import writer_lock
+from .utils import writer_lock
 
 # %% auto #0
 __all__ = ['CHECKPOINT_TMP', 'RUN_LOCK', 'STOP_SIGNALS', 'list_checkpoints', 'load_checkpoint', 'latest_checkpoint',
@@ -112,7 +112,7 @@ _HELD: dict[Path, tuple[contextlib.ExitStack, bool]] = {}  # this process's held
 
 
 def hold_run_folder(out) -> None:
-    """Take the writer lock of the run folder `out` (`out/RUN_LOCK`, `vimpac.store.writer_lock`; the folder is created)
+    """Take the writer lock of the run folder `out` (`out/RUN_LOCK`, `vimpac.utils.writer_lock`; the folder is created)
     and hold it until `release_run_folder(out)` or the end of this process. A lock this process still holds on `out`
     (from a run that raised in a notebook) is taken over. Raises `VimpacError` naming the folder and its live writer
     ("pid P on HOST") when another process holds it; nothing is written then."""

@@ -21,7 +21,7 @@ from .synthetic import write_video
 from .inference import FPS, load_reconstruction_model, reconstruct_video
 
 # %% auto #0
-__all__ = ['LIMITS', 'PAGE_FRAMES', 'PANELS', 'ACCURACY_LABELS', 'THEME_FONTS', 'KEEP_REQUESTS', 'check_video',
+__all__ = ['LIMITS', 'PAGE_FRAMES', 'PANELS', 'ACCURACY_LABELS', 'THEME_FONTS', 'KEEP_REQUESTS', 'SERVED_FILES', 'check_video',
            'reconstruction_figures', 'reconstruction_clips', 'frame_strip', 'page_reconstruct', 'examples_cache',
            'build_app', 'launch', 'check_address', 'main']
 
@@ -290,6 +290,9 @@ def _ratio_label(strategy: str) -> str:
     return f"mask ratio (%): {how}"
 
 
+SERVED_FILES = (600, 3600)  # Gradio's copies of the page's outputs: every 10 min, those over an hour old are removed
+
+
 def build_app(
     checkpoint=None, tokenizer=None, *, device="cpu", limits: dict | None = None, model=None, tok=None, official=None
 ):
@@ -307,7 +310,7 @@ def _page(model, tok, lim: dict):
     "The page of `build_app` for a loaded model."
     gr, c = _gradio(), model.config
     frame_size, T = c.token_map[0] * tok.downsample, c.max_clip_len
-    with gr.Blocks(title="VIMPAC reconstruction demo", analytics_enabled=False) as app:
+    with gr.Blocks(title="VIMPAC reconstruction demo", analytics_enabled=False, delete_cache=SERVED_FILES) as app:
         gr.Markdown(
             f"## VIMPAC: mask a video, let the model fill it in\nUp to {PAGE_FRAMES} frames at {FPS:g} FPS "
             f"({PAGE_FRAMES / FPS:g} s) are cropped to {frame_size}x{frame_size} px and tokenized; masked tokens are "

@@ -13,7 +13,8 @@ import numpy as np
 from .utils import VimpacError, atomic_path, disk_full_error, read_json
 from .options import OptionParser, config_argv, folder_option, number_option
 from .utils import one_line, run_main, write_json
-from .store import TokenStore, writer_lock
+from .store import TokenStore
+from .utils import writer_lock
 from .video import list_videos
 from .model import VimpacConfig, VimpacForPreTraining
 from .engine import config_from_spec

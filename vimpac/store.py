@@ -6,7 +6,7 @@ Docs: https://vimpac.github.io/vimpac/store.html.md"""
 
 # %% ../nbs/02_store.ipynb #257151fd
 from __future__ import annotations
-import contextlib, fcntl, hashlib, json, os, re, socket, struct, threading, time, warnings
+import contextlib, hashlib, json, os, re, struct, threading, time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,15 +14,15 @@ import lmdb
 import numpy as np
 import torch
 from tqdm.auto import tqdm
-from .utils import VimpacError, write_json, disk_full_error, read_json, check_fields
+from .utils import VimpacError, write_json, disk_full_error, read_json, check_fields, writer_lock
 from .utils import check_number, get_device, renamed_kwargs
 from .tokenizer import load_tokenizer
 from .video import iter_views, check_fps, list_videos, VIEW_SETS, CENTER_VIEW, parse_view
 
 # %% auto #0
 __all__ = ['STORE_FORMAT', 'MAP_SIZE', 'READABLE_FORMATS', 'video_key', 'expand_inputs', 'shard_name', 'lmdb_env',
-           'lmdb_environments', 'lmdb_header', 'check_shard', 'DecodeVideos', 'StoreSummary', 'writer_lock',
-           'build_store', 'TokenStore', 'tokenize_videos']
+           'lmdb_environments', 'lmdb_header', 'check_shard', 'DecodeVideos', 'StoreSummary', 'build_store',
+           'TokenStore', 'tokenize_videos']
 
 # %% ../nbs/02_store.ipynb #28c12336
 STORE_FORMAT = "vimpac-token-store/3"  # /3: keys from paths relative to the root given (/2: absolute paths)
@@ -343,36 +343,6 @@ def _check_classes(classes) -> list[str]:
     return list(classes)
 
 # %% ../nbs/02_store.ipynb #f109dfd7
-@contextlib.contextmanager
-def writer_lock(path, what: str, wait: bool = False):
-    """Hold an exclusive lock on the file `path` (created if missing) while the block runs: `fcntl.flock`, which the
-    operating system releases when the holder exits or is killed, so a stale lock never blocks a resume. The file
-    records the holder, "pid P on HOST". When another process (or another open of `path`) holds it: raises
-    `VimpacError` naming `what` and the holder, or with `wait` warns once, naming them, and waits for its release
-    (experiments sharing one `--out`, e.g. the tasks of a SLURM array, take turns on the data they share)."""
-    f = open(path, "a+")
-    try:
-        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        f.seek(0)
-        holder = f.read().strip() or "another process"
-        if not wait:
-            f.close()
-            raise VimpacError(
-                f"{what} is being written by {holder}; wait for it to finish, or use another --out"
-            ) from None
-        warnings.warn(f"{what} is being written by {holder}; waiting for it to finish", stacklevel=3)
-        fcntl.flock(f, fcntl.LOCK_EX)
-    try:
-        f.seek(0)
-        f.truncate()
-        f.write(f"pid {os.getpid()} on {socket.gethostname()}")
-        f.flush()
-        yield
-    finally:
-        f.close()  # closing the file releases the lock
-
-
 @contextlib.contextmanager
 def _writing(out: Path, meta: dict, num_shards: int, shard_index: int):
     """The writer's side of a store: under a lock of the whole store, check `meta` against what `out` holds and write

@@ -6,8 +6,8 @@ Docs: https://vimpac.github.io/vimpac/utils.html.md"""
 
 # %% ../nbs/00_utils.ipynb #b36c610f
 from __future__ import annotations
-import contextlib, dataclasses, errno, functools, hashlib, json, math, numbers, os, pickletools, re, shutil
-import importlib, importlib.util, signal, sys, tempfile, threading, warnings
+import contextlib, dataclasses, errno, fcntl, functools, hashlib, json, math, numbers, os, pickletools, re, shutil
+import importlib, importlib.util, signal, socket, sys, tempfile, threading, warnings
 from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
@@ -15,9 +15,9 @@ from safetensors.torch import load_file, save_file
 # %% auto #0
 __all__ = ['IGNORE_INDEX', 'VimpacError', 'check_not_shadowed', 'load_torch_file', 'read_json', 'check_fields', 'check_device',
            'get_device', 'make_generator', 'derive_seed', 'idle_cpu_threads', 'check_number', 'warmup_linear',
-           'atomic_path', 'write_json', 'disk_full_error', 'save_weights', 'load_weights', 'VimpacDeprecationWarning',
-           'renamed_kwargs', 'moved_names', 'moved_method', 'DictRecord', 'one_line', 'Terminated', 'third_party',
-           'run_main']
+           'atomic_path', 'write_json', 'writer_lock', 'disk_full_error', 'save_weights', 'load_weights',
+           'VimpacDeprecationWarning', 'renamed_kwargs', 'moved_names', 'moved_method', 'DictRecord', 'one_line',
+           'Terminated', 'third_party', 'run_main']
 
 # %% ../nbs/00_utils.ipynb #6eaf13c8
 class VimpacError(ValueError):
@@ -243,6 +243,36 @@ def write_json(path: str | os.PathLike, obj) -> None:
     "Write `obj` as indented JSON to `path`, atomically."
     with atomic_path(path) as tmp:
         Path(tmp).write_text(json.dumps(obj, indent=2) + "\n")
+
+# %% ../nbs/00_utils.ipynb #75631a36
+@contextlib.contextmanager
+def writer_lock(path, what: str, wait: bool = False):
+    """Hold an exclusive lock on the file `path` (created if missing) while the block runs: `fcntl.flock`, which the
+    operating system releases when the holder exits or is killed, so a stale lock never blocks a resume. The file
+    records the holder, "pid P on HOST". When another process (or another open of `path`) holds it: raises
+    `VimpacError` naming `what` and the holder, or with `wait` warns once, naming them, and waits for its release
+    (experiments sharing one `--out`, e.g. the tasks of a SLURM array, take turns on the data they share)."""
+    f = open(path, "a+")
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        f.seek(0)
+        holder = f.read().strip() or "another process"
+        if not wait:
+            f.close()
+            raise VimpacError(
+                f"{what} is being written by {holder}; wait for it to finish, or use another --out"
+            ) from None
+        warnings.warn(f"{what} is being written by {holder}; waiting for it to finish", stacklevel=3)
+        fcntl.flock(f, fcntl.LOCK_EX)
+    try:
+        f.seek(0)
+        f.truncate()
+        f.write(f"pid {os.getpid()} on {socket.gethostname()}")
+        f.flush()
+        yield
+    finally:
+        f.close()  # closing the file releases the lock
 
 # %% ../nbs/00_utils.ipynb #275aeebf
 def disk_full_error(path, needed: int, error: BaseException, then: str = "") -> VimpacError | None:
