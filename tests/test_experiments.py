@@ -430,6 +430,27 @@ def test_a_full_disk_under_papermill_names_its_path(tmp_path, capsys, monkeypatc
     assert not list(out.glob(".*.ipynb"))  # no hidden notebook left
 
 
+def test_sigterm_during_a_row_is_one_line(tmp_path, bin_dir):
+    """Issue 35: a SIGTERM while the notebook's kernel ran a cell printed nbclient's "Task exception was never
+    retrieved" traceback after the kit's line (asyncio's report of the abandoned cell, at exit). Now: the one line,
+    status 143, and a kernel log without Jupyter's noise."""
+    out = tmp_path / "exp"
+    cmd = [str(bin_dir / "vimpac-experiment"), "cl_weight", "--out", str(out), "--rows", "0"]
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        for _ in range(1200):  # the row's pre-training under way in the kernel
+            if any((out / "pretrain").glob("*/metrics.jsonl")) or p.poll() is not None:
+                break
+            time.sleep(0.1)
+        p.send_signal(signal.SIGTERM)
+        err = p.communicate(timeout=120)[1]
+    finally:
+        p.kill()
+    assert p.returncode == 143 and err == "vimpac-experiment: terminated (SIGTERM)\n", err
+    log = out / "cl_weight-rows-0.kernel.log"
+    assert not log.is_file() or "without encryption" not in log.read_text(), log.read_text()
+
+
 @pytest.mark.parametrize(
     "args, line",
     [

@@ -6,7 +6,7 @@ Docs: https://vimpac.github.io/vimpac/experiments.html.md"""
 
 # %% ../nbs/12_experiments.ipynb #7fde81f4
 from __future__ import annotations
-import argparse, contextlib, hashlib, io, json, math, os, re, subprocess, sys, tempfile, time, warnings
+import argparse, contextlib, hashlib, io, json, logging, math, os, re, subprocess, sys, tempfile, time, warnings
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 import numpy as np
@@ -1500,15 +1500,22 @@ class _Progress(io.TextIOBase):
 
 def _execute(pm, notebook: Path, executed: Path, params: dict, name: str, log: Path) -> None:
     """Execute `notebook` to `executed` with papermill, its progress lines shown (`_Progress`) and the kernel's own
-    stderr kept in `log`, less Jupyter's noise of every run (the kernel is interrupted at its shutdown); an empty log
-    is removed."""
-    with _stderr_to(log):
-        pm.execute_notebook(notebook, executed, parameters=params, progress_bar=False, stdout_file=_Progress(name))
-    lines = [x for x in log.read_text(errors="replace").splitlines(True) if not any(n in x for n in _KERNEL_NOISE)]
-    if lines:
-        log.write_text("".join(lines))
-    else:
-        log.unlink()
+    stderr kept in `log`, less Jupyter's noise of every run (the kernel is interrupted at its shutdown), also when the
+    run fails or is stopped (SIGTERM); an empty log is removed."""
+    try:
+        with _stderr_to(log):
+            pm.execute_notebook(notebook, executed, parameters=params, progress_bar=False, stdout_file=_Progress(name))
+    except BaseException as e:
+        if not isinstance(e, Exception):  # stopped (SIGTERM, Ctrl-C): nbclient's abandoned cell would print a
+            logging.getLogger("asyncio").setLevel(logging.CRITICAL)  # traceback at exit ("Task exception was never")
+        raise
+    finally:  # also after an error or a stop signal: the log keeps what the kernel said, not Jupyter's noise
+        text = log.read_text(errors="replace") if log.is_file() else ""
+        lines = [x for x in text.splitlines(True) if not any(n in x for n in _KERNEL_NOISE)]
+        if lines:
+            log.write_text("".join(lines))
+        else:
+            log.unlink(missing_ok=True)
 
 
 def _check_plan(names: list, params: dict) -> None:
