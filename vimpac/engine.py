@@ -44,8 +44,8 @@ from vimpac.checkpoints import (
 # %% auto #0
 __all__ = ['PRECISIONS', 'KEEP_LAST_HINT', 'RUNTIME_FIELDS', 'OPTIMIZER_IMPL_KEYS', 'RATE_FIELDS', 'TrainConfig', 'as_json_value',
            'check_resume_settings', 'init_distributed', 'resolve_precision', 'inference_precision', 'Run',
-           'expandable_segments', 'start_run', 'GlobalBatchNorm1d', 'batchnorm_sync', 'sync_batchnorm',
-           'choose_precision', 'device_capability', 'dist_backend', 'param_groups', 'make_optimizer',
+           'expandable_segments', 'start_run', 'claim_run_folder', 'GlobalBatchNorm1d', 'batchnorm_sync',
+           'sync_batchnorm', 'choose_precision', 'device_capability', 'dist_backend', 'param_groups', 'make_optimizer',
            'load_optimizer_state', 'make_schedule', 'StepPlan', 'plan_steps', 'batch_indices', 'StepBatches',
            'step_loader', 'plan_run', 'config_from_spec', 'check_store_tokenizer', 'Engine', 'MetricsLog',
            'run_environment', 'summary_line']
@@ -291,11 +291,9 @@ def expandable_segments(device) -> bool:
 def start_run(out, resume: bool, device, precision: str) -> Run:
     """Check the run folder `out` (None: nothing is written; a file is refused; `resume` needs one), join the process
     group under `torchrun` (`init_distributed`) and choose the precision (`resolve_precision`; tf32 turns on TF32
-    matmuls); on CUDA, first ask for `expandable_segments`. Rank 0 then takes the run folder's writer lock
-    (`vimpac.checkpoints.hold_run_folder`, held until the `Run` is left as a context manager) and removes the
-    temporary files of checkpoint writes stopped midway (killed) from `out/checkpoints`, with one warning: their
-    writer is dead, since it held the lock. Raises `VimpacError` before anything is written, on every rank, for a
-    folder another live run writes."""
+    matmuls); on CUDA, first ask for `expandable_segments`. Nothing is written: the run folder is claimed
+    (`claim_run_folder`) once the run's checks have passed, before its first write. Raises `VimpacError` before
+    anything is written."""
     out = Path(out) if out is not None else None
     if out is not None and out.exists() and not out.is_dir():
         raise VimpacError(f"out: {out} is a file; expected a run folder (new, or a run's to resume)")
@@ -306,27 +304,31 @@ def start_run(out, resume: bool, device, precision: str) -> Run:
     run = Run(rank, world, dev, *resolve_precision(precision, dev), out)
     if precision == "tf32":  # checked above: a CUDA GPU from Ampere on
         torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
-    if out is not None:
-        _hold_on_rank0(out, rank, world)
-        if rank == 0:
-            remove_checkpoint_tmps(out)
     return run
 
 
-def _hold_on_rank0(out: Path, rank: int, world: int) -> None:
-    "Rank 0 takes the writer lock of `out`; a refusal is raised on every rank (sent from rank 0 under `torchrun`)."
+def claim_run_folder(run: Run) -> None:
+    """Before a run's first write, once its checks have passed (so a refused run changes nothing): rank 0 takes the
+    run folder's writer lock (`vimpac.checkpoints.hold_run_folder`, held until the `Run` is left as a context
+    manager), then removes the temporary files of checkpoint writes stopped midway (killed) from `out/checkpoints`,
+    with one warning: their writer is dead, since it held the lock. Raises `VimpacError` on every rank (sent from
+    rank 0 under `torchrun`) when another live run writes the folder. Nothing to do without a run folder."""
+    if run.out is None:
+        return
     refused = None
-    if rank == 0:
+    if run.rank == 0:
         try:
-            hold_run_folder(out)
+            hold_run_folder(run.out)
         except VimpacError as e:
             refused = str(e)
-    if world > 1:
+    if run.world > 1:
         box = [refused]
         dist.broadcast_object_list(box, src=0)
         refused = box[0]
     if refused is not None:
         raise VimpacError(refused)
+    if run.rank == 0:
+        remove_checkpoint_tmps(run.out)
 
 # %% ../nbs/06d_engine.ipynb #5ff63680
 class GlobalBatchNorm1d(nn.BatchNorm1d):

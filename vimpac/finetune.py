@@ -16,6 +16,7 @@ from .model import VimpacConfig, VimpacForVideoClassification
 from .official import load_official_classifier
 from .data import LabelledClipDataset, take_clip, clip_stride
 from .engine import TrainConfig, Engine, MetricsLog, StepBatches, StepPlan, start_run, plan_run, step_loader
+from .engine import claim_run_folder
 from .engine import check_resume_settings, config_from_spec, check_store_tokenizer
 from .checkpoints import latest_checkpoint
 from .runs import check_run_tokenizer
@@ -318,6 +319,15 @@ def finetune_memory_inputs(c: VimpacConfig, cfg: FinetuneConfig):
     return make
 
 # %% ../nbs/08_finetune.ipynb #04602e99
+def _classifier(store, model, cfg: FinetuneConfig, state: dict | None, **start) -> VimpacForVideoClassification:
+    "The classifier `finetune` trains: the one a resumed checkpoint `state` holds, else `finetune_model`'s (`start`)."
+    if state is None:
+        return finetune_model(store, model, clip_len=cfg.clip_len, seed=cfg.seed, **start)
+    clf = VimpacForVideoClassification(VimpacConfig.from_dict(state["model_config"]), state["num_classes"])
+    clf.load_state_dict(state["model"])
+    return clf
+
+
 def finetune(
     store,
     model=None,
@@ -359,24 +369,17 @@ def finetune(
         fps = cfg.clip_fps or store.fps  # the clips' frame rate, recorded for evaluate and predict
         strides = [clip_stride(s.fps, fps, s.path) if s is not None else None for s in (store, test_store)]
         state = _resume_state(run.out, store, cfg) if resume else None
-        if state is None:
-            model = finetune_model(
-                store, model, clip_len=cfg.clip_len, init=init, official=official, new_head=new_head, seed=cfg.seed
-            )
-        else:
-            model = VimpacForVideoClassification(VimpacConfig.from_dict(state["model_config"]), state["num_classes"])
-            model.load_state_dict(state["model"])
+        model = _classifier(store, model, cfg, state, init=init, official=official, new_head=new_head)
         c = model.config
         plan = plan_run(cfg, len(store), run, model, finetune_memory_inputs(c, cfg), sample="clip")
         eng = Engine(model, replace(cfg, lr=cfg.lr or finetune_lr(c)), plan.steps, run)
         start = eng.restore(state)
         it = _clip_batches(store, cfg, c.pad_id, plan, run, start)
         loss_fn = _loss_fn(eng, run, plan.batch)
+        claim_run_folder(run)  # the checks passed: from here on the run writes its folder
         log = MetricsLog(run, start, plan.steps, resume, "fine-tune", progress)
         pending = []  # steps not yet read on the host
-        extra = dict(
-            model_config=asdict(c), num_classes=model.num_classes, classes=classes, finetune_config=asdict(cfg)
-        )
+        extra = dict(model_config=asdict(c), num_classes=model.num_classes, classes=classes, tokenizer=tok)
         with eng.stop:  # SIGTERM, SIGUSR1: a checkpoint at the next step boundary, then RunStopped
             for step in log:
                 micro_batches = [next(it) for _ in range(plan.accum)]
@@ -384,7 +387,7 @@ def finetune(
                 log.count(plan.batch)
                 if eng.read_due(step):  # the host reads the device at log and checkpoint steps only
                     _log_settled(eng, log, plan.batch, pending)
-                if eng.save(step + 1, CHECKPOINT["kind"], **extra, tokenizer=tok):
+                if eng.save(step + 1, CHECKPOINT["kind"], **extra, finetune_config=asdict(cfg)):
                     _log_settled(eng, log, plan.batch, pending)  # the steps up to the checkpoint, logged
                     break
         if eng.stopped:

@@ -20,6 +20,7 @@ from .model import PRESETS, VimpacConfig, VimpacForPreTraining, model_flops, lab
 from .losses import info_nce, info_nce_distributed, pretraining_loss
 from .data import ClipPairDataset
 from .engine import TrainConfig, Engine, MetricsLog, StepBatches, StepPlan, start_run, plan_run, step_loader
+from .engine import claim_run_folder
 from .engine import batch_indices, check_resume_settings, config_from_spec
 from .checkpoints import latest_checkpoint, list_checkpoints  # noqa: F401 (list_checkpoints: for the checks)
 from .memory import peak_flops
@@ -543,6 +544,7 @@ def pretrain(
         eng = Engine(model, cfg, plan.steps, run)
         start = eng.restore(state)
         it = _pair_batches(store, cfg, c, plan, run, start)
+        claim_run_folder(run)  # the checks passed: from here on the run writes its folder
         log = MetricsLog(run, start, plan.steps, resume, "pre-train", progress)
         ctx = LogContext(cfg, plan.batch, c, peak_flops(run.device, cfg.peak_tflops), world)
         loss_fn = micro_batch_loss(eng.forward, cfg, world, plan.accum)
