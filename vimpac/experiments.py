@@ -1510,7 +1510,10 @@ def _execute(pm, notebook: Path, executed: Path, params: dict, name: str, log: P
             logging.getLogger("asyncio").setLevel(logging.CRITICAL)  # traceback at exit ("Task exception was never")
         raise
     finally:  # also after an error or a stop signal: the log keeps what the kernel said, not Jupyter's noise
-        text = log.read_text(errors="replace") if log.is_file() else ""
+        try:  # another run of the same rows on this --out (shares the log's name) may have removed it
+            text = log.read_text(errors="replace")
+        except FileNotFoundError:
+            text = ""
         lines = [x for x in text.splitlines(True) if not any(n in x for n in _KERNEL_NOISE)]
         if lines:
             log.write_text("".join(lines))
