@@ -9,7 +9,7 @@ the issue asks for; the slope over the second half of the requests is printed.
     .venv/bin/python benchmarks/demo_memory.py --requests 500 --out benchmarks/results/demo_memory_cpu.json
 """
 
-import argparse, json, os, platform, socket, subprocess, sys, tempfile, time
+import argparse, json, os, platform, shutil, socket, subprocess, sys, tempfile, time
 from pathlib import Path
 
 
@@ -91,6 +91,7 @@ def main():
     finally:
         server.terminate()
         server.wait(timeout=60)
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":
