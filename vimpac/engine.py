@@ -258,7 +258,8 @@ def inference_precision(precision: str, device) -> torch.dtype | None:
 class Run:
     """Where a run executes: this process's `rank` of `world`, its `device`, the autocast dtype and scaler use, the
     run folder. Used as a context manager (`with start_run(...) as run:`), it releases the run folder's writer lock
-    at the end (`vimpac.checkpoints.release_run_folder`; a refused run's bare new folder is removed)."""
+    at the end (`vimpac.checkpoints.release_run_folder`; a run that failed after claiming a new folder and left it
+    bare removes it)."""
 
     rank: int
     world: int

@@ -492,8 +492,6 @@ def _setup_value(name: str, old, new):
     kind = type(old)
     if kind is tuple and isinstance(new, list):
         new = tuple(new)
-    if kind is float and isinstance(new, int) and not isinstance(new, bool):
-        new = float(new)
     if not isinstance(new, kind) or kind is int and isinstance(new, bool):
         article = "an" if kind.__name__[0] in "aeiou" else "a"
         raise VimpacError(f"setup: {name}: expected {article} {kind.__name__} (as {old!r}), got {new!r}")
