@@ -15,7 +15,7 @@ def test_pretraining_learns_on_sample_videos(tmp_path):
     tok = load_tokenizer("default")
     build_store(videos, tok, tmp_path / "store", fps=2, frame_size=64, progress=False)
     store = TokenStore(tmp_path / "store", tokenizer=tok)
-    cfg = PretrainConfig(steps=200, batch_size=3, lr=2e-3, log_every=10, seed=1)
+    cfg = PretrainConfig(steps=80, batch_size=3, lr=2e-3, log_every=10, seed=1)
     before = evaluate_masking(
         pretrain(store, "tiny", PretrainConfig(steps=0, batch_size=3, seed=1), device="cpu", progress=False)[0],
         store,

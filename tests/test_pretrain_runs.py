@@ -29,12 +29,12 @@ def pretrain_cmd(bin_dir, store, out, *extra):
 
 @pytest.mark.slow
 def test_resume_after_sigkill_is_bitwise(bin_dir, store, tmp_path):
-    args = ["--steps", 200, "--batch-size", 3, "--lr", 2e-3, "--save-every", 10, "--keep-last", 2]
+    args = ["--steps", 60, "--batch-size", 3, "--lr", 2e-3, "--save-every", 5, "--keep-last", 2]
     r = run_command(*pretrain_cmd(bin_dir, store, tmp_path / "full", *args), env=ENV, timeout=600)
     assert r.returncode == 0, r.stderr
 
     killed = tmp_path / "killed"
-    code = killed_at(pretrain_cmd(bin_dir, store, killed, *args), killed / "checkpoints" / "step-00000020.pt", ENV)
+    code = killed_at(pretrain_cmd(bin_dir, store, killed, *args), killed / "checkpoints" / "step-00000010.pt", ENV)
     assert code == -signal.SIGKILL
     assert not (killed / "model.safetensors").exists(), "the run finished before it could be killed"
     assert len(list((killed / "checkpoints").glob("step-*.pt"))) <= 2  # keep-last, no stray temporary files
@@ -47,7 +47,7 @@ def test_resume_after_sigkill_is_bitwise(bin_dir, store, tmp_path):
     for k in a:
         assert torch.equal(a[k], b[k]), k
     steps = [json.loads(l)["step"] for l in (killed / "metrics.jsonl").read_text().splitlines()]
-    assert steps == list(range(200))  # no step logged twice
+    assert steps == list(range(60))  # no step logged twice
 
 
 def test_resume_errors_are_one_line(bin_dir, store, tmp_path):
