@@ -62,9 +62,11 @@ def run_dir(tmp_path_factory):
 
 @pytest.fixture(scope="module", autouse=True)
 def cache_home(tmp_path_factory):
-    "The examples' outputs (computed at start-up, kept under $XDG_CACHE_HOME) go to a temporary folder."
+    "The examples' outputs (computed at start-up, kept under $XDG_CACHE_HOME) and Gradio's cache of uploads and"
+    "outputs ($GRADIO_TEMP_DIR) go to temporary folders of this module's."
     with pytest.MonkeyPatch.context() as m:
         m.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("cache")))
+        m.setenv("GRADIO_TEMP_DIR", str(tmp_path_factory.mktemp("gradio")))
         yield Path(os.environ["XDG_CACHE_HOME"])
 
 
@@ -94,7 +96,9 @@ def browser_server(run_dir, server):
 
 def test_api_reconstruct_sample_and_fake(server, tmp_path):
     # a loaded 2-core CI: slow answers
-    client = Client(server, verbose=False, analytics_enabled=False, httpx_kwargs={"timeout": 300})
+    client = Client(
+        server, verbose=False, analytics_enabled=False, httpx_kwargs={"timeout": 300}, download_files=tmp_path / "got"
+    )
     api = client.view_api(return_format="dict", print_info=False)
     assert "/reconstruct" in api["named_endpoints"]
     params = api["named_endpoints"]["/reconstruct"]["parameters"]
@@ -102,7 +106,12 @@ def test_api_reconstruct_sample_and_fake(server, tmp_path):
     assert all(p["parameter_has_default"] for p in params[1:]), params  # only the video is required
 
     carphone = sample_videos()[2]
+    start = time.time_ns()
     *videos, frames, summary, model_acc, copy_acc = client.predict(handle_file(str(carphone)), api_name="/reconstruct")
+    cache = Path(os.environ["GRADIO_TEMP_DIR"])
+    outputs = {f"{k}.mp4" for k in PANELS} | {f"frame-{i:03d}.png" for i in range(8)}
+    copies = [f for f in cache.rglob("*") if f.name in outputs and f.stat().st_ctime_ns >= start]
+    assert not copies and videos, copies  # the outputs are served from the page's folder, not copied
     T = 8  # carphone's 4 s at 2 FPS (under PAGE_FRAMES): two windows of the tiny model's 5 frames, 8 x 8 tokens
     for path in videos:  # original, VQ-VAE, masked input, model, nearest-token copy: T frames at 2 FPS, 256 px
         with av.open(path) as c:
@@ -436,9 +445,11 @@ def test_refused_upload_is_one_line_without_the_temporary_path(run_dir, tmp_path
 
 
 def test_page_keeps_only_its_last_requests_files(run_dir, tmp_path, monkeypatch):
-    """Issue 35: the demo's folder grew by every request until exit (464 files, 17 MB after about 130). Gradio copies
-    what it serves into its own cache, so the page keeps only its last `KEEP_REQUESTS` requests' files."""
+    """Issue 35: the demo's folder grew by every request until exit (464 files, 17 MB after about 130), and Gradio
+    copied every video and frame it served into its own cache (1.5 MiB a request, kept an hour). The page keeps only
+    its last `KEEP_REQUESTS` requests' files, and Gradio serves them from there (a static path), copying none."""
     import tempfile
+    from gradio.utils import is_static_file
     from vimpac.demo import KEEP_REQUESTS, LIMITS, page_reconstruct
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
@@ -446,7 +457,12 @@ def test_page_keeps_only_its_last_requests_files(run_dir, tmp_path, monkeypatch)
     run = page_reconstruct(model, tok, dict(LIMITS))
     (folder,) = tmp_path.glob("vimpac-demo-*")
     for i in range(KEEP_REQUESTS + 2):
-        videos = run(str(sample_videos()[0]), ratio=15, seed=i, progress=lambda *a, **k: None)[: len(PANELS)]
-        assert all(Path(v).is_file() for v in videos)  # this request's files, there to be served
+        *videos, frames = run(str(sample_videos()[0]), ratio=15, seed=i, progress=lambda *a, **k: None)[
+            : len(PANELS) + 1
+        ]
+        files = [*videos, *(path for path, _ in frames)]
+        assert all(Path(f).is_file() and is_static_file(f) for f in files)  # there to be served, not to be copied
     assert len(list(folder.iterdir())) == KEEP_REQUESTS
     assert len(list(folder.rglob("*.mp4"))) == KEEP_REQUESTS * len(PANELS)
+    assert len(list(folder.rglob("*.png"))) == KEEP_REQUESTS * len(frames)
+    assert not is_static_file(str(sample_videos()[0]))  # only the page's outputs are static

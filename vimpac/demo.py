@@ -193,20 +193,35 @@ def _summary(r: dict, ratio: float, blocks: int) -> str:
     )
 
 
-KEEP_REQUESTS = 4  # the page's requests whose files `page_reconstruct` keeps (the demo's folder stays small)
+def _request_files(clips: dict, out: Path) -> tuple[list[str], list[tuple[str, str]]]:
+    "A request's files in the folder `out`: the five videos of `PANELS` (paths) and the gallery's frames, each a"
+    "`frame_strip` as PNG with its caption."
+    from PIL import Image
+
+    videos = [str(write_video(_upscaled(clips[k]), out / f"{k}.mp4", fps=FPS)) for k in PANELS]
+    T, frames = len(clips["original"]), []
+    for i in range(T):
+        Image.fromarray(frame_strip(clips, i)).save(out / f"frame-{i:03d}.png")
+        frames.append((str(out / f"frame-{i:03d}.png"), f"frame {i + 1} of {T} ({i / FPS:.1f} s)"))
+    return videos, frames
+
+
+KEEP_REQUESTS = 8  # the page's requests whose files `page_reconstruct` keeps (the demo's folder stays small)
 
 
 def page_reconstruct(model, tok, lim: dict):
     """The endpoint's function: `reconstruction_clips` with the page's inputs (the mask ratio in percent), returned
     as five looping videos (`PANELS`, upscaled to 256 px, at `FPS`), the frames as a gallery of `frame_strip`s, the
     summary line and the two mask accuracies as numbers, in percent of the masked tokens (one decimal; the count of
-    masked tokens is in the summary). Files go to a folder of this process's, removed at exit, one sub-folder per
-    request; Gradio copies what it serves into its own cache, so only the last `KEEP_REQUESTS` are kept. An
+    masked tokens is in the summary). Files (the videos, and the frames as PNG) go to a folder of this process's,
+    removed at exit, one sub-folder per request, of which only the last `KEEP_REQUESTS` are kept; Gradio serves them
+    from there (a static path, `gradio.set_static_paths`) instead of copying each into its cache. An
     input it refuses becomes a `gr.Error` of the kit's one line, naming the upload by its file name (not Gradio's
     temporary path), and one line in the server's log, `vimpac-demo: refused NAME: ...` (not a traceback)."""
     gr = _gradio()
     folder, made = Path(tempfile.mkdtemp(prefix="vimpac-demo-")), []
     atexit.register(shutil.rmtree, folder, True)
+    gr.set_static_paths([folder])  # served from here, not copied: the folder holds only the page's outputs
 
     def run(video, strategy="block", ratio=15, blocks=0, seed=0, neighbour="spatial", progress=gr.Progress()):
         if video is None:
@@ -236,9 +251,7 @@ def page_reconstruct(model, tok, lim: dict):
         made.append(out)
         while len(made) > KEEP_REQUESTS:  # the oldest requests' files, long served
             shutil.rmtree(made.pop(0), ignore_errors=True)
-        videos = [str(write_video(_upscaled(clips[k]), out / f"{k}.mp4", fps=FPS)) for k in PANELS]
-        T = len(clips["original"])
-        frames = [(frame_strip(clips, i), f"frame {i + 1} of {T} ({i / FPS:.1f} s)") for i in range(T)]
+        videos, frames = _request_files(clips, out)
         accs = round(100 * r["model_acc"], 1), round(100 * r["copy_acc"], 1)
         return (*videos, frames, _summary(r, float(ratio), options["blocks"]), *accs)
 
@@ -290,7 +303,7 @@ def _ratio_label(strategy: str) -> str:
     return f"mask ratio (%): {how}"
 
 
-SERVED_FILES = (600, 3600)  # Gradio's copies of the page's outputs: every 10 min, those over an hour old are removed
+SERVED_FILES = (600, 3600)  # Gradio's copies (the uploads): every 10 min, those over an hour old are removed
 
 
 def build_app(
