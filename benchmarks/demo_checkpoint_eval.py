@@ -19,6 +19,7 @@ number of blocks, about 15% masked) for mask seeds 0 .. `--page-seeds` - 1 (the 
 over the masked tokens; the copy baselines fill the same masks in both modes."""
 
 import argparse, tempfile
+from dataclasses import asdict
 from pathlib import Path
 import numpy as np
 import torch
@@ -130,7 +131,9 @@ def main(argv=None):
                 build_store(videos, tok, d / name, fps=run.fps, frame_size=frame_size, progress=False)
                 store = TokenStore(d / name, tokenizer=tok)
             torch.manual_seed(0)
-            ev = evaluate_masking(model, store, cfg, batches=a.batches) | copy_baselines(model, store, cfg, a.batches)
+            ev = asdict(evaluate_masking(model, store, cfg, batches=a.batches)) | copy_baselines(
+                model, store, cfg, a.batches
+            )
             assert ev["nn_masked_tokens"] == ev["masked_tokens"], ev  # the same masked tokens as the model's
             results[name] = dict(ev, batches=a.batches)
             print(

@@ -93,4 +93,4 @@ def test_evaluate_masking_autocast_micro_batches_one_read(labelled, monkeypatch)
     )
     assert seen == [True] * 3, seen
     assert reads == ["tolist"], reads
-    assert ev["masked_tokens"] > 0 and 0 <= ev["mask_acc"] <= 1 and 0 <= ev["cl_acc"] <= 1
+    assert ev.masked_tokens > 0 and 0 <= ev.mask_acc <= 1 and 0 <= ev.cl_acc <= 1

@@ -133,7 +133,7 @@ def test_pretrain_without_cl_mask_runs(labelled, tmp_path, mp):
     assert all(math.isfinite(r["loss"]) for r in hist)
     assert ("mask_acc" in hist[0]) == mp and ("mask_loss" in hist[0]) == mp
     ev = evaluate_masking(model, labelled, cfg, batches=2)
-    assert 0 <= ev["cl_acc"] <= 1 and ev["masked_tokens"] > 0
+    assert 0 <= ev.cl_acc <= 1 and ev.masked_tokens > 0
 
 
 @pytest.mark.slow

@@ -7,7 +7,7 @@ Docs: https://vimpac.github.io/vimpac/cli.html.md"""
 # %% ../nbs/11_cli.ipynb #a533b2f8
 from __future__ import annotations
 import argparse, os, sys, warnings
-from dataclasses import fields
+from dataclasses import asdict, fields
 from pathlib import Path
 import torch
 from .utils import VimpacError, VimpacDeprecationWarning, read_json, write_json, run_main, moved_names
@@ -29,7 +29,7 @@ from .data import DATASET_PRESETS, SPLIT_DATASETS, dataset_preset, preset_lines,
 from .store import TokenStore, tokenize_videos
 from .model import LAYOUTS, PRESETS, VimpacConfig
 from .engine import summary_line
-from .pretrain import PRECISIONS, PretrainConfig, pretrain, evaluate_masking
+from .pretrain import PRECISIONS, MaskingEvaluation, PretrainConfig, pretrain, evaluate_masking
 from .finetune import FinetuneConfig, finetune
 from .runs import describe_run
 from .evaluate import PROBES, evaluate_run, evaluation_views, features_of, parse_views, predict_videos
@@ -268,12 +268,12 @@ def _progress_mode() -> bool | str:
     return True if sys.stderr.isatty() else "text"
 
 
-def pretrain_args(a: argparse.Namespace, progress: bool | str = True) -> dict | None:
+def pretrain_args(a: argparse.Namespace, progress: bool | str = True) -> MaskingEvaluation | None:
     """Run `vimpac-pretrain` from parsed options (`pretrain_parser().parse_args(argv)`) in this process: pre-train, then
     (on rank 0, unless `no_eval`) evaluate and plot. `progress`: a bar (True), a line per logged step (`"text"`, for
-    batch jobs and papermill) or nothing (False), on rank 0 only. Returns the evaluation dict, or None. Raises
-    `VimpacError` for bad input, so a notebook sees the kit's one line as the error. The model options, when given with
-    `--init` or `--resume`, must agree with the saved model."""
+    batch jobs and papermill) or nothing (False), on rank 0 only. Returns the evaluation (`MaskingEvaluation`), or
+    None. Raises `VimpacError` for bad input, so a notebook sees the kit's one line as the error. The model options,
+    when given with `--init` or `--resume`, must agree with the saved model."""
     store_path = a.store or a.store_pos
     if store_path is None:
         raise VimpacError("the following arguments are required: --store")
@@ -293,11 +293,11 @@ def pretrain_args(a: argparse.Namespace, progress: bool | str = True) -> dict | 
     if rank != 0 or a.no_eval:
         return None
     ev = evaluate_masking(model, store, cfg)
-    write_json(Path(a.out) / "eval.json", ev)
+    write_json(Path(a.out) / "eval.json", asdict(ev))
     from vimpac.viz import plot_curves  # here: matplotlib is imported for a figure only, not for `--help`
 
     notes = dict(alpha=cfg.alpha, temperature=cfg.temperature, videos=len(store))
-    plot_curves(hist, Path(a.out) / "training_curves.png", baseline=ev["majority_acc"], **notes)
+    plot_curves(hist, Path(a.out) / "training_curves.png", baseline=ev.majority_acc, **notes)
     return ev
 
 
@@ -311,8 +311,8 @@ def pretrain_main(argv=None):
     print_run_summary(a.out)
     if ev is not None:
         print(
-            f"mask accuracy {ev['mask_acc']:.3f} (majority-token baseline {ev['majority_acc']:.3f}), "
-            f"CL accuracy {ev['cl_acc']:.3f}; wrote {a.out}"
+            f"mask accuracy {ev.mask_acc:.3f} (majority-token baseline {ev.majority_acc:.3f}), "
+            f"CL accuracy {ev.cl_acc:.3f}; wrote {a.out}"
         )
 
 

@@ -885,8 +885,8 @@ def _pretraining_stats(run: Path, data: dict, cfg: PretrainConfig) -> dict:
         batch = min(cfg.batch_size, len(store))
         ev = evaluate_masking(model, store, replace(cfg, batch_size=batch, negatives=None), motion=motion)
         for k in ("mask_acc", "copy_acc", "majority_acc", "motion_acc"):
-            if ev[k] is not None:
-                stats[k] = 100 * ev[k]
+            if getattr(ev, k) is not None:
+                stats[k] = 100 * getattr(ev, k)
     if cfg.alpha > 0:
         stats["cl_loss"] = float(np.mean([h["cl_loss"] for h in tail]))
     return stats

@@ -13,7 +13,15 @@ from typing import NamedTuple
 import torch
 import torch.distributed as dist
 from einops import rearrange
-from .utils import VimpacError, VimpacDeprecationWarning, IGNORE_INDEX, check_number, make_generator, derive_seed
+from vimpac.utils import (
+    VimpacError,
+    VimpacDeprecationWarning,
+    IGNORE_INDEX,
+    DictRecord,
+    check_number,
+    make_generator,
+    derive_seed,
+)
 from .utils import read_json
 from .masking import MaskSpec, apply_mask, temporal_copy_fill
 from .model import PRESETS, VimpacConfig, VimpacForPreTraining, model_flops, label_positions
@@ -31,7 +39,7 @@ from .engine import PRECISIONS, param_groups  # noqa: F401 (for the CLI and the 
 # %% auto #0
 __all__ = ['CHECKPOINT_FIELDS', 'CHECKPOINT', 'EVAL_MICRO_BATCH', 'PretrainConfig', 'mask_clip_pairs', 'LogContext',
            'step_record', 'clip_flops', 'log_record', 'MicroBatch', 'MaskedPairs', 'fetch_step', 'micro_batch_loss',
-           'pretrain_memory_inputs', 'pretrain', 'evaluate_masking']
+           'pretrain_memory_inputs', 'pretrain', 'MaskingEvaluation', 'evaluate_masking']
 
 # %% ../nbs/07_pretrain.ipynb #b9637bec
 @dataclass
@@ -583,6 +591,22 @@ def _copy_hits(pairs, mask, labels, shift, pad_id) -> torch.Tensor:
     return hits
 
 
+@dataclass(frozen=True)
+class MaskingEvaluation(DictRecord):
+    """What `evaluate_masking` measures on the masked tokens of its batches (§3.1; fractions in [0, 1]): `mask_acc`,
+    the model's mask accuracy; its floors on the same tokens, `majority_acc` (always the store's most frequent code)
+    and `copy_acc` (the same cell from the nearest visible frame), and `motion_acc`, copying along the known motion
+    (None when no motion was given); `cl_acc`, the InfoNCE accuracy (§3.2); `masked_tokens`, how many were scored.
+    `dataclasses.asdict` gives the JSON a run writes (`eval.json`)."""
+
+    mask_acc: float
+    majority_acc: float
+    copy_acc: float
+    motion_acc: float | None
+    cl_acc: float
+    masked_tokens: int
+
+
 @torch.no_grad()
 def evaluate_masking(
     model: VimpacForPreTraining,
@@ -592,7 +616,7 @@ def evaluate_masking(
     seed: int = 1234,
     micro_batch_size: int | None = None,
     motion=None,
-) -> dict:
+) -> MaskingEvaluation:
     """Mask accuracy of `model` on `batches` batches of block-masked clip pairs from `store` (eval mode, masks and
     clips drawn from `seed`), and the accuracy of always predicting the store's most frequent code on the same
     masked tokens. Each batch of `cfg.batch_size` pairs is masked at once, then goes through the model
@@ -605,9 +629,9 @@ def evaluate_masking(
     from the nearest visible frame, and, when `motion` gives each video's (rows, columns) per frame of the store
     (int, shape (len(store), 2); a store of unflipped views), `motion_acc`, copying along that motion.
 
-    Returns `mask_acc`, `majority_acc`, `copy_acc`, `motion_acc` (None without `motion`), `cl_acc` (fractions) and
-    `masked_tokens`. Raises `VimpacError` for a `micro_batch_size` below 1, a precision the device lacks, or a
-    `motion` of another shape."""
+    Returns a `MaskingEvaluation`: `mask_acc`, `majority_acc`, `copy_acc`, `motion_acc` (None without `motion`),
+    `cl_acc` (fractions) and `masked_tokens`. Raises `VimpacError` for a `micro_batch_size` below 1, a precision the
+    device lacks, or a `motion` of another shape."""
     cfg = cfg or PretrainConfig()
     device = next(model.parameters()).device
     amp = inference_precision(cfg.precision, device)
@@ -655,7 +679,7 @@ def evaluate_masking(
         model.train(was)
     hits, maj, total, cl, copy, along = sums.tolist()
     n = max(total, 1)
-    return dict(
+    return MaskingEvaluation(
         mask_acc=hits / n,
         majority_acc=maj / n,
         copy_acc=copy / n,

@@ -7,6 +7,7 @@ Docs: https://vimpac.github.io/vimpac/showcase.html.md"""
 # %% ../nbs/09a_showcase.ipynb #f04673e2
 from __future__ import annotations
 import time
+from dataclasses import asdict
 from pathlib import Path
 import torch
 from .utils import write_json, get_device, idle_cpu_threads, renamed_kwargs
@@ -47,7 +48,7 @@ def _demo_figures(video, tok, model, hist, ev, images: Path, fps, frame_size, cf
     masked ones recovered, and the figure's title, which also gives the evaluation's mask accuracy `ev` (the one the
     console prints first)."""
     notes = dict(alpha=cfg.alpha, temperature=cfg.temperature, videos=videos)
-    plot_curves(hist, images / "training_curves.png", baseline=ev["majority_acc"], **notes)
+    plot_curves(hist, images / "training_curves.png", baseline=ev.majority_acc, **notes)
     steps, seed, clip_len = cfg.steps, cfg.seed, cfg.clip_len
     clip, start = demo_clip(video, fps, frame_size, clip_len, tok)
     mask = demo_mask(clip_len, frame_size // tok.downsample, seed)
@@ -56,8 +57,8 @@ def _demo_figures(video, tok, model, hist, ev, images: Path, fps, frame_size, cf
     title = (
         f"{name}, frames {start}-{start + clip_len - 1} at {fps:g} FPS, S={frame_size}: tiny VIMPAC after {steps} "
         f"steps\nThis clip: {mask.float().mean():.0%} of its tokens masked in blocks, {acc:.0%} of those predicted "
-        f"exactly\nMask accuracy over the {videos} videos (fresh block masks, {ev['masked_tokens']} masked tokens): "
-        f"{ev['mask_acc']:.1%}; copying the most frequent token: {ev['majority_acc']:.1%}"
+        f"exactly\nMask accuracy over the {videos} videos (fresh block masks, {ev.masked_tokens} masked tokens): "
+        f"{ev.mask_acc:.1%}; copying the most frequent token: {ev.majority_acc:.1%}"
     )
     plot_reconstruction(clip, tok, model, mask, images / "reconstruction.png", title=title)
     masked = float(mask.float().mean())
@@ -108,7 +109,9 @@ def run_demo(
     ev = evaluate_masking(model.to("cpu"), store, cfg)
     images = out if images is None else Path(images)
     figure = _demo_figures(videos[1], tok, model, hist, ev, images, fps, frame_size, cfg, len(videos))
-    summary = dict(tokenizer=tok.identity, first_loss=hist[0]["loss"], final_loss=hist[-1]["loss"], **ev, **figure)
+    summary = dict(
+        tokenizer=tok.identity, first_loss=hist[0]["loss"], final_loss=hist[-1]["loss"], **asdict(ev), **figure
+    )
     summary.update(threads=threads, tokenize_s=t1 - t0, pretrain_s=t2 - t1, total_s=time.perf_counter() - t0)
     write_json(out / "summary.json", summary)
     return summary
