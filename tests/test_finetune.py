@@ -60,12 +60,12 @@ def test_finetune_learns_the_toy(stores, tmp_path, capsys):
 
 @pytest.mark.slow
 def test_resume_after_sigkill_is_bitwise(bin_dir, stores, tmp_path):
-    args = ["--steps", 50, "--batch-size", 6, "--lr", 1e-3, "--save-every", 10, "--keep-last", 2, "--log-every", 1]
+    args = ["--steps", 30, "--batch-size", 6, "--lr", 1e-3, "--save-every", 5, "--keep-last", 2, "--log-every", 1]
     cmd = lambda out, *extra: [str(bin_dir / "vimpac-finetune"), *ft(stores["train"], out, *args, *extra)]
     r = run_command(*cmd(tmp_path / "full"), env=ENV)
     assert r.returncode == 0, r.stderr
     killed = tmp_path / "killed"
-    code = killed_at(cmd(killed), killed / "checkpoints" / "step-00000020.pt", ENV)
+    code = killed_at(cmd(killed), killed / "checkpoints" / "step-00000010.pt", ENV)
     assert code == -signal.SIGKILL and not (killed / "model.safetensors").exists(), (
         "the run finished before it could be killed"
     )
@@ -73,7 +73,7 @@ def test_resume_after_sigkill_is_bitwise(bin_dir, stores, tmp_path):
     assert r.returncode == 0, r.stderr
     a, b = weights(tmp_path / "full"), weights(killed)
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
-    assert [json.loads(l)["step"] for l in (killed / "metrics.jsonl").read_text().splitlines()] == list(range(50))
+    assert [json.loads(l)["step"] for l in (killed / "metrics.jsonl").read_text().splitlines()] == list(range(30))
 
 
 def test_bad_input_is_one_line(stores, tmp_path, capsys):
