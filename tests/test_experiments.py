@@ -409,6 +409,26 @@ def test_p_values_are_kept_and_a_refused_rerun_keeps_the_executed_notebook(tmp_p
         assert err.startswith(f"vimpac-experiment: error: {line}"), err
 
 
+def test_out_from_a_yaml_file(tmp_path, capsys):
+    """Issue 35: `-f` with `out` in its YAML was refused for a missing `--out` before the file was read. Now `out` may
+    come from `-f`; a file that sets none is refused in one line, naming it."""
+    nbs, out = _tiny_experiment_notebooks(tmp_path / "nbs"), tmp_path / "exp"
+    (tmp_path / "job.yaml").write_text(f"out: {out}\nscale: cpu\n")
+    code, _, err = run_in_process(
+        experiment_main, ["cl_weight", "--notebooks", nbs, "-f", tmp_path / "job.yaml"], capsys
+    )
+    assert code == 0, err
+    assert json.loads((out / "cl_weight" / "results.json").read_text()) == dict(scale="cpu", seeds=[0])
+    (tmp_path / "none.yaml").write_text("scale: cpu\n")
+    code, _, err = run_in_process(
+        experiment_main, ["cl_weight", "--notebooks", nbs, "-f", tmp_path / "none.yaml"], capsys
+    )
+    assert code == 2 and err.count("\n") == 1, err
+    assert err.startswith(f"vimpac-experiment: error: --out: required, and -f {tmp_path / 'none.yaml'} sets no out"), (
+        err
+    )
+
+
 def test_a_full_disk_under_papermill_names_its_path(tmp_path, capsys, monkeypatch):
     """Issue 35: a full disk during an experiment printed `[Errno 28]` with no path (papermill's own write of the
     notebook failed too, hiding the kit's line). The line now names the folder and what is free."""

@@ -1459,7 +1459,7 @@ def experiment_main(argv=None):
     unknown = [n for n in names if n not in EXPERIMENTS]
     if not names or unknown:
         p.error(f"NAME: expected experiments of {', '.join(EXPERIMENTS)} or all, got {unknown or 'none'}")
-    if not a.out and not any(k == "out" for k, _ in a.p):
+    if not a.out and not a.f and not any(k == "out" for k, _ in a.p):  # -f may set it: checked once it is read
         p.error("the following arguments are required: --out")
     run_main(p.prog, _run_notebooks, names, a)
 
@@ -1624,6 +1624,8 @@ def _own_options(params: dict, a: argparse.Namespace) -> dict:
             params[k] = value
     if params["scale"] not in SCALES:
         raise VimpacError(f"-p scale: expected one of {', '.join(SCALES)}, got {params['scale']!r}")
+    if not params.get("out"):  # neither --out nor -p out, and -f's file sets none
+        raise VimpacError(f"--out: required, and -f {a.f} sets no out either; expected the folder of the runs")
     if Path(params["out"]).is_file():
         raise VimpacError(f"-p out: {params['out']} is a file; expected a folder")
     return params
