@@ -149,7 +149,7 @@ def test_multiview_equals_loop_over_views_any_batch(data):
     for bs in (1, 4, 64):
         ev = evaluate(clf, store, "3x3", batch_size=bs, progress=False)
         torch.testing.assert_close(ev.scores, ref, atol=1e-5, rtol=1e-5)
-    assert ev.labels == store.labels == [2, 1, 0] and ev.metrics["n"] == 3  # keys sorted: blue, green, red
+    assert ev.labels == store.labels == [2, 1, 0] and ev.metrics.n == 3  # keys sorted: blue, green, red
     assert not torch.allclose(ref[0], ref[1])  # the check is not vacuous: videos differ
 
 
@@ -178,7 +178,7 @@ def test_probes_on_separable_features():
     (xtr, ytr), (xte, yte) = blobs(80), blobs(40)
     for kind in ("knn", "linear"):
         s = probe_scores(kind, xtr, ytr, xte, 4)
-        assert classification_metrics(s, yte)["top1"] == 1.0
+        assert classification_metrics(s, yte).top1 == 1.0
         torch.testing.assert_close(s.sum(1), torch.ones(40))
     # kNN votes by hand: neighbours at cosine 1 (class 0), 0.6 (class 1) and 0 (class 0), k = 2, T = 0.1
     tr = torch.tensor([[1.0, 0.0], [0.6, 0.8], [0.0, 1.0]])

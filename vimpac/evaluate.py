@@ -7,7 +7,7 @@ Docs: https://vimpac.github.io/vimpac/evaluate.html.md"""
 # %% ../nbs/08a_evaluate.ipynb #3fb9b6ef
 from __future__ import annotations
 import csv, json, re, warnings
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 import numpy as np
 import torch
@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from safetensors import safe_open
 from safetensors.torch import save_file
 from tqdm.auto import tqdm
-from .utils import VimpacError, atomic_path, get_device, check_number, moved_names, renamed_kwargs
+from .utils import DictRecord, VimpacError, atomic_path, get_device, check_number, moved_names, renamed_kwargs
 from .data import dataset_preset
 from .video import CENTER_VIEW, iter_views
 from .store import TokenStore, expand_inputs, video_key
@@ -26,9 +26,9 @@ from .runs import SavedRun, check_run_tokenizer, load_run, run_tokenizer, shippe
 
 # %% auto #0
 __all__ = ['SPATIAL_CROPS', 'FEATURES_FORMAT', 'parse_views', 'temporal_starts', 'view_clips', 'output_field', 'pooled_views',
-           'multiview_scores', 'ranked_classes', 'classification_metrics', 'top_classes', 'write_predictions',
-           'check_store_for_model', 'store_videos', 'store_labels', 'video_tokens', 'Features', 'extract_features',
-           'check_classes', 'predict', 'Evaluation', 'evaluate', 'match_classes', 'evaluate_probe',
+           'multiview_scores', 'ranked_classes', 'ClassificationMetrics', 'classification_metrics', 'top_classes',
+           'write_predictions', 'check_store_for_model', 'store_videos', 'store_labels', 'video_tokens', 'Features',
+           'extract_features', 'check_classes', 'predict', 'Evaluation', 'evaluate', 'match_classes', 'evaluate_probe',
            'nearest_neighbours', 'store_frames', 'predict_videos', 'features_of', 'evaluation_views', 'evaluate_run']
 
 # %% ../nbs/08a_evaluate.ipynb #50bcbb5a
@@ -198,10 +198,26 @@ def ranked_classes(scores, k: int | None = None) -> torch.Tensor:
     return torch.sort(scores, dim=1, descending=True, stable=True).indices[:, :k]
 
 
-def classification_metrics(scores, labels, num_classes: int | None = None) -> dict:
-    """Accuracy of class `scores` float (N, C) against integer `labels` (N,) in [0, C): `top1`, `top5` (top-min(5, C)),
-    `mean_class_acc` (mean recall over the classes present in `labels`), `n` (videos), `per_class` (recall per class,
-    None where a class has no video) and `confusion` (C x C counts, list of lists; row = true, column = predicted).
+@dataclass(frozen=True)
+class ClassificationMetrics(DictRecord):
+    """What `classification_metrics` measures (fractions in [0, 1]; NaN with no video): `n` (videos), `top1`, `top5`
+    (top-min(5, C)), `mean_class_acc` (mean recall over the classes present), `per_class` (recall per class, None
+    where a class has no video) and `confusion` (C x C counts, list of lists; row = true, column = predicted).
+    `dataclasses.asdict` gives what `metrics.json` holds."""
+
+    n: int
+    top1: float
+    top5: float
+    mean_class_acc: float
+    per_class: list
+    confusion: list
+
+
+def classification_metrics(scores, labels, num_classes: int | None = None) -> ClassificationMetrics:
+    """Accuracy of class `scores` float (N, C) against integer `labels` (N,) in [0, C), as `ClassificationMetrics`:
+    `top1`, `top5` (top-min(5, C)), `mean_class_acc` (mean recall over the classes present in `labels`), `n` (videos),
+    `per_class` (recall per class, None where a class has no video) and `confusion` (C x C counts, list of lists;
+    row = true, column = predicted).
     Classes are ranked by `ranked_classes` (ties: the lower index first, the prediction `argmax` and the authors'
     evaluation make).
     Raises `VimpacError` when the shapes disagree or a label is outside [0, C)."""
@@ -221,7 +237,7 @@ def classification_metrics(scores, labels, num_classes: int | None = None) -> di
     support = conf.sum(1)
     recall = conf.diag().float() / support.clamp_min(1)
     present = support > 0
-    return dict(
+    return ClassificationMetrics(
         n=len(labels),
         top1=float(hit[:, 0].float().mean()) if len(labels) else float("nan"),
         top5=float(hit.any(1).float().mean()) if len(labels) else float("nan"),
@@ -566,20 +582,20 @@ class Evaluation:
     classes: list
     views: str
     method: str
-    metrics: dict = field(default_factory=dict)
+    metrics: ClassificationMetrics | None = None
     features: tuple | None = None
 
     def __post_init__(self):
-        if not self.metrics:
+        if self.metrics is None:
             self.metrics = classification_metrics(self.scores, self.labels, len(self.classes))
 
     def headline(self) -> str:
         "One line: method, views, top-1, top-5, mean per-class accuracy, videos."
         m = self.metrics
         return (
-            f"{self.method} ({self.views} views): top-1 {m['top1']:.4f}, top-{min(5, len(self.classes))} "
-            f"{m['top5']:.4f}, "
-            f"mean per-class {m['mean_class_acc']:.4f} over {m['n']} videos of {len(self.classes)} classes"
+            f"{self.method} ({self.views} views): top-1 {m.top1:.4f}, top-{min(5, len(self.classes))} "
+            f"{m.top5:.4f}, "
+            f"mean per-class {m.mean_class_acc:.4f} over {m.n} videos of {len(self.classes)} classes"
         )
 
     def write(self, out) -> Path:
@@ -588,7 +604,9 @@ class Evaluation:
         out.mkdir(parents=True, exist_ok=True)
         with atomic_path(out / "metrics.json") as tmp:
             Path(tmp).write_text(
-                json.dumps(dict(method=self.method, views=self.views, classes=self.classes, **self.metrics), indent=1)
+                json.dumps(
+                    dict(method=self.method, views=self.views, classes=self.classes, **asdict(self.metrics)), indent=1
+                )
                 + "\n"
             )
         write_predictions(out / "predictions.csv", self.keys, self.scores, self.classes, self.labels)

@@ -750,7 +750,7 @@ def _finetune_top1(
             finetune(train, None if init is not None else model, cfg, init=init, out=folder, progress=False)
     clf, _ = load_run(folder)
     ev = evaluate(clf, test, views=views or setup.test_views, progress=False)
-    return 100 * ev.metrics["top1"], (np.asarray(ev.scores.argmax(-1)) == np.asarray(ev.labels)).astype(int).tolist()
+    return 100 * ev.metrics.top1, (np.asarray(ev.scores.argmax(-1)) == np.asarray(ev.labels)).astype(int).tolist()
 
 
 def _scratch(cfg: FinetuneConfig, factor: float) -> FinetuneConfig:
@@ -766,7 +766,7 @@ def _probe_top1(train, test, run: Path, setup: Setup) -> float:
     views = "1x" + setup.test_views.split("x")[1]
     ftr, fte = (extract_features(s, backbone, views=views, progress=False) for s in (train, test))
     scores = probe_scores("linear", ftr.features, ftr.labels, fte.features, len(ftr.classes))
-    return 100 * classification_metrics(scores, fte.labels)["top1"]
+    return 100 * classification_metrics(scores, fte.labels).top1
 
 
 def frame_control(setup: Setup, data: dict, seed: int, scale: str, out) -> list[dict]:

@@ -95,7 +95,7 @@ def finetune_top1(checkpoint, split: dict, cfg: FinetuneConfig, views: str, fold
         else:
             finetune(split["train"], None, cfg, official=checkpoint, out=folder, progress=False)
     clf, _ = load_run(folder)
-    return 100 * evaluate(clf, split["test"], views=views, progress=False).metrics["top1"]
+    return 100 * evaluate(clf, split["test"], views=views, progress=False).metrics.top1
 
 # %% ../nbs/12a_main_results.ipynb #ba2dc7b2
 @dataclass

@@ -724,12 +724,12 @@ def evaluation_figures(ev, out, checkpoint, test, train=None, retrieval: int = 4
     m = ev.metrics
     written = [out / "confusion.png"]
     plot_confusion(
-        m["confusion"],
+        m.confusion,
         ev.classes,
         written[0],
         title=f"{Path(checkpoint).name} on {test.path.name}: {ev.method}, {ev.views} views\n"
-        f"top-1 {m['top1']:.3f}, top-{min(5, len(ev.classes))} {m['top5']:.3f}, mean per-class "
-        f"{m['mean_class_acc']:.3f} ({m['n']} videos)",
+        f"top-1 {m.top1:.3f}, top-{min(5, len(ev.classes))} {m.top5:.3f}, mean per-class "
+        f"{m.mean_class_acc:.3f} ({m.n} videos)",
     )
     plt.close("all")
     if train is None or not retrieval:
