@@ -201,8 +201,8 @@ def _request_files(clips: dict, out: Path) -> tuple[list[str], list[tuple[str, s
     videos = [str(write_video(_upscaled(clips[k]), out / f"{k}.mp4", fps=FPS)) for k in PANELS]
     T, frames = len(clips["original"]), []
     for i in range(T):
-        Image.fromarray(frame_strip(clips, i)).save(out / f"frame-{i:03d}.png")
-        frames.append((str(out / f"frame-{i:03d}.png"), f"frame {i + 1} of {T} ({i / FPS:.1f} s)"))
+        Image.fromarray(frame_strip(clips, i)).save(png := out / f"frame-{i:03d}.png")
+        frames.append((str(png), f"frame {i + 1} of {T} ({i / FPS:.1f} s)"))
     return videos, frames
 
 

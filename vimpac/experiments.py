@@ -885,8 +885,8 @@ def _pretraining_stats(run: Path, data: dict, cfg: PretrainConfig) -> dict:
         batch = min(cfg.batch_size, len(store))
         ev = evaluate_masking(model, store, replace(cfg, batch_size=batch, negatives=None), motion=motion)
         for k in ("mask_acc", "copy_acc", "majority_acc", "motion_acc"):
-            if getattr(ev, k) is not None:
-                stats[k] = 100 * getattr(ev, k)
+            if (value := getattr(ev, k)) is not None:
+                stats[k] = 100 * value
     if cfg.alpha > 0:
         stats["cl_loss"] = float(np.mean([h["cl_loss"] for h in tail]))
     return stats
@@ -1624,8 +1624,9 @@ def _own_options(params: dict, a: argparse.Namespace) -> dict:
             params[k] = value
     if params["scale"] not in SCALES:
         raise VimpacError(f"-p scale: expected one of {', '.join(SCALES)}, got {params['scale']!r}")
-    if not params.get("out"):  # neither --out nor -p out, and -f's file sets none
-        raise VimpacError(f"--out: required, and -f {a.f} sets no out either; expected the folder of the runs")
+    if not params.get("out"):  # neither --out nor -p out (an empty one), nor -f's file
+        given = f", and -f {a.f} sets no out either" if a.f else ""
+        raise VimpacError(f"--out: required{given}; expected the folder of the runs")
     if Path(params["out"]).is_file():
         raise VimpacError(f"-p out: {params['out']} is a file; expected a folder")
     return params
