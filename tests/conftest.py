@@ -7,6 +7,12 @@ if os.environ.get("PYTEST_XDIST_WORKER"):  # `make test` / `make check` run two 
     # One OpenMP thread a worker, for its torch and for the processes it starts: two workers of two threads each
     # on two cores make tiny models many times slower while their threads wait on each other.
     os.environ.setdefault("OMP_NUM_THREADS", "1")
+    # torch is imported before this file (pyproject's filterwarnings names a vimpac warning, and vimpac imports
+    # torch), so the variable above no longer sets this process's own pool: set it here. Left at 2, each worker's
+    # OpenMP threads spin-wait on the other worker's core (a 26 s test took 750 s beside other work).
+    import torch
+
+    torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent

@@ -164,10 +164,10 @@ def test_block_ratio_sets_the_number_of_blocks(run_dir):
     shares = {}
     for ratio in (0.15, 0.6):
         runs = [reconstruction_clips(carphone, model, tok, ratio=ratio, seed=s) for s in range(6)]
-        assert {r["blocks"] for r in runs} == {blocks_for_ratio(5, 8, 8, ratio)}
-        shares[ratio] = np.mean([r["masked"] for r in runs])
+        assert {r.blocks for r in runs} == {blocks_for_ratio(5, 8, 8, ratio)}
+        shares[ratio] = np.mean([r.masked for r in runs])
     assert shares[0.15] < 0.3 < 0.45 < shares[0.6], shares
-    assert reconstruction_clips(carphone, model, tok, ratio=0.6, blocks=2)["blocks"] == 2
+    assert reconstruction_clips(carphone, model, tok, ratio=0.6, blocks=2).blocks == 2
 
 
 def test_examples_cache_is_per_model(run_dir, cache_home):

@@ -101,8 +101,8 @@ def test_official_model_reconstructs(files):
     ref = load_official_pretraining(files["pretrain"])
     assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), ref.state_dict().values()))
     r = reconstruction_figures(sample_videos()[2], model, tok, strategy="iid", ratio=0.4, seed=1)
-    assert r["frames"] == 3 and 0 <= r["model_acc"] <= 1 and 0 <= r["copy_acc"] <= 1 and 0.2 < r["masked"] < 0.6
-    assert len(r["reconstruction"].axes) >= 15  # five rows of three frames, at 32 x 32 px (token map 4 x 8)
+    assert r.frames == 3 and 0 <= r.model_acc <= 1 and 0 <= r.copy_acc <= 1 and 0.2 < r.masked < 0.6
+    assert len(r.reconstruction.axes) >= 15  # five rows of three frames, at 32 x 32 px (token map 4 x 8)
     import matplotlib.pyplot as plt
 
     plt.close("all")

@@ -62,3 +62,12 @@ def test_pretrain_help_as_a_subprocess(capsys):
     assert r.stdout.startswith("usage: vimpac-pretrain") and "--mask-ratio" in r.stdout and "--store" in r.stdout
     with capsys.disabled():
         print(f"\nbenchmark (printed, not asserted): vimpac-pretrain --help took {seconds:.2f} s on this machine")
+
+
+@pytest.mark.skipif(not __import__("os").environ.get("PYTEST_XDIST_WORKER"), reason="runs in a pytest-xdist worker")
+def test_each_test_worker_runs_one_torch_thread():
+    "`make test`'s two workers on two cores take one intra-op thread each (tests/conftest.py): torch is imported"
+    "before conftest sets OMP_NUM_THREADS, and workers left at two threads each ran tiny models many times slower."
+    import torch
+
+    assert torch.get_num_threads() == 1

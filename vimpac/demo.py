@@ -6,24 +6,24 @@ Docs: https://vimpac.github.io/vimpac/demo.html.md"""
 
 # %% ../nbs/10_demo.ipynb #cfd9f210
 from __future__ import annotations
-import asyncio, atexit, errno, hashlib, importlib.util, os, shutil, socket, sys, tempfile, warnings
+import asyncio, atexit, dataclasses, errno, hashlib, importlib.util, os, shutil, socket, sys, tempfile, warnings
 from unittest.mock import patch
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")  # before gradio is imported: no analytics, no version check
 from pathlib import Path
 import numpy as np
 import torch
-from .utils import VimpacError, moved_names, run_main
+from .utils import DictRecord, VimpacError, moved_names, run_main
 from .options import OptionParser, number_option
-from .video import sample_videos, video_info
+from .video import VideoInfo, sample_videos, video_info
 from .masking import nearest_neighbour_fill
 from .synthetic import write_video
 from .inference import FPS, load_reconstruction_model, reconstruct_video
 
 # %% auto #0
 __all__ = ['LIMITS', 'PAGE_FRAMES', 'PANELS', 'ACCURACY_LABELS', 'THEME_FONTS', 'KEEP_REQUESTS', 'SERVED_FILES', 'check_video',
-           'reconstruction_figures', 'reconstruction_clips', 'frame_strip', 'page_reconstruct', 'examples_cache',
-           'build_app', 'launch', 'check_address', 'main']
+           'ReconstructionFigures', 'ReconstructionClips', 'reconstruction_figures', 'reconstruction_clips',
+           'frame_strip', 'page_reconstruct', 'examples_cache', 'build_app', 'launch', 'check_address', 'main']
 
 # %% ../nbs/10_demo.ipynb #e0142667
 LIMITS = dict(max_upload_mb=50.0, max_seconds=120.0, max_pixels=1920 * 1080)
@@ -32,11 +32,11 @@ PAGE_FRAMES = (
 )
 
 # %% ../nbs/10_demo.ipynb #b02b3954
-def check_video(path, limits: dict | None = None) -> dict:
+def check_video(path, limits: dict | None = None) -> VideoInfo:
     """Check the video file `path` against `limits` (keys `max_upload_mb`, `max_seconds`, `max_pixels`; default
-    `LIMITS`) from its size and header; returns `video_info`'s dict. Raises `VimpacError` in one line naming the file
-    for a file too large, too long or of too high a resolution, and (from `video_info`) for a missing file, a file
-    that is not a video or has no video stream."""
+    `LIMITS`) from its size and header; returns its `vimpac.video.VideoInfo` (`video_info`). Raises `VimpacError`
+    in one line naming the file for a file too large, too long or of too high a resolution, and (from `video_info`)
+    for a missing file, a file that is not a video or has no video stream."""
     lim = {**LIMITS, **(limits or {})}
     path = Path(path)
     if not path.is_file():
@@ -45,25 +45,51 @@ def check_video(path, limits: dict | None = None) -> dict:
     if mb > lim["max_upload_mb"]:
         raise VimpacError(f"{path.name}: {mb:.1f} MB; the demo takes videos up to {lim['max_upload_mb']:g} MB")
     info = video_info(path)
-    if info["duration"] > lim["max_seconds"]:
+    if info.duration > lim["max_seconds"]:
         raise VimpacError(
-            f"{path.name}: {info['duration']:.0f} s long; the demo takes videos up to {lim['max_seconds']:g} s"
+            f"{path.name}: {info.duration:.0f} s long; the demo takes videos up to {lim['max_seconds']:g} s"
         )
-    if info["width"] * info["height"] > lim["max_pixels"]:
+    if info.width * info.height > lim["max_pixels"]:
         raise VimpacError(
-            f"{path.name}: {info['width']}x{info['height']} pixels; the demo takes videos up to "
+            f"{path.name}: {info.width}x{info.height} pixels; the demo takes videos up to "
             f"{lim['max_pixels']} pixels per frame (e.g. 1920x1080)"
         )
     return info
 
+# %% ../nbs/10_demo.ipynb #e6a6e2cb
+@dataclasses.dataclass(frozen=True)
+class ReconstructionFigures(DictRecord):
+    "What `reconstruction_figures` returns for one video: its two figures, and the accuracies on its masked tokens."
+
+    reconstruction: object  # matplotlib Figure: `vimpac.viz.plot_reconstruction`
+    nn_fill: object  # matplotlib Figure: `vimpac.viz.plot_nn_fill` (copy the nearest visible token)
+    model_acc: float  # share of masked tokens the model recovers exactly, in [0, 1]
+    copy_acc: float  # share the nearest-visible-token copy recovers, in [0, 1]
+    masked: float  # share of tokens masked (the clip's mask ratio), in [0, 1]
+    frames: int  # frames in the clip
+
+
+@dataclasses.dataclass(frozen=True)
+class ReconstructionClips(DictRecord):
+    "What `reconstruction_clips` returns for one video: the page's clips, and the mask accuracies on its masked tokens."
+
+    clips: dict  # uint8 (T, S, S, 3) arrays keyed as `PANELS`
+    model_acc: float  # share of masked tokens the model recovers exactly, in [0, 1]
+    copy_acc: float  # share the nearest-visible-token copy recovers, in [0, 1]
+    masked: float  # share of tokens masked (the clip's mask ratio), in [0, 1]
+    masked_tokens: int  # tokens masked
+    tokens: int  # tokens in the clip
+    blocks: int | None  # blocks drawn (§3.1, Eq. 3); None for i.i.d. masks
+
 # %% ../nbs/10_demo.ipynb #9c234224
-def reconstruction_figures(path, model, tok, *, limits: dict | None = None, progress=None, **options) -> dict:
+def reconstruction_figures(
+    path, model, tok, *, limits: dict | None = None, progress=None, **options
+) -> ReconstructionFigures:
     """What the page shows for the video at `path`: the video is checked (`check_video` with `limits`), then a clip
     of it masked and reconstructed by `vimpac.inference.reconstruct_video` (its first T frames at `FPS`; `options`
-    are its keyword options `strategy`, `blocks`, `ratio`, `seed`, `neighbour`, with its defaults). Returns a dict:
-    `reconstruction` and `nn_fill` (matplotlib figures: `plot_reconstruction`, `plot_nn_fill`), `model_acc` and
-    `copy_acc` (share of masked tokens recovered exactly, in [0, 1]), `masked` (share of tokens masked), `frames` (the
-    number of frames).
+    are its keyword options `strategy`, `blocks`, `ratio`, `seed`, `neighbour`, with its defaults). Returns a
+    `ReconstructionFigures`: the two figures (`plot_reconstruction`, `plot_nn_fill`) and the accuracies on the masked
+    tokens.
     `progress(fraction, desc)` is called along the way when given. Raises `VimpacError` (one line) for a video the
     demo refuses or cannot read, and for bad options."""
     from vimpac.viz import plot_reconstruction, plot_nn_fill  # here: matplotlib only when drawing
@@ -79,14 +105,7 @@ def reconstruction_figures(path, model, tok, *, limits: dict | None = None, prog
     step(0.7, desc="drawing")
     rec = plot_reconstruction(r.frames, tok, model, mask, title=f"{name}: model reconstruction, {how}")
     nn = plot_nn_fill(tok, r.tokens, mask, neighbour, title=f"{name}: copy the nearest visible token ({neighbour})")
-    return dict(
-        reconstruction=rec,
-        nn_fill=nn,
-        model_acc=r.model_acc,
-        copy_acc=r.copy_acc,
-        masked=r.mask_ratio,
-        frames=len(r.frames),
-    )
+    return ReconstructionFigures(rec, nn, r.model_acc, r.copy_acc, r.mask_ratio, len(r.frames))
 
 # %% ../nbs/10_demo.ipynb #594e016d
 PANELS = dict(
@@ -102,10 +121,13 @@ ACCURACY_LABELS = (  # the page's two numbers, and the API's names for them
 )
 
 
-def reconstruction_clips(path, model, tok, *, limits: dict | None = None, progress=None, **options) -> dict:
+def reconstruction_clips(
+    path, model, tok, *, limits: dict | None = None, progress=None, **options
+) -> ReconstructionClips:
     """What the page shows for the video at `path`, as clips: the video is checked (`check_video` with `limits`),
     then a clip of it masked and reconstructed by `vimpac.inference.reconstruct_video` (`options` as for
-    `reconstruction_figures`). Returns a dict: `clips`, uint8 (T, S, S, 3) arrays keyed as `PANELS`: `original` (the
+    `reconstruction_figures`). Returns a `ReconstructionClips`: `clips`, uint8 (T, S, S, 3) arrays keyed as `PANELS`:
+    `original` (the
     decoded frames), `vqvae` (every token decoded by the frozen tokenizer: its own blur, the best any model's
     prediction can look), `masked` (the VQ-VAE reconstruction with the masked tokens grey), `reconstruction` (the
     model's prediction decoded, visible tokens kept; appendix G.3's Fig. 8) and `copy` (the nearest visible token
@@ -123,17 +145,9 @@ def reconstruction_clips(path, model, tok, *, limits: dict | None = None, progre
     step(0.7, desc="decoding the predictions")
     mask, tokens = r.mask, r.tokens
     fill = nearest_neighbour_fill(tokens[None], mask[None], options.get("neighbour", "spatial"))[0]
-    clips = dict(original=r.frames, **masked_clips(tok, tokens, mask, vqvae=tokens, reconstruction=r.pred, copy=fill))
-    n = int(mask.sum())
-    return dict(
-        clips=clips,
-        model_acc=r.model_acc,
-        copy_acc=r.copy_acc,
-        masked=r.mask_ratio,
-        masked_tokens=n,
-        tokens=mask.numel(),
-        blocks=r.blocks,
-    )
+    drawn = masked_clips(tok, tokens, mask, vqvae=tokens, reconstruction=r.pred, copy=fill)
+    clips = {k: r.frames if k == "original" else drawn[k] for k in PANELS}  # in the page's order
+    return ReconstructionClips(clips, r.model_acc, r.copy_acc, r.mask_ratio, int(mask.sum()), mask.numel(), r.blocks)
 
 
 def _upscaled(frames: np.ndarray, size: int = 256) -> np.ndarray:
@@ -180,15 +194,15 @@ def _samples() -> list[Path]:
         return []
 
 
-def _summary(r: dict, ratio: float, blocks: int) -> str:
+def _summary(r: ReconstructionClips, ratio: float, blocks: int) -> str:
     "The line above the clips: what was masked, and how (the mask ratio `ratio` in percent, as the page gives it)."
-    head = f"**{r['masked_tokens']} of {r['tokens']} tokens masked ({100 * r['masked']:.1f}%)**"
-    if r["blocks"] is None:
+    head = f"**{r.masked_tokens} of {r.tokens} tokens masked ({100 * r.masked:.1f}%)**"
+    if r.blocks is None:
         return f"{head}: i.i.d., each token with probability {ratio:g}% (§3.1, Eq. 2)."
     if blocks:
-        return f"{head} by {r['blocks']} blocks, the number asked for (§3.1, Eq. 3)."
+        return f"{head} by {r.blocks} blocks, the number asked for (§3.1, Eq. 3)."
     return (
-        f"{head} by {r['blocks']} blocks: the number whose expected mask ratio is closest to {ratio:g}% (§3.1); "
+        f"{head} by {r.blocks} blocks: the number whose expected mask ratio is closest to {ratio:g}% (§3.1); "
         "one clip's ratio varies around it."
     )
 
@@ -247,12 +261,12 @@ def page_reconstruct(model, tok, lim: dict):
             print(f"vimpac-demo: refused {named}", file=sys.stderr)
             raise gr.Error(line, print_exception=False) from None
         progress(0.85, desc="writing the videos")
-        out, clips = Path(tempfile.mkdtemp(dir=folder)), r["clips"]
+        out, clips = Path(tempfile.mkdtemp(dir=folder)), r.clips
         made.append(out)
         while len(made) > KEEP_REQUESTS:  # the oldest requests' files, long served
             shutil.rmtree(made.pop(0), ignore_errors=True)
         videos, frames = _request_files(clips, out)
-        accs = round(100 * r["model_acc"], 1), round(100 * r["copy_acc"], 1)
+        accs = round(100 * r.model_acc, 1), round(100 * r.copy_acc, 1)
         return (*videos, frames, _summary(r, float(ratio), options["blocks"]), *accs)
 
     return run

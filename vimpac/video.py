@@ -6,17 +6,17 @@ Docs: https://vimpac.github.io/vimpac/video.html.md"""
 
 # %% ../nbs/00_video.ipynb #6758ad1a
 from __future__ import annotations
-import importlib.util, math, os, warnings
+import dataclasses, importlib.util, math, os, warnings
 from collections import Counter
 from pathlib import Path
 import numpy as np
 import av
-from .utils import VimpacError, renamed_kwargs
+from .utils import DictRecord, VimpacError, renamed_kwargs
 
 # %% auto #0
 __all__ = ['SAMPLE_VIDEO_NAMES', 'VIDEO_EXTENSIONS', 'CENTER_VIEW', 'VIEW_SETS', 'sample_videos', 'scan_folder', 'list_videos',
-           'video_info', 'resize_shape', 'center_crop', 'check_fps', 'sample_frames', 'decode_frames', 'read_video',
-           'parse_view', 'iter_views', 'read_views']
+           'VideoInfo', 'video_info', 'resize_shape', 'center_crop', 'check_fps', 'sample_frames', 'decode_frames',
+           'read_video', 'parse_view', 'iter_views', 'read_views']
 
 # %% ../nbs/00_video.ipynb #d533539f
 SAMPLE_VIDEO_NAMES = ("bigbuckbunny.mp4", "bikes.mp4", "carphone_pristine.mp4")
@@ -177,18 +177,26 @@ def _open(path):
     return container
 
 
-def video_info(path) -> dict:
-    """Container metadata of a video, as its header states it: `fps` (float, frames/s), `duration` (s), `width`,
-    `height` (coded pixels, before any display rotation) and `frames` (the stream's frame count, 0 if unknown).
-    Headers can lie or be missing: `sample_frames` reports what the decoded stream holds. Raises `VimpacError` for a
-    missing or unreadable file."""
+@dataclasses.dataclass(frozen=True)
+class VideoInfo(DictRecord):
+    """A video's container metadata as its header states it (`video_info`). Headers can lie or be missing:
+    `sample_frames` reports what the decoded stream holds."""
+
+    fps: float  # frames/s (0.0 when the header gives no rate)
+    duration: float  # seconds
+    width: int  # coded pixels, before any display rotation
+    height: int
+    frames: int  # the stream's frame count, 0 if unknown
+
+
+def video_info(path) -> VideoInfo:
+    """The container metadata of the video file `path` (a `VideoInfo`: fps, duration in s, coded width and height,
+    frame count). Raises `VimpacError` for a missing or unreadable file, or one with no video stream."""
     with _open(path) as c:
         s = c.streams.video[0]
         fps = float(s.average_rate or s.guessed_rate or 0)
         dur = float(s.duration * s.time_base) if s.duration else (c.duration or 0) / 1e6
-        return dict(
-            fps=fps, duration=dur, width=s.codec_context.width, height=s.codec_context.height, frames=int(s.frames or 0)
-        )
+        return VideoInfo(fps, dur, s.codec_context.width, s.codec_context.height, int(s.frames or 0))
 
 # %% ../nbs/00_video.ipynb #ee6b78ed
 def resize_shape(width: int, height: int, size: int) -> tuple[int, int]:
