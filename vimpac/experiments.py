@@ -958,7 +958,8 @@ def baselines(results: list, controls: list = ()) -> list[str]:
         line = f"top-1 on {d}: chance {chance:.1f}%"
         c = [x["top1"] for x in controls if x["dataset"] == d]
         if c:
-            line += f"; frame-level control (T = 1, no pre-training, every frame scored) {mean_std(c)} ({len(c)} seeds)"
+            seeds = f"{len(c)} seed" + "s" * (len(c) != 1)
+            line += f"; frame-level control (T = 1, no pre-training, every frame scored) {mean_std(c)} ({seeds})"
         out.append(line)
     if any("copy_acc" in r for r in results):
         out.append(
