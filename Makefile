@@ -150,9 +150,11 @@ wheelhouse:
 check: lint sync-check readme-check
 	$(BIN)/python -m pytest -q -n 2 --dist worksteal -m "not slow" -p no:cacheprovider tests
 
-test: lint sync-check readme-check nbtest docs
+# The chapters (two workers) and the docs site (one process) side by side, then the tests, among them the GPU suite's
+# quick run on the CPU (`make bench-gpu DEVICE=cpu QUICK=1`, tests/test_bench_gpu.py): within 10 minutes on two cores.
+test: lint sync-check readme-check
+	$(MAKE) --no-print-directory -j2 nbtest docs
 	$(if $(shell PATH="$(abspath $(BIN)):$$PATH" command -v quarto),,VIMPAC_DOCS_SITE=$(abspath _docs)) $(MAKE) --no-print-directory pytest
-	$(MAKE) bench-gpu DEVICE=cpu QUICK=1
 
 export: $(STAMP)
 	$(BIN)/nbdev-export && $(BIN)/nbdev-clean

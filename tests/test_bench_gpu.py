@@ -2,7 +2,7 @@
 suite needs (not the dev extra, not dall-e; the system's CUDA torch kept), and a stale CPU venv refused with one line
 (benchmarks/bench_env.py, its logic checked with stand-ins for the venv's torch and nvidia-smi)."""
 
-import re, shutil, subprocess, sys
+import json, os, re, shutil, subprocess, sys
 from pathlib import Path
 import pytest
 
@@ -100,3 +100,19 @@ def test_stale_venv_refused_with_one_line(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(bench_env, "gpu_seen", lambda: False)
     fake_torch("2.13.0+cpu", "None")
     assert bench_env.main(["--venv", str(py.parent.parent)]) == 0
+
+
+@pytest.mark.slow
+def test_quick_suite_passes_on_this_cpu(tmp_path):
+    """`make bench-gpu DEVICE=cpu QUICK=1`: the GPU suite at toy sizes on the CPU (CI has no GPU), through the target
+    a GPU box runs. Every part passes, and the results file says so part by part. (A test, not a step of `make test`
+    after pytest: the test workers run it beside other tests, instead of one core running it alone.)"""
+    if shutil.which("make") is None:
+        pytest.skip("no `make` on this machine")
+    cmd = ["make", "--no-print-directory", "-C", str(ROOT), "bench-gpu", "DEVICE=cpu", "QUICK=1"]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env={**os.environ, "BENCH_OUT": str(tmp_path)})
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
+    (written,) = tmp_path.glob("gpu-*-quick.json")
+    parts = json.loads(written.read_text())["parts"]
+    assert len(parts) >= 8 and all(p["ok"] for p in parts), [(p["name"], p["ok"]) for p in parts]
+    assert {"gpu tests", "attention backends", "fine-tuning steps"} <= {p["name"] for p in parts}

@@ -133,7 +133,8 @@ def test_compiled_step_is_one_graph_for_every_batch():
     torch._dynamo.reset()
     # not monkeypatch.setattr: its undo deletes the setting, and a deleted dynamo setting is hidden, so that the next
     # recompile in this process fails on reading it; the `finally` below puts back the default, False
-    c = VimpacConfig.from_preset("tiny", vocab_size=32, token_map=(4, 4), max_clip_len=3, dropout=0.0)
+    # one layer: the graph of each layer is the same code, and compiling it once is half of the test's time
+    c = VimpacConfig.from_preset("tiny", vocab_size=32, token_map=(4, 4), max_clip_len=3, dropout=0.0, num_layers=1)
     cfg = PretrainConfig(clip_len=3, batch_size=4, compile=True, steps=3)
     torch.manual_seed(0)
     model = VimpacForPreTraining(c)
@@ -180,7 +181,7 @@ def test_compiled_cuda_path_under_bf16_with_dropout(monkeypatch):
 
     monkeypatch.setattr(vm, "attention_backends", as_on_cuda)
     c = VimpacConfig.from_preset(
-        "tiny", vocab_size=32, token_map=(8, 8), max_clip_len=3, dropout=0.1, num_heads=2, head_dim=64
+        "tiny", vocab_size=32, token_map=(8, 8), max_clip_len=3, dropout=0.1, num_heads=2, head_dim=64, num_layers=1
     )
     cfg = PretrainConfig(clip_len=3, batch_size=4, compile=True, steps=2)
     torch.manual_seed(0)
