@@ -10,7 +10,7 @@ import argparse, contextlib, hashlib, io, json, logging, math, os, re, subproces
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 import numpy as np
-from .utils import VimpacError, atomic_path, disk_full_error, read_json
+from .utils import DictRecord, VimpacError, atomic_path, disk_full_error, read_json
 from .options import OptionParser, config_argv, folder_option, number_option
 from .utils import one_line, run_main, write_json
 from .store import TokenStore
@@ -33,9 +33,9 @@ from .data import tokenize_dataset
 __all__ = ['EXPERIMENTS', 'SCALES', 'TEMPORALLY_HEAVY', 'CPU_PRETRAIN_STEPS', 'CPU_LAYOUT', 'DATA_LOCK', 'DATA_DONE', 'METRICS',
            'ALPHA', 'DATASET_TITLES', 'OWN_OPTIONS', 'Row', 'Claim', 'Experiment', 'Setup', 'setup_for', 'texture_data',
            'synthetic_data', 'store_data', 'slug', 'run_lock', 'frame_control', 'run_row', 'views_for', 'row_key',
-           'mean_std', 'results_table', 'baselines', 'compare', 'mcnemar', 'verdict', 'ExperimentResult', 'run_rows',
-           'experiment_rows', 'run_experiment', 'side_by_side_speed', 'check_seeds', 'check_rows', 'plot_experiment',
-           'notebooks_folder', 'experiment_parser', 'experiment_main', 'write_index']
+           'mean_std', 'results_table', 'baselines', 'Comparison', 'McNemar', 'compare', 'mcnemar', 'verdict',
+           'ExperimentResult', 'run_rows', 'experiment_rows', 'run_experiment', 'side_by_side_speed', 'check_seeds',
+           'check_rows', 'plot_experiment', 'notebooks_folder', 'experiment_parser', 'experiment_main', 'write_index']
 
 # %% ../nbs/12_experiments.ipynb #b35cf20f
 @dataclass(frozen=True)
@@ -971,6 +971,28 @@ def baselines(results: list, controls: list = ()) -> list[str]:
         )
     return out
 
+# %% ../nbs/12_experiments.ipynb #b409350a
+@dataclass(frozen=True)
+class Comparison(DictRecord):
+    "The test of one row against another over seeds (`compare`)."
+
+    diff: float  # mean of a minus mean of b (paired: the mean of the per-seed differences)
+    test: str | None = None  # "paired t", "sign", "Welch t", or None without a test
+    stat: float | None = None  # the t statistic
+    df: float | None = None  # its degrees of freedom
+    p: float | None = None  # two-sided p (None without a test)
+    n: int = 0  # seeds compared
+
+
+@dataclass(frozen=True)
+class McNemar(DictRecord):
+    "McNemar's exact test of two classifiers on the same test videos (`mcnemar`)."
+
+    a_only: int  # videos only `a` gets right
+    b_only: int  # videos only `b` gets right
+    n: int  # test videos
+    p: float  # two-sided binomial p of the discordant videos (1 when there are none)
+
 # %% ../nbs/12_experiments.ipynb #3cc826e9
 ALPHA = 0.05  # the two-sided level at which a verdict says "holds" or "reversed"
 
@@ -984,7 +1006,7 @@ def _by_seed(results: list, row: str, metric: str, dataset: str | None) -> dict:
     }
 
 
-def compare(a: dict, b: dict) -> dict:
+def compare(a: dict, b: dict) -> Comparison:
     """The test of "row a scores above row b" from {seed: value} of each, two-sided:
     - the seeds both rows ran (at least 2), **paired**: a t test on the per-seed differences, df = n - 1 (the rows
       share each seed's labelled subset, initialisation and order of updates); when every difference is the same,
@@ -992,38 +1014,35 @@ def compare(a: dict, b: dict) -> dict:
     - otherwise, with 2 or more seeds on each side, **Welch's** t test, df by Welch-Satterthwaite (None when both
       rows have no spread);
     - one seed on a side: no test.
-    Returns `diff` (mean of a minus mean of b), `test` ("paired t", "sign", "Welch t" or None), `stat`, `df`, `p`
-    (None without a test) and `n` (seeds compared). Uses scipy's t and binomial distributions."""
+    Returns a `Comparison`. Uses scipy's t and binomial distributions."""
     from scipy import stats  # here: `vimpac-experiment --help` does not import scipy
 
-    out = dict(diff=float(np.mean(list(a.values())) - np.mean(list(b.values()))), test=None, stat=None, df=None, p=None)
     shared = sorted(set(a) & set(b))
     if len(shared) >= 2 and len(shared) == len(a) == len(b):
         d = np.array([a[s] - b[s] for s in shared], dtype=float)
-        out.update(n=len(d), diff=float(d.mean()))
+        paired = Comparison(float(d.mean()), n=len(d))
         if d.std(ddof=1) > 1e-12 * max(1.0, abs(d).max()):
             t = d.mean() / (d.std(ddof=1) / math.sqrt(len(d)))
-            out.update(test="paired t", stat=float(t), df=len(d) - 1, p=float(2 * stats.t.sf(abs(t), len(d) - 1)))
-        else:
-            out.update(test="sign", p=1.0 if d[0] == 0 else float(min(1.0, 2 * 0.5 ** len(d))))
-        return out
+            return replace(
+                paired, test="paired t", stat=float(t), df=len(d) - 1, p=float(2 * stats.t.sf(abs(t), len(d) - 1))
+            )
+        return replace(paired, test="sign", p=1.0 if d[0] == 0 else float(min(1.0, 2 * 0.5 ** len(d))))
     x, y = (np.array(list(v.values()), dtype=float) for v in (a, b))
-    out["n"] = min(len(x), len(y))
-    if min(len(x), len(y)) < 2:
+    out = Comparison(float(x.mean() - y.mean()), n=min(len(x), len(y)))
+    if out.n < 2:
         return out
     va, vb = x.var(ddof=1) / len(x), y.var(ddof=1) / len(y)
     if va + vb <= 0:
         return out
     t = (x.mean() - y.mean()) / math.sqrt(va + vb)
     df = (va + vb) ** 2 / (va**2 / (len(x) - 1) + vb**2 / (len(y) - 1))
-    out.update(test="Welch t", stat=float(t), df=float(df), p=float(2 * stats.t.sf(abs(t), df)))
-    return out
+    return replace(out, test="Welch t", stat=float(t), df=float(df), p=float(2 * stats.t.sf(abs(t), df)))
 
 
-def mcnemar(a, b) -> dict:
+def mcnemar(a, b) -> McNemar:
     """McNemar's exact test of two classifiers on the same test videos: `a`, `b` are 0/1 (right / wrong) per video,
-    in the same order. Returns `a_only` (videos only `a` gets right), `b_only`, `n` and the two-sided binomial `p`
-    of the discordant videos (1 when there are none). Raises `VimpacError` for vectors of different lengths."""
+    in the same order. Returns a `McNemar` (the discordant counts, the videos, the two-sided binomial p). Raises
+    `VimpacError` for vectors of different lengths."""
     from scipy import stats
 
     a, b = np.asarray(a, dtype=bool), np.asarray(b, dtype=bool)
@@ -1031,7 +1050,7 @@ def mcnemar(a, b) -> dict:
         raise VimpacError(f"mcnemar: {a.shape[0]} and {b.shape[0]} test videos; expected the same test set")
     n10, n01 = int((a & ~b).sum()), int((~a & b).sum())
     p = 1.0 if n10 + n01 == 0 else float(stats.binomtest(n10, n10 + n01, 0.5).pvalue)
-    return dict(a_only=n10, b_only=n01, n=int(a.size), p=p)
+    return McNemar(n10, n01, int(a.size), p)
 
 
 def _p(p: float) -> str:
@@ -1078,38 +1097,37 @@ def _verdict_line(claim: Claim, results: list, d) -> str:
         return f"{claim.text}{where}: not run ({missing})"
     c = compare(*((b, a) if METRICS[claim.metric][2] else (a, b)))
     unit = " points" if claim.metric in _PER_DATASET or claim.metric == "mask_acc" else ""
-    parts = [f"{c['diff']:+.2f}{unit}"] + (
-        ["over {} interleaved timing rounds".format(c["n"])] if claim.metric == "speed" else []
-    )
+    parts = [f"{c.diff:+.2f}{unit}"] + ([f"over {c.n} interleaved timing rounds"] if claim.metric == "speed" else [])
     parts.append(_test_words(c))
-    p = c["p"]
-    m = _mcnemar_pooled(results, claim, d) if claim.metric == "top1" else None
-    if m is not None:
+    p = c.p
+    pooled = _mcnemar_pooled(results, claim, d) if claim.metric == "top1" else None
+    if pooled is not None:
+        m, seeds = pooled
         parts.append(
-            f"McNemar {_p(m['p'])} over {m['seeds']} x {m['n'] // max(m['seeds'], 1)} test videos "
-            f"({m['a_only']} right only in {claim.better}, {m['b_only']} only in {claim.worse})"
+            f"McNemar {_p(m.p)} over {seeds} x {m.n // max(seeds, 1)} test videos "
+            f"({m.a_only} right only in {claim.better}, {m.b_only} only in {claim.worse})"
         )
-        p = m["p"] if p is None else p
-    if c["test"] == "sign" and c["diff"] == 0:
+        p = m.p if p is None else p
+    if c.test == "sign" and c.diff == 0:
         word = "tied"
     elif p is None:
         word = "direction only"
     elif p < ALPHA:
-        word = "holds" if c["diff"] > 0 else "reversed"
+        word = "holds" if c.diff > 0 else "reversed"
     else:
-        word = f"{'suggested' if c['diff'] > 0 else 'not shown'} ({_p(p)})"
+        word = f"{'suggested' if c.diff > 0 else 'not shown'} ({_p(p)})"
     return f"{claim.text}{where}: {word} ({'; '.join(parts)})"
 
 
-def _test_words(c: dict) -> str:
+def _test_words(c: Comparison) -> str:
     "The test of a `compare` result in words: its statistic, degrees of freedom and p, or why there is none."
-    if c["test"] in ("paired t", "Welch t"):
-        return f"{c['test']} = {c['stat']:.2f}, df {c['df']:.3g}, {_p(c['p'])}"
-    if c["test"] == "sign":
-        if c["diff"] == 0:
-            return f"no difference in any of the {c['n']} seeds"
-        return f"the same difference in all {c['n']} seeds: sign test {_p(c['p'])}"
-    return "one seed" if c["n"] < 2 else "no spread in either row"
+    if c.test in ("paired t", "Welch t"):
+        return f"{c.test} = {c.stat:.2f}, df {c.df:.3g}, {_p(c.p)}"
+    if c.test == "sign":
+        if c.diff == 0:
+            return f"no difference in any of the {c.n} seeds"
+        return f"the same difference in all {c.n} seeds: sign test {_p(c.p)}"
+    return "one seed" if c.n < 2 else "no spread in either row"
 
 
 def _speed_rounds(results: list, row: str) -> list:
@@ -1117,8 +1135,9 @@ def _speed_rounds(results: list, row: str) -> list:
     return next((r["speed_rounds"] for r in results if r["row"] == row and r.get("speed_rounds")), [])
 
 
-def _mcnemar_pooled(results: list, claim: Claim, dataset) -> dict | None:
-    "`mcnemar` of the two rows' per-video results (`correct`) pooled over the seeds both ran, or None without them."
+def _mcnemar_pooled(results: list, claim: Claim, dataset) -> tuple[McNemar, int] | None:
+    """(`mcnemar` of the two rows' per-video results (`correct`) pooled over the seeds both ran, those seeds' count),
+    or None without them."""
     rs = {
         (r["row"], r["seed"]): r["correct"]
         for r in results
@@ -1129,7 +1148,7 @@ def _mcnemar_pooled(results: list, claim: Claim, dataset) -> dict | None:
         return None
     a = np.concatenate([rs[claim.better, s] for s in seeds])
     b = np.concatenate([rs[claim.worse, s] for s in seeds])
-    return dict(mcnemar(a, b), seeds=len(seeds))
+    return mcnemar(a, b), len(seeds)
 
 # %% ../nbs/12_experiments.ipynb #4a7d253b
 DATASET_TITLES = dict(ssv2="SSV2", diving48="Diving48", ucf101="UCF101", hmdb51="HMDB51", kinetics400="K400")
