@@ -15,6 +15,7 @@ from torch import nn
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 from vimpac.utils import (
+    DictRecord,
     VimpacError,
     check_number,
     moved_names,
@@ -29,9 +30,9 @@ from vimpac.utils import (
 
 # %% auto #0
 __all__ = ['LOGIT_LAPLACE_EPS', 'DEFAULT_TOKENIZER', 'to_float_frames', 'check_frame_size', 'check_codes', 'weights_hash',
-           'VQVAEConfig', 'ResBlock', 'VQVAE', 'psnr', 'codebook_usage', 'train_vqvae', 'tokenizer_report',
-           'map_pixels', 'unmap_pixels', 'DalleConv2d', 'DalleEncoderBlock', 'DalleDecoderBlock', 'DalleEncoder',
-           'DalleDecoder', 'DalleTokenizer', 'load_tokenizer']
+           'VQVAEConfig', 'ResBlock', 'VQVAE', 'psnr', 'CodebookUsage', 'codebook_usage', 'train_vqvae',
+           'TokenizerReport', 'tokenizer_report', 'map_pixels', 'unmap_pixels', 'DalleConv2d', 'DalleEncoderBlock',
+           'DalleDecoderBlock', 'DalleEncoder', 'DalleDecoder', 'DalleTokenizer', 'load_tokenizer']
 
 # %% ../nbs/01_tokenizer.ipynb #bb4ab7f6
 def to_float_frames(frames, device=None) -> torch.Tensor:
@@ -278,12 +279,20 @@ def psnr(x: torch.Tensor, y: torch.Tensor) -> float:
     return float("inf") if mse == 0 else 10 * math.log10(1.0 / mse)
 
 
-def codebook_usage(tokens: torch.Tensor, vocab_size: int) -> dict:
+@dataclass(frozen=True)
+class CodebookUsage(DictRecord):
+    "How much of its vocabulary a tokenizer uses on some frames (`codebook_usage`)."
+
+    perplexity: float  # exp(H(p)) of the code histogram: the vocabulary size for uniform use
+    used_fraction: float  # share of the vocabulary's codes used at least once, in [0, 1]
+
+
+def codebook_usage(tokens: torch.Tensor, vocab_size: int) -> CodebookUsage:
     "Perplexity exp(H(p)) of the code histogram and the fraction of the `vocab_size` codes used at least once."
     counts = torch.bincount(torch.as_tensor(tokens).flatten().long(), minlength=vocab_size).double()
     p = counts / counts.sum()
     ent = -(p[p > 0] * p[p > 0].log()).sum().item()
-    return dict(perplexity=math.exp(ent), used_fraction=(counts > 0).double().mean().item())
+    return CodebookUsage(math.exp(ent), (counts > 0).double().mean().item())
 
 # %% ../nbs/01_tokenizer.ipynb #d6db2df9
 def _random_crops(x: torch.Tensor, crop: int, g: torch.Generator) -> torch.Tensor:
@@ -377,7 +386,7 @@ def train_vqvae(
                 mse=f"{rec_loss.item():.4f}", psnr=f"{10 * math.log10(1 / max(rec_loss.item(), 1e-10)):.1f}"
             )
     model.eval().requires_grad_(False)
-    report = tokenizer_report(model, test if len(test) else train)
+    report = asdict(tokenizer_report(model, test if len(test) else train))
     report.update(steps=steps, train_frames=int(len(train)), heldout_frames=int(len(test)))
     return model, report
 
@@ -393,7 +402,16 @@ def _check_training(steps, batch_size, crop, lr, scale_range) -> None:
         raise VimpacError(f"scale_range: expected (smallest, largest) rescale factors > 0, got {scale_range!r}")
 
 # %% ../nbs/01_tokenizer.ipynb #6e0ef0cf
-def tokenizer_report(model, frames, batch_size: int = 64) -> dict:
+@dataclass(frozen=True)
+class TokenizerReport(DictRecord):
+    "A tokenizer measured on some frames (`tokenizer_report`)."
+
+    psnr: float  # dB, of decode(encode(frames)) against the frames
+    perplexity: float  # of the tokens' code histogram (`codebook_usage`)
+    used_fraction: float  # share of the vocabulary used, in [0, 1]
+
+
+def tokenizer_report(model, frames, batch_size: int = 64) -> TokenizerReport:
     "PSNR (dB) of decode(encode(frames)) against `frames`, and codebook usage of their tokens."
     x = to_float_frames(frames)
     toks, recs = [], []
@@ -402,7 +420,8 @@ def tokenizer_report(model, frames, batch_size: int = 64) -> dict:
         toks.append(t.cpu())
         recs.append(model.decode(t).cpu())
     toks = torch.cat(toks)
-    return dict(psnr=psnr(torch.cat(recs), x), **codebook_usage(toks, model.vocab_size))
+    usage = codebook_usage(toks, model.vocab_size)
+    return TokenizerReport(psnr(torch.cat(recs), x), usage.perplexity, usage.used_fraction)
 
 # %% ../nbs/01_tokenizer.ipynb #3602efa1
 LOGIT_LAPLACE_EPS = 0.1
