@@ -25,7 +25,7 @@ from vimpac.utils import (
     write_json,
     moved_names,
 )
-from .utils import warmup_linear, VimpacDeprecationWarning
+from .utils import DictRecord, warmup_linear, VimpacDeprecationWarning
 from .model import VimpacConfig, TokenHead, set_gradient_checkpointing
 from .memory import MemoryModel, device_memory, gib, memory_model, step_unless
 from vimpac.checkpoints import (
@@ -48,7 +48,7 @@ __all__ = ['PRECISIONS', 'KEEP_LAST_HINT', 'RUNTIME_FIELDS', 'OPTIMIZER_IMPL_KEY
            'sync_batchnorm', 'choose_precision', 'device_capability', 'dist_backend', 'param_groups', 'make_optimizer',
            'load_optimizer_state', 'make_schedule', 'StepPlan', 'plan_steps', 'batch_indices', 'StepBatches',
            'step_loader', 'plan_run', 'config_from_spec', 'check_store_tokenizer', 'Engine', 'MetricsLog',
-           'run_environment', 'summary_line']
+           'RunEnvironment', 'run_environment', 'summary_line']
 
 # %% ../nbs/06d_engine.ipynb #240b8d9b
 @dataclass
@@ -998,18 +998,24 @@ class MetricsLog:
 RATE_FIELDS = ("videos_per_s", "clips_per_s")  # the logged rates a run summary gives: pre-training's, fine-tuning's
 
 
-def run_environment(device) -> dict:
-    """Where a run runs: `device` (e.g. "cuda:0") and `device_name` (the GPU's name, or the CPU's architecture),
-    `threads` (torch's CPU threads, `torch.get_num_threads()`), the `torch` and `python` versions and the `host`."""
+@dataclass(frozen=True)
+class RunEnvironment(DictRecord):
+    "Where a run runs (`run_environment`), as `run_summary.json` records it."
+
+    device: str  # e.g. "cuda:0" or "cpu"
+    device_name: str  # the GPU's name, or the CPU's architecture
+    threads: int  # torch's CPU threads (`torch.get_num_threads()`)
+    torch: str  # torch's version
+    python: str  # Python's version
+    host: str  # the machine's network name
+
+
+def run_environment(device) -> RunEnvironment:
+    "Where a run on `device` runs: a `RunEnvironment`."
     d = torch.device(device)
     name = torch.cuda.get_device_name(d) if d.type == "cuda" else platform.machine() or "cpu"
-    return dict(
-        device=str(d),
-        device_name=name,
-        threads=torch.get_num_threads(),
-        torch=torch.__version__,
-        python=platform.python_version(),
-        host=platform.node(),
+    return RunEnvironment(
+        str(d), name, torch.get_num_threads(), torch.__version__, platform.python_version(), platform.node()
     )
 
 
@@ -1024,7 +1030,7 @@ def summary(self: MetricsLog) -> dict:
         rates = sorted(h[k] for h in recs[1:] or recs if k in h)
         if rates:
             s[k] = rates[len(rates) // 2]
-    return {**s, **run_environment(self.run.device)}
+    return {**s, **asdict(run_environment(self.run.device))}
 
 
 def summary_line(s: dict) -> str:
