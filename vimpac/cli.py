@@ -73,6 +73,20 @@ def _frame_size_option(p, default=128, help=_FRAME_SIZE_HELP):
     p.add_argument("--frame-size", type=size, default=default, help=help)
     p.add_argument("--size", dest="frame_size", type=size, action=_Renamed, new="--frame-size", help=argparse.SUPPRESS)
 
+
+def _device_option(p):
+    "`--device`, the same in every tool that computes."
+    p.add_argument(
+        "--device", type=device_option, default=None, help="cpu, cuda or cuda:N (default: cuda when available)"
+    )
+
+
+def _tokenizer_option(p):
+    "`--tokenizer` of the tools that build a token store: the kit's VQ-VAE, the DALL-E dVAE's files, or a saved one."
+    p.add_argument(
+        "--tokenizer", default="default", help="default | dalle:ENCODER.pkl,DECODER.pkl | a saved VQ-VAE folder"
+    )
+
 # %% ../nbs/11_cli.ipynb #d035e2dc
 def tokenize_parser(raise_errors: bool = False) -> argparse.ArgumentParser:
     "The options of `vimpac-tokenize`. With `raise_errors`, a bad option raises `VimpacError` instead of exiting."
@@ -121,13 +135,9 @@ def tokenize_parser(raise_errors: bool = False) -> argparse.ArgumentParser:
         help="center (pre-training), all 12 fine-tuning views, or the 6 without flips (SSV2); default center, "
         "with --dataset all (noflip for ssv2)",
     )
-    p.add_argument(
-        "--tokenizer", default="default", help="default | dalle:ENCODER.pkl,DECODER.pkl | a saved VQ-VAE folder"
-    )
+    _tokenizer_option(p)
     p.add_argument("--batch-size", type=number_option(integer=True, ge=1), default=64, help="frames per encoder batch")
-    p.add_argument(
-        "--device", type=device_option, default=None, help="cpu, cuda or cuda:N (default: cuda when available)"
-    )
+    _device_option(p)
     p.add_argument("--workers", type=number_option(integer=True, ge=0), default=0, help="decoding worker processes")
     shards = number_option(integer=True, ge=1)
     p.add_argument("--num-shards", type=shards, help="number of writers (default: torchrun's WORLD_SIZE or 1)")
@@ -239,9 +249,7 @@ def _loop_options(p, config_class, unset: bool = False):
     g = p.add_argument_group("training options", f"the loop: the fields of {config_class.__name__}")
     add_config_options(g, config_class, overrides=LOOP_OVERRIDES, exclusive=("steps", "epochs"), unset=unset)
     g.add_argument("--resume", action="store_true", help="continue from the last checkpoint in --out")
-    g.add_argument(
-        "--device", type=device_option, default=None, help="cpu, cuda or cuda:N (default: cuda when available)"
-    )
+    _device_option(g)
 
 # %% ../nbs/11_cli.ipynb #90048d39
 def pretrain_parser(raise_errors: bool = False) -> argparse.ArgumentParser:
@@ -341,15 +349,11 @@ def showcase_main(argv=None):
     _frame_size_option(p)
     p.add_argument("--fps", type=number_option(gt=0), default=2.0, help="frames per second sampled from the videos")
     p.add_argument("--steps", type=number_option(integer=True, ge=1), default=400, help="pre-training steps")
-    p.add_argument(
-        "--tokenizer", default="default", help="default | dalle:ENCODER.pkl,DECODER.pkl | a saved VQ-VAE folder"
-    )
+    _tokenizer_option(p)
     p.add_argument(
         "--seed", type=number_option(integer=True), default=0, help="seed of the pre-training and of the figure's mask"
     )
-    p.add_argument(
-        "--device", type=device_option, default=None, help="cpu, cuda or cuda:N (default: cuda when available)"
-    )
+    _device_option(p)
     a = p.parse_args(argv)
     from vimpac.showcase import run_demo  # here: `--help` imports no model or figure code
 
@@ -516,9 +520,7 @@ def _common(p, views_default, views_help, shipped: bool = False):
         "default, checked against the identity the run records)",
     )
     p.add_argument("--batch-size", type=number_option(integer=True, ge=1), default=32, help="clips per forward pass")
-    p.add_argument(
-        "--device", type=device_option, default=None, help="cpu, cuda or cuda:N (default: cuda when available)"
-    )
+    _device_option(p)
     p.add_argument(
         "--precision",
         default="auto",
