@@ -214,10 +214,8 @@ class ClassificationMetrics(DictRecord):
 
 
 def classification_metrics(scores, labels, num_classes: int | None = None) -> ClassificationMetrics:
-    """Accuracy of class `scores` float (N, C) against integer `labels` (N,) in [0, C), as `ClassificationMetrics`:
-    `top1`, `top5` (top-min(5, C)), `mean_class_acc` (mean recall over the classes present in `labels`), `n` (videos),
-    `per_class` (recall per class, None where a class has no video) and `confusion` (C x C counts, list of lists;
-    row = true, column = predicted).
+    """Accuracy of class `scores` float (N, C) against integer `labels` (N,) in [0, C): a `ClassificationMetrics`
+    (top-1, top-min(5, C), mean recall over the classes present, per-class recall, the confusion matrix).
     Classes are ranked by `ranked_classes` (ties: the lower index first, the prediction `argmax` and the authors'
     evaluation make).
     Raises `VimpacError` when the shapes disagree or a label is outside [0, C)."""

@@ -1179,7 +1179,8 @@ class ExperimentResult:
         folder = Path(folder)
         e = self.experiment
         text = [f"# {e.title} ({e.section}, {e.table}), scale {self.scale}", "", self.table(), ""]
-        text += [*baselines(self.results, self.controls), ""] if baselines(self.results, self.controls) else []
+        lines = baselines(self.results, self.controls)
+        text += [*lines, ""] if lines else []
         text += [f"- {v}" for v in self.verdicts()]
         with atomic_path(folder / "table.md") as tmp:
             tmp.write_text("\n".join(text) + "\n")
