@@ -86,7 +86,7 @@ TOKENIZE = [  # (options, what the one line says)
     (["--fps", "inf"], "argument --fps: expected a finite number > 0, got 'inf'"),
     (["--frame-size", "0"], "argument --frame-size: expected an integer >= 1, got '0'"),
     (["--frame-size", "-64"], "argument --frame-size: expected an integer >= 1, got '-64'"),
-    (["--frame-size", "100"], "frame size: 100 is not a multiple of the tokenizer's downsample 8 (e.g. 96 or 104)"),
+    (["--frame-size", "100"], "frame_size: 100 is not a multiple of the tokenizer's downsample 8 (e.g. 96 or 104)"),
     (["--batch-size", "0"], "argument --batch-size: expected an integer >= 1, got '0'"),
     (["--workers", "-1"], "argument --workers: expected an integer >= 0, got '-1'"),
     ("--num-shards 0 --shard-index 0".split(), "argument --num-shards: expected an integer >= 1, got '0'"),
@@ -290,7 +290,7 @@ def test_resume_passes_over_a_corrupt_newest_checkpoint(store, tmp_path, capsys)
         (
             "vimpac-tokenize",
             ["--frame-size", "100"],
-            "frame size: 100 is not a multiple of the tokenizer's downsample 8",
+            "frame_size: 100 is not a multiple of the tokenizer's downsample 8",
         ),
         ("vimpac-pretrain", ["--lr", "nan"], "argument --lr: expected a finite number > 0, got 'nan'"),
         (

@@ -1,6 +1,8 @@
-"""Configs make the options (issue 22): `vimpac-pretrain` / `vimpac-finetune` have one option for each knob of the
-model's and the loop's config dataclasses, with the field's doc as help; a bad value is one line naming the option;
-the run notebooks' parameters cells are written from the same fields (tools/sync_parameters.py)."""
+"""Configs make the options (issue 22; the store's and evaluation's since issue 33): `vimpac-pretrain` /
+`vimpac-finetune` have one option for each knob of the model's and the loop's config dataclasses, `vimpac-tokenize`
+one for each of `TokenizeConfig`'s, the checkpoint tools one for each of `InferenceConfig`'s and `ProbeConfig`'s, with
+the field's doc as help; a bad value is one line naming the option; the run notebooks' parameters cells are written
+from the same fields (tools/sync_parameters.py)."""
 
 import dataclasses, importlib.util
 from pathlib import Path
@@ -292,3 +294,98 @@ def test_papermill_reads_generated_lines_with_equals_in_the_doc():
         ("clip_len", "int", "5"),
         ("ratio", "float", "0.1"),
     ]
+
+
+# --- the store's and evaluation's options come from their configs too (issue 33) ------------------------------------
+
+
+def _help(main, capsys) -> str:
+    "A console script's `--help`, its whitespace collapsed (argparse wraps the lines)."
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    return " ".join(capsys.readouterr().out.split())
+
+
+def _defaults(fn) -> dict:
+    import inspect
+
+    return {k: p.default for k, p in inspect.signature(fn).parameters.items()}
+
+
+def test_tokenize_options_are_the_store_config():
+    from vimpac.cli import tokenize_parser
+    from vimpac.data import tokenize_dataset
+    from vimpac.options import config_values, field_default, field_help
+    from vimpac.store import TokenizeConfig, tokenize_videos
+
+    p = tokenize_parser()
+    fields = config_fields(TokenizeConfig)
+    assert [f.name for f in fields] == [f.name for f in dataclasses.fields(TokenizeConfig)]
+    for f in fields:
+        action = next(a for a in p._actions if option_name(f.name) in a.option_strings)
+        assert action.help.startswith(field_help(f).replace("%", "%%")), f.name
+        assert action.default is None, f.name  # not given: the function's default, or the dataset preset's
+        assert _defaults(tokenize_videos)[f.name] == field_default(f), f.name
+        preset = f.name in ("fps", "frame_size", "views")  # tokenize_dataset's come from the dataset's preset
+        assert _defaults(tokenize_dataset)[f.name] == (None if preset else field_default(f)), f.name
+    a = p.parse_args(["v.mp4", "--out", "s", "--fps", "4", "--views", "all", "--num-shards", "2", "--shard-index", "1"])
+    assert config_values(TokenizeConfig, a) == dict(fps=4.0, views="all", num_shards=2, shard_index=1)
+
+
+def test_evaluation_options_are_the_configs(capsys):
+    from vimpac.cli import evaluate_main, features_main, predict_main
+    from vimpac.evaluate import InferenceConfig, evaluate_run, features_of, predict_videos
+    from vimpac.options import field_default
+    from vimpac.probes import ProbeConfig
+
+    shared = config_fields(InferenceConfig)
+    for main, fn in ((predict_main, predict_videos), (features_main, features_of), (evaluate_main, evaluate_run)):
+        text = _help(main, capsys)
+        for f in shared:
+            assert option_name(f.name) in text, (main.__name__, f.name)
+            if f.name != "views":  # each tool's own default: 3x10, 1x10, or the probe's / dataset's
+                assert _defaults(fn)[f.name] == field_default(f), (fn.__name__, f.name)
+    text = _help(evaluate_main, capsys)
+    for f in config_fields(ProbeConfig):
+        assert option_name(f.name) in text and _defaults(evaluate_run)[f.name] == field_default(f), f.name
+
+
+def test_device_is_written_once(capsys):
+    """Every tool that computes says the same about `--device`, from one place (`DEVICE_OPTION`)."""
+    from vimpac import cli
+    from vimpac.options import DEVICE_OPTION
+
+    mains = ("tokenize", "pretrain", "finetune", "predict", "features", "evaluate", "showcase")
+    for name in mains:
+        text = _help(getattr(cli, f"{name}_main"), capsys)
+        assert text.count(DEVICE_OPTION["help"]) == 1, name
+
+
+@pytest.mark.parametrize(
+    "call,says",
+    [
+        (lambda: __import__("vimpac.evaluate").evaluate.evaluate_run("no/run", "no/store", k=0), "k: expected"),
+        (
+            lambda: __import__("vimpac.evaluate").evaluate.evaluate_run("no/run", "no/store", precision="fp8"),
+            "precision: expected one of",
+        ),
+        (
+            lambda: __import__("vimpac.evaluate").evaluate.predict_videos(["x.mp4"], "no/run", batch_size=0),
+            "batch_size: expected an integer >= 1, got 0",
+        ),
+        (
+            lambda: __import__("vimpac.evaluate").evaluate.features_of(["x.mp4"], "no/run", "f.st", views="2x3"),
+            "views '2x3': expected SPATIALxTEMPORAL",
+        ),
+        (
+            lambda: __import__("vimpac.store").store.tokenize_videos(["x.mp4"], "s", "no/such/tokenizer", fps=0),
+            "fps: expected a finite number > 0, got 0",
+        ),
+    ],
+)
+def test_bad_options_are_refused_before_anything_loads(call, says):
+    """A bad option is refused by its config before the run, the tokenizer or the store is looked for (all missing
+    here: an error about them would mean the option was checked too late)."""
+    with pytest.raises(VimpacError) as e:
+        call()
+    assert str(e.value).startswith(says), str(e.value)

@@ -109,6 +109,8 @@ WARN = [
     ("vimpac.evaluate.knn_scores", "vimpac.probes.knn_scores"),
     ("vimpac.evaluate.LinearProbe", "vimpac.probes.LinearProbe"),
     ("vimpac.evaluate.fit_linear_probe", "vimpac.probes.fit_linear_probe"),
+    ("vimpac.cli.PROBES", "vimpac.probes.PROBES"),
+    ("vimpac.evaluate.PROBES", "vimpac.probes.PROBES"),
     *[
         (f"vimpac.engine.{n}", f"vimpac.memory.{n}")
         for n in ("GPU_PEAK_FLOPS", "peak_flops_for", "peak_flops", "MEMORY_MARGIN", "RESERVED_BYTES")
@@ -132,8 +134,6 @@ SAME = [
     ("vimpac.cli.predict_videos", "vimpac.evaluate.predict_videos"),
     ("vimpac.cli.features_of", "vimpac.evaluate.features_of"),
     ("vimpac.cli.evaluate_run", "vimpac.evaluate.evaluate_run"),
-    ("vimpac.cli.PROBES", "vimpac.probes.PROBES"),
-    ("vimpac.evaluate.PROBES", "vimpac.probes.PROBES"),
     ("vimpac.evaluate.probe_scores", "vimpac.probes.probe_scores"),
     ("vimpac.inference.DEMO_CHECKPOINT", "vimpac.runs.DEMO_CHECKPOINT"),
     ("vimpac.evaluate.load_run", "vimpac.runs.load_run"),

@@ -2,12 +2,12 @@
 only with --images, `make figures`), the figure's clip holds no scene cut and masks a token in every frame, and the
 console and the figure each say which mask accuracy they give."""
 
-import json
+import dataclasses, json
 import numpy as np
 import pytest
 import torch
 from vimpac.cli import showcase_main
-from vimpac.showcase import demo_clip, demo_mask
+from vimpac.showcase import ShowcaseSummary, demo_clip, demo_mask
 from vimpac.masking import blocks_for_ratio
 from vimpac.synthetic import write_video
 from vimpac.tokenizer import load_tokenizer
@@ -45,6 +45,7 @@ def test_showcase_writes_under_out_only(tmp_path, monkeypatch, capsys):
     for name in ("reconstruction.png", "training_curves.png", "summary.json", "model/model.safetensors"):
         assert (run / name).is_file(), name
     s = json.loads((run / "summary.json").read_text())
+    assert list(s) == [f.name for f in dataclasses.fields(ShowcaseSummary)]  # run_demo's record, as it returns it
     assert s["figure_video"] == "bikes.mp4" and 0 <= s["figure_acc"] <= 1 and 0 < s["figure_masked"] < 1
     assert s["threads"] >= 1 and 0 <= s["mask_acc"] <= 1
     # the console and the figure state the same two accuracies, each with what it measures
@@ -55,6 +56,7 @@ def test_showcase_writes_under_out_only(tmp_path, monkeypatch, capsys):
     assert clip in out and clip in s["figure_title"], (out, s["figure_title"])
     title = s["figure_title"]
     assert f"fresh block masks, {s['masked_tokens']} masked tokens): {s['mask_acc']:.1%}" in title, title
+    assert f"the same cell from the nearest visible frame: {s['copy_acc']:.1%})" in out  # the copy floor beside it
     assert "wrote runs/demo/reconstruction.png" in out
     showcase_main(["--out", "runs/demo", "--steps", "2", "--frame-size", "64", "--images", "figs", "--device", "cpu"])
     assert (tmp_path / "figs" / "reconstruction.png").is_file()  # --images: the README's figures, asked for

@@ -15,24 +15,23 @@ from vimpac.options import (
     OptionParser,
     options_for,
     number_option,
-    device_option,
+    DEVICE_OPTION,
     folder_option,
-    checked_option,
     config_fields,
     config_values,
     config_from_options,
     add_config_options,
     option_name,
 )
-from .video import VIEW_SETS
 from .data import DATASET_PRESETS, SPLIT_DATASETS, dataset_preset, preset_lines, tokenize_dataset
-from .store import TokenStore, tokenize_videos
+from .store import TokenStore, TokenizeConfig, tokenize_videos
 from .model import LAYOUTS, PRESETS, VimpacConfig
 from .engine import summary_line
 from .pretrain import PRECISIONS, MaskingEvaluation, PretrainConfig, pretrain, evaluate_masking
 from .finetune import FinetuneConfig, finetune
 from .runs import describe_run
-from .evaluate import PROBES, evaluate_run, evaluation_views, features_of, parse_views, predict_videos
+from .probes import ProbeConfig
+from .evaluate import InferenceConfig, evaluate_run, evaluation_views, features_of, predict_videos
 from .evaluate import write_predictions
 
 # %% auto #0
@@ -64,32 +63,21 @@ class _Renamed(argparse.Action):
         setattr(namespace, self.dest, values)
 
 
-_FRAME_SIZE_HELP = "frame size S in pixels, a multiple of the tokenizer's downsample (paper: 128, then 256)"
-
-
-def _frame_size_option(p, default=128, help=_FRAME_SIZE_HELP):
-    "`--frame-size` (dest `frame_size`), and the hidden old name `--size`."
+def _old_size_option(p):
+    "The hidden old name of `--frame-size`, `--size`: stores into `frame_size` and warns."
     size = number_option(integer=True, ge=1)
-    p.add_argument("--frame-size", type=size, default=default, help=help)
     p.add_argument("--size", dest="frame_size", type=size, action=_Renamed, new="--frame-size", help=argparse.SUPPRESS)
 
 
 def _device_option(p):
-    "`--device`, the same in every tool that computes."
-    p.add_argument(
-        "--device", type=device_option, default=None, help="cpu, cuda or cuda:N (default: cuda when available)"
-    )
-
-
-def _tokenizer_option(p):
-    "`--tokenizer` of the tools that build a token store: the kit's VQ-VAE, the DALL-E dVAE's files, or a saved one."
-    p.add_argument(
-        "--tokenizer", default="default", help="default | dalle:ENCODER.pkl,DECODER.pkl | a saved VQ-VAE folder"
-    )
+    "`--device`, the same in every tool that computes (`vimpac.options.DEVICE_OPTION`)."
+    p.add_argument("--device", **DEVICE_OPTION)
 
 # %% ../nbs/11_cli.ipynb #d035e2dc
 def tokenize_parser(raise_errors: bool = False) -> argparse.ArgumentParser:
-    "The options of `vimpac-tokenize`. With `raise_errors`, a bad option raises `VimpacError` instead of exiting."
+    """The options of `vimpac-tokenize`: the inputs, the store, the dataset's split, and an option for each field of
+    `vimpac.store.TokenizeConfig` (None when not given: the function's or the dataset preset's default). With
+    `raise_errors`, a bad option raises `VimpacError` instead of exiting."""
     p = OptionParser(
         prog="vimpac-tokenize",
         raise_errors=raise_errors,
@@ -122,27 +110,14 @@ def tokenize_parser(raise_errors: bool = False) -> argparse.ArgumentParser:
     p.add_argument(
         "--split", type=number_option(integer=True, ge=1), help="with --dataset: the split number (default 1)"
     )
-    fps_help = (
-        "frames per second to sample (default 2, the paper's; with --dataset §4.2's: 2 for ucf101 and kinetics400"
+    g = p.add_argument_group(
+        "tokenizing options",
+        "the fields of vimpac.store.TokenizeConfig; with --dataset, --fps, --frame-size and --views default to the "
+        "dataset's preset, printed when it runs (vimpac.data.DATASET_PRESETS: the authors' 16 FPS, S 256, Table 12's "
+        "views; folder: 2 FPS, S 128, all views)",
     )
-    p.add_argument("--fps", type=number_option(gt=0), help=f"{fps_help}, 4 for hmdb51, ssv2 and diving48)")
-    size_help = _FRAME_SIZE_HELP + "; default 128, with --dataset 256 (§4.2; folder: 128)"
-    _frame_size_option(p, default=None, help=size_help)
-    p.add_argument(
-        "--views",
-        default=None,
-        choices=list(VIEW_SETS),
-        help="center (pre-training), all 12 fine-tuning views, or the 6 without flips (SSV2); default center, "
-        "with --dataset all (noflip for ssv2)",
-    )
-    _tokenizer_option(p)
-    p.add_argument("--batch-size", type=number_option(integer=True, ge=1), default=64, help="frames per encoder batch")
-    _device_option(p)
-    p.add_argument("--workers", type=number_option(integer=True, ge=0), default=0, help="decoding worker processes")
-    shards = number_option(integer=True, ge=1)
-    p.add_argument("--num-shards", type=shards, help="number of writers (default: torchrun's WORLD_SIZE or 1)")
-    shard = number_option(integer=True, ge=0)
-    p.add_argument("--shard-index", type=shard, help="this writer's shard (default: torchrun's RANK or 0)")
+    add_config_options(g, TokenizeConfig, unset=True)
+    _old_size_option(g)
     return p
 
 # %% ../nbs/11_cli.ipynb #4422683e
@@ -162,29 +137,11 @@ def tokenize_main(argv=None):
     a = p.parse_args(argv)
     if (a.num_shards is None) != (a.shard_index is None):
         p.error("--num-shards and --shard-index go together")
-    common = dict(
-        tokenizer=a.tokenizer,
-        batch_size=a.batch_size,
-        device=a.device,
-        workers=a.workers,
-        num_shards=a.num_shards,
-        shard_index=a.shard_index,
-    )
+    given = config_values(TokenizeConfig, a)  # the options given; the others are the function's (or preset's)
     if a.dataset is None:
         if a.split_dir is not None or a.split is not None:
             p.error("--split-dir and --split go with --dataset")
-        fps = 2.0 if a.fps is None else a.fps
-        frame_size = a.frame_size or 128
-        summary, tok = run_main(
-            p.prog,
-            tokenize_videos,
-            a.inputs,
-            a.out,
-            fps=fps,
-            frame_size=frame_size,
-            views=a.views or "center",
-            **common,
-        )
+        summary, tok = run_main(p.prog, tokenize_videos, a.inputs, a.out, **given)
         summaries = [summary]
     else:
         if len(a.inputs) != 1:
@@ -192,22 +149,11 @@ def tokenize_main(argv=None):
         if a.split_dir is None and a.dataset != "folder":
             p.error(f"--dataset {a.dataset} needs --split-dir, the folder of its official split files")
         if a.dataset in DATASET_PRESETS:
-            given = {k: getattr(a, k) for k in ("fps", "frame_size", "views") if getattr(a, k) is not None}
+            sampling = {k: v for k, v in given.items() if k in ("fps", "frame_size", "views")}
             values = DATASET_PRESETS[a.dataset].tokenize_values()
-            print("\n".join(preset_lines(p.prog, a.dataset, values, given)))
-        split, parts, tok = run_main(
-            p.prog,
-            tokenize_dataset,
-            a.dataset,
-            a.inputs[0],
-            a.out,
-            split_dir=a.split_dir,
-            split=a.split or 1,
-            fps=a.fps,
-            frame_size=a.frame_size,
-            views=a.views,
-            **common,
-        )
+            print("\n".join(preset_lines(p.prog, a.dataset, values, sampling)))
+        split_of = dict(split_dir=a.split_dir, split=a.split or 1)
+        split, parts, tok = run_main(p.prog, tokenize_dataset, a.dataset, a.inputs[0], a.out, **split_of, **given)
         print(split.headline())  # the split's counts and the listed videos not found, in one line
         summaries = list(parts.values())
     _print_summaries(p.prog, summaries)
@@ -346,14 +292,13 @@ def showcase_main(argv=None):
         help="folder of the figures reconstruction.png and training_curves.png (default: --out; the README's are "
         "images/, written by `make figures`)",
     )
-    _frame_size_option(p)
-    p.add_argument("--fps", type=number_option(gt=0), default=2.0, help="frames per second sampled from the videos")
     p.add_argument("--steps", type=number_option(integer=True, ge=1), default=400, help="pre-training steps")
-    _tokenizer_option(p)
     p.add_argument(
         "--seed", type=number_option(integer=True), default=0, help="seed of the pre-training and of the figure's mask"
     )
-    _device_option(p)
+    tokenizing = ("tokenizer", "fps", "frame_size", "device")  # TokenizeConfig's, as vimpac-tokenize's
+    add_config_options(p, TokenizeConfig, skip=[f.name for f in fields(TokenizeConfig) if f.name not in tokenizing])
+    _old_size_option(p)
     a = p.parse_args(argv)
     from vimpac.showcase import run_demo  # here: `--help` imports no model or figure code
 
@@ -370,22 +315,23 @@ def showcase_main(argv=None):
         device=a.device,
         progress=_progress_mode(),
     )
-    threads = f"{s['threads']} CPU thread" + ("" if s["threads"] == 1 else "s")
-    print(f"tokenizer: {s['tokenizer']['name']} ({s['tokenizer']['hash']}); {threads}")
-    print(f"pre-training loss {s['first_loss']:.3f} -> {s['final_loss']:.3f}")
+    threads = f"{s.threads} CPU thread" + ("" if s.threads == 1 else "s")
+    print(f"tokenizer: {s.tokenizer['name']} ({s.tokenizer['hash']}); {threads}")
+    print(f"pre-training loss {s.first_loss:.3f} -> {s.final_loss:.3f}")
     print(
         f"mask accuracy (masked tokens predicted exactly) over the three videos, fresh block masks: "
-        f"{s['mask_acc']:.1%} of {s['masked_tokens']} masked tokens (copying the most frequent token: "
-        f"{s['majority_acc']:.1%}); CL accuracy {s['cl_acc']:.1%}"
+        f"{s.mask_acc:.1%} of {s.masked_tokens} masked tokens (copying the most frequent token: "
+        f"{s.majority_acc:.1%}; the same cell from the nearest visible frame: {s.copy_acc:.1%}); "
+        f"CL accuracy {s.cl_acc:.1%}"
     )
     print(
-        f"the figure's clip ({s['figure_video']}, from frame {s['figure_start']}): {s['figure_masked']:.0%} of its "
-        f"tokens masked, {s['figure_acc']:.0%} of those predicted exactly (one clip and one mask: it varies)"
+        f"the figure's clip ({s.figure_video}, from frame {s.figure_start}): {s.figure_masked:.0%} of its "
+        f"tokens masked, {s.figure_acc:.0%} of those predicted exactly (one clip and one mask: it varies)"
     )
     images = a.images or a.out
     print(
         f"wrote {images}/reconstruction.png, {images}/training_curves.png and {a.out}/ "
-        f"({s['total_s']:.0f} s: tokenize {s['tokenize_s']:.0f} s, pre-train {s['pretrain_s']:.0f} s)"
+        f"({s.total_s:.0f} s: tokenize {s.tokenize_s:.0f} s, pre-train {s.pretrain_s:.0f} s)"
     )
 
 # %% ../nbs/11_cli.ipynb #425908c4
@@ -498,35 +444,17 @@ def finetune_main(argv=None):
         )
 
 # %% ../nbs/11_cli.ipynb #dfd45ab1
-def _views_text(text: str) -> str:
-    "The text of a `--views` option, checked by `parse_views`."
-    parse_views(text)
-    return text
-
-
 def _common(p, views_default, views_help, shipped: bool = False):
     """The options of the three tools that load a checkpoint: the run (with `shipped`, by default the shipped
-    classifier, `vimpac.runs.shipped_classifier`), its views, its tokenizer, batches, device."""
+    classifier, `vimpac.runs.shipped_classifier`), then the fields of `vimpac.evaluate.InferenceConfig`: views (their
+    default and help the tool's), tokenizer, batches, device, autocast."""
     what = "a saved model folder (save_pretrained: config.json, model.safetensors) or a Hub repo id"
     if shipped:
         p.add_argument("--checkpoint", default=None, help=what + " (default: the shipped camera-motion classifier)")
     else:
         p.add_argument("--checkpoint", required=True, help=what)
-    p.add_argument("--views", type=checked_option(_views_text), default=views_default, help=views_help)
-    p.add_argument(
-        "--tokenizer",
-        default=None,
-        help="the tokenizer the checkpoint was trained with (default: the kit's "
-        "default, checked against the identity the run records)",
-    )
-    p.add_argument("--batch-size", type=number_option(integer=True, ge=1), default=32, help="clips per forward pass")
-    _device_option(p)
-    p.add_argument(
-        "--precision",
-        default="auto",
-        choices=PRECISIONS,
-        help="autocast of the forward passes; auto: bf16 or fp16 on a GPU, fp32 on a CPU",
-    )
+    overrides = dict(views=dict(help=views_help))
+    add_config_options(p, InferenceConfig, defaults=dict(views=views_default), overrides=overrides)
 
 # %% ../nbs/11_cli.ipynb #1f37c4b8
 def predict_main(argv=None):
@@ -619,9 +547,6 @@ def evaluate_main(argv=None):
     p.add_argument(
         "--train", default=None, help="labelled training store: what a probe is fitted on, and the retrieval gallery"
     )
-    p.add_argument(
-        "--probe", choices=PROBES, default=None, help="judge frozen [CLS] features instead of the classifier"
-    )
     _common(
         p,
         None,
@@ -634,11 +559,7 @@ def evaluate_main(argv=None):
         choices=list(DATASET_PRESETS),
         help="the views the paper evaluates this dataset with (Table 12): 3x10, 1x10 (the centre crop) for ssv2",
     )
-    p.add_argument("--k", type=number_option(integer=True, ge=1), default=20, help="kNN neighbours")
-    p.add_argument(
-        "--temperature", type=number_option(gt=0), default=0.07, help="kNN vote temperature: weight exp(cos / T)"
-    )
-    p.add_argument("--weight-decay", type=number_option(ge=0), default=1e-4, help="linear probe L2 penalty")
+    add_config_options(p.add_argument_group("probe options", "the fields of vimpac.probes.ProbeConfig"), ProbeConfig)
     p.add_argument(
         "--out",
         type=folder_option,
@@ -675,6 +596,7 @@ _MOVED = dict(
     run_demo="vimpac.showcase.run_demo",
     demo_clip="vimpac.showcase.demo_clip",
     demo_mask="vimpac.showcase.demo_mask",
+    PROBES="vimpac.probes.PROBES",
 )
 _moved = moved_names(__name__, _MOVED)
 

@@ -12,9 +12,9 @@ from pathlib import Path
 import torch
 from .utils import VimpacError, VimpacDeprecationWarning, make_generator, derive_seed, read_json, moved_names
 from .masking import MaskSpec  # its home since issue 33; `vimpac.data.MaskSpec` is the same class
-from .utils import check_number, renamed_kwargs
+from .utils import renamed_kwargs
 from .video import VIEW_SETS, scan_folder
-from .store import tokenize_videos
+from .store import TokenizeConfig, tokenize_videos
 
 __getattr__ = moved_names(__name__, dict(MASK_STRATEGIES="vimpac.masking.MASK_STRATEGIES"))  # until the next release
 
@@ -688,10 +688,12 @@ def tokenize_dataset(
     and the options `tokenize_videos` refuses, before any store is written."""
     if dataset not in DATASET_FPS:
         raise VimpacError(f"dataset: {dataset!r} is not one of {', '.join(SPLIT_DATASETS)}")
-    fps = DATASET_FPS[dataset] if fps is None else check_number("fps", fps, gt=0)
+    fps = DATASET_FPS[dataset] if fps is None else fps
     views = DATASET_VIEWS[dataset] if views is None else views
     if frame_size is None:
         frame_size = DATASET_PRESETS[dataset].frame_size if dataset in DATASET_PRESETS else 128
+    work = dict(batch_size=batch_size, workers=workers, num_shards=num_shards, shard_index=shard_index)
+    TokenizeConfig(fps=fps, frame_size=frame_size, views=views, **work)  # every option checked before a store is made
     if Path(out).exists() and not Path(out).is_dir():
         raise VimpacError(f"out: {out} is a file; expected a folder (new or existing)")
     s = read_split(dataset, video_root, split_dir, split)

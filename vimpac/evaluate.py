@@ -7,7 +7,7 @@ Docs: https://vimpac.github.io/vimpac/evaluate.html.md"""
 # %% ../nbs/08a_evaluate.ipynb #3fb9b6ef
 from __future__ import annotations
 import csv, json, re, warnings
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 import numpy as np
 import torch
@@ -20,8 +20,9 @@ from .data import dataset_preset
 from .video import CENTER_VIEW, iter_views
 from .store import TokenStore, expand_inputs, video_key
 from .data import clip_stride
-from .engine import inference_precision
-from .probes import PROBES, probe_scores
+from .engine import PRECISIONS, inference_precision
+from .options import checked_option, device_field
+from .probes import ProbeConfig, probe_scores
 from .runs import SavedRun, check_run_tokenizer, load_run, run_tokenizer, shipped_classifier
 
 # %% auto #0
@@ -29,7 +30,8 @@ __all__ = ['SPATIAL_CROPS', 'FEATURES_FORMAT', 'parse_views', 'temporal_starts',
            'multiview_scores', 'ranked_classes', 'ClassificationMetrics', 'classification_metrics', 'top_classes',
            'write_predictions', 'check_store_for_model', 'store_videos', 'store_labels', 'video_tokens', 'Features',
            'extract_features', 'check_classes', 'predict', 'Evaluation', 'evaluate', 'match_classes', 'evaluate_probe',
-           'nearest_neighbours', 'store_frames', 'predict_videos', 'features_of', 'evaluation_views', 'evaluate_run']
+           'nearest_neighbours', 'store_frames', 'InferenceConfig', 'predict_videos', 'features_of', 'evaluation_views',
+           'evaluate_run']
 
 # %% ../nbs/08a_evaluate.ipynb #50bcbb5a
 SPATIAL_CROPS = {1: (CENTER_VIEW,), 3: ("1x-topleft", CENTER_VIEW, "1x-bottomright")}
@@ -679,8 +681,7 @@ def evaluate_probe(
     the kNN, weight decay for the probe). Returns (`Evaluation`, train `Features`, test `Features`). Raises
     `VimpacError` for stores that hold no video or no labels, test classes the training store lacks, tokens that do
     not fit the model or another tokenizer than `run`'s (`vimpac.runs.read_run`), and another `probe`."""
-    if probe not in PROBES:
-        raise VimpacError(f"probe {probe!r}: expected 'linear' or 'knn'")
+    ProbeConfig(str(probe), k, temperature, weight_decay)  # before the features are extracted
     stores = [_labelled_store(s) for s in (train, test)]
     (ytr, ctr), (yte, cte) = (store_labels(s) for s in stores)
     yte = match_classes(ctr, cte, yte, stores[1].path)
@@ -716,6 +717,53 @@ def store_frames(store, key: str, tokenizer, n: int = 4, view: str | None = None
     x = tokenizer.decode(torch.from_numpy(toks[idx].astype(np.int64)))
     return (x.clamp(0, 1) * 255).round().byte().permute(0, 2, 3, 1).cpu().numpy()
 
+# %% ../nbs/08a_evaluate.ipynb #bfb18583
+def _views_text(text: str) -> str:
+    "The text of a `--views` option, checked by `parse_views` (its words: `views '2x10': expected ...`)."
+    parse_views(text)
+    return text
+
+
+@dataclass
+class InferenceConfig:
+    """The options of running a saved model over videos or a token store (`predict_videos`, `features_of`,
+    `evaluate_run`; `vimpac-predict`, `vimpac-features` and `vimpac-evaluate` make their options from these fields):
+    the views (§4.2's multi-view inference; None: the function's default), the tokenizer the run was trained with
+    (None: the kit's default, checked against the run's record), clips per forward pass, device and autocast.
+    Checked when made: raises `VimpacError` for views that `parse_views` refuses, a `batch_size` < 1, or a
+    `precision` not in `vimpac.engine.PRECISIONS`."""
+
+    views: str | None = field(
+        default=None,
+        metadata={
+            "help": "SPATIALxTEMPORAL crops: 3x10 (the paper's, §4.2), or 1xK for the centre crop alone (SSV2)",
+            "option": {"type": checked_option(_views_text)},
+        },
+    )
+    tokenizer: str | None = field(
+        default=None,
+        metadata={
+            "help": "the tokenizer the checkpoint was trained with (default: the kit's default, checked against the "
+            "identity the run records)"
+        },
+    )
+    batch_size: int = field(default=32, metadata={"help": "clips per forward pass"})
+    device: str | None = device_field()
+    precision: str = field(
+        default="auto",
+        metadata={
+            "help": "autocast of the forward passes; auto: bf16 or fp16 on a GPU, fp32 on a CPU",
+            "option": {"choices": PRECISIONS},
+        },
+    )
+
+    def __post_init__(self):
+        if self.views is not None:
+            parse_views(self.views)
+        self.batch_size = check_number("batch_size", self.batch_size, integer=True, ge=1)
+        if self.precision not in PRECISIONS:
+            raise VimpacError(f"precision: expected one of {', '.join(PRECISIONS)}, got {self.precision!r}")
+
 # %% ../nbs/08a_evaluate.ipynb #90b6d9ee
 def predict_videos(
     videos,
@@ -733,7 +781,9 @@ def predict_videos(
     """`vimpac-predict` as a function: load the checkpoint folder (`load_run`; None: `shipped_classifier`) and its
     tokenizer (`run_tokenizer`), then `predict` the videos at `fps` (default: the run's record, else 2 with a
     warning). Returns (predictions, the run's `SavedRun`). Raises `VimpacError` for what `load_run`, `run_tokenizer`
-    and `predict` refuse; with a list `failed`, the videos that cannot be read are listed there instead (`predict`)."""
+    and `predict` refuse, and before the run loads for options `InferenceConfig` refuses; with a list `failed`, the
+    videos that cannot be read are listed there instead (`predict`)."""
+    InferenceConfig(views, batch_size=batch_size, precision=precision)
     dev = get_device(device)
     checkpoint = shipped_classifier(checkpoint)
     model, run = load_run(checkpoint, dev)
@@ -775,7 +825,9 @@ def features_of(
 ) -> Features:
     """`vimpac-features` as a function: [CLS] features of one token store (a folder with `meta.json`) or of videos
     (`extract_features`, tokenized by the run's tokenizer), saved to `out` (safetensors). Raises `VimpacError` for a
-    store given with other inputs, or a store built by another tokenizer than the run's."""
+    store given with other inputs, a store built by another tokenizer than the run's, and before the run loads for
+    options `InferenceConfig` refuses."""
+    InferenceConfig(views, batch_size=batch_size, precision=precision)
     inputs = [inputs] if isinstance(inputs, (str, Path)) else list(inputs)
     stores = [i for i in inputs if Path(i).is_dir() and (Path(i) / "meta.json").is_file()]
     if stores and len(inputs) > 1:
@@ -829,12 +881,14 @@ def evaluate_run(
     features of `train` and `test` (`evaluate_probe`, default views 1x10, the centre crop of pre-training). With
     `out`: `metrics.json` and `predictions.csv`; with `out`, `train` and `retrieval` > 0 the (test, train) [CLS]
     features of the retrieval figure too, in `Evaluation.features` (a probe's are there always; the figures:
-    `vimpac.viz.evaluation_figures`). Returns the `Evaluation`. Raises `VimpacError` for a probe without `train`,
-    and, before
+    `vimpac.viz.evaluation_figures`). Returns the `Evaluation`. Raises `VimpacError`, before the run loads, for a
+    probe without `train` and options `InferenceConfig` or `vimpac.probes.ProbeConfig` refuse; and, before
     evaluating, for a `tokenizer` given that cannot be loaded or is not the run's (`run_tokenizer`)."""
+    ProbeConfig(probe, k, temperature, weight_decay)
     if probe is not None and train is None:
         raise VimpacError(f"--probe {probe}: needs --train STORE (the store the probe is fitted on)")
     views = evaluation_views(views, probe, dataset)[0]
+    InferenceConfig(views, batch_size=batch_size, precision=precision)
     dev = get_device(device)
     checkpoint = shipped_classifier(checkpoint)
     model, run = load_run(checkpoint, dev)
@@ -856,5 +910,5 @@ def evaluate_run(
 
 # %% ../nbs/08a_evaluate.ipynb #de5d62cd
 _MOVED = dict(read_run="runs", describe_run="runs", RUN_RECORDS="runs")  # name: its module now
-_MOVED.update(knn_scores="probes", LinearProbe="probes", fit_linear_probe="probes")
+_MOVED.update(knn_scores="probes", LinearProbe="probes", fit_linear_probe="probes", PROBES="probes")
 __getattr__ = moved_names(__name__, {name: f"vimpac.{where}.{name}" for name, where in _MOVED.items()})

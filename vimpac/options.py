@@ -11,10 +11,10 @@ from pathlib import Path
 from .utils import VimpacError, check_number, check_device
 
 # %% auto #0
-__all__ = ['AUTO_PARAMETERS', 'coerce_parameter', 'check_parameters', 'options_for', 'OptionParser', 'checked_option',
-           'number_option', 'device_option', 'folder_option', 'config_fields', 'field_help', 'field_default',
-           'field_kind', 'option_name', 'add_config_options', 'config_values', 'config_from_options', 'config_argv',
-           'parameter_lines']
+__all__ = ['AUTO_PARAMETERS', 'DEVICE_OPTION', 'coerce_parameter', 'check_parameters', 'options_for', 'OptionParser',
+           'checked_option', 'number_option', 'device_option', 'device_field', 'folder_option', 'config_fields',
+           'field_help', 'field_default', 'field_kind', 'option_name', 'add_config_options', 'config_values',
+           'config_from_options', 'config_argv', 'parameter_lines']
 
 # %% ../nbs/00a_options.ipynb #9bbfd166
 _BOOLS = {"true": True, "yes": True, "on": True, "1": True, "false": False, "no": False, "off": False, "0": False}
@@ -165,6 +165,17 @@ def device_option(text: str) -> str:
     return checked_option(_device_name)(text)
 
 
+# `--device`, the same in every tool that computes: its `add_argument` keywords
+DEVICE_OPTION = dict(type=device_option, default=None, help="cpu, cuda or cuda:N (default: cuda when available)")
+
+
+def device_field():
+    """A config field for the device a computation runs on: a name (`cpu`, `cuda`, `cuda:N`), None for cuda when
+    available. Its option (`add_config_options`) is `--device` with `DEVICE_OPTION`'s check and help."""
+    option = dict(type=device_option)
+    return dataclasses.field(default=None, metadata=dict(help=DEVICE_OPTION["help"], option=option))
+
+
 def folder_option(text: str) -> str:
     "An argparse `type=`: a folder to write, new or existing, but not a file."
     if Path(text).exists() and not Path(text).is_dir():
@@ -265,8 +276,9 @@ def add_config_options(
     `config_class` (`config_fields`, without `skip`). Its type is the annotation's (`field_kind`): a number is checked
     by `check_number`, then, like any value, by the config's own checks; a tuple takes that many values; a `bool` is
     a flag, `--x` (or `--x/--no-x` when it defaults to true). Its default is the field's, or `defaults`' (None: not
-    given), shown in its help, which is the field's doc (`field_help`). `overrides` maps a field to `add_argument`
-    keywords that replace the derived ones (`choices`, a stricter `type`, a `metavar`); the fields in `exclusive`
+    given), shown in its help, which is the field's doc (`field_help`). A field's metadata `option` (a dict of
+    `add_argument` keywords: `choices`, a stricter `type`, a `metavar`) replaces the derived ones, and `overrides`
+    ({field: keywords}) replaces both, for one tool; the fields in `exclusive`
     form one mutually exclusive group. With `unset`, an option not given parses to None (so that a preset can fill
     it before the field's default does), its help still showing that default. Returns the names of the fields
     added."""
@@ -285,6 +297,7 @@ def add_config_options(
             kwargs["type"] = _field_parser(config_class, f.name, kind, many=count is not None)
         if count is not None:
             kwargs["nargs"] = count or "+"
+        kwargs.update(f.metadata.get("option", {}))
         kwargs.update(overrides.get(f.name, {}))
         target = group if f.name in exclusive else parser
         target.add_argument(option_name(f.name), **kwargs)

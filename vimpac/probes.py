@@ -9,10 +9,11 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 from torch import nn
+from dataclasses import dataclass, field
 from .utils import VimpacError, check_number
 
 # %% auto #0
-__all__ = ['PROBES', 'knn_scores', 'LinearProbe', 'fit_linear_probe', 'probe_scores']
+__all__ = ['PROBES', 'knn_scores', 'LinearProbe', 'fit_linear_probe', 'ProbeConfig', 'probe_scores']
 
 # %% ../nbs/08_probes.ipynb #17283dfb
 @torch.no_grad()
@@ -29,8 +30,8 @@ def knn_scores(
     similarity s to each test row vote for their label with weight exp(s / `temperature`); votes normalised to sum
     to 1. Features float (N, D), labels int (N_train,) in [0, C). Computed `chunk` test rows at a time. Raises
     `VimpacError` for k < 1, temperature <= 0, no training rows, or feature sizes that differ."""
-    k = check_number("k", k, integer=True, ge=1)
-    temperature = check_number("temperature", temperature, gt=0)
+    c = ProbeConfig(k=k, temperature=temperature)  # checked as every probe option is
+    k, temperature = c.k, c.temperature
     tr, te = torch.as_tensor(train_features).float(), torch.as_tensor(test_features).float()
     y = torch.as_tensor(train_labels).long()
     if len(tr) == 0:
@@ -75,7 +76,7 @@ def fit_linear_probe(
         )
     if int(y.min()) < 0 or int(y.max()) >= num_classes:
         raise VimpacError(f"linear probe: labels {int(y.min())}..{int(y.max())} outside [0, {num_classes})")
-    weight_decay = check_number("weight_decay", weight_decay, ge=0)
+    weight_decay = ProbeConfig(weight_decay=weight_decay).weight_decay
     probe = LinearProbe(x.mean(0), x.std(0).clamp_min(1e-6), num_classes)
     opt = torch.optim.LBFGS(
         probe.fc.parameters(),
@@ -100,6 +101,32 @@ def fit_linear_probe(
 PROBES = ("linear", "knn")  # the frozen-feature checks: `probe_scores`' kinds
 
 
+@dataclass
+class ProbeConfig:
+    """The options of judging frozen [CLS] features (`probe_scores`, `vimpac.evaluate.evaluate_probe`;
+    `vimpac-evaluate`'s probe options are made from these fields): which probe (None: none, the fine-tuned classifier
+    is judged), the kNN's neighbours k and vote temperature, the linear probe's L2 penalty. Checked when made:
+    raises `VimpacError` naming the field, what is allowed and the value given."""
+
+    probe: str | None = field(
+        default=None,
+        metadata={
+            "help": "judge frozen [CLS] features with this probe instead of the classifier",
+            "option": {"choices": PROBES},
+        },
+    )
+    k: int = field(default=20, metadata={"help": "kNN neighbours"})
+    temperature: float = field(default=0.07, metadata={"help": "kNN vote temperature: weight exp(cos / T)"})
+    weight_decay: float = field(default=1e-4, metadata={"help": "linear probe L2 penalty"})
+
+    def __post_init__(self):
+        if self.probe is not None and self.probe not in PROBES:
+            raise VimpacError(f"probe {self.probe!r}: expected 'linear' or 'knn'")
+        self.k = check_number("k", self.k, integer=True, ge=1)
+        self.temperature = check_number("temperature", self.temperature, gt=0)
+        self.weight_decay = check_number("weight_decay", self.weight_decay, ge=0)
+
+
 def probe_scores(
     kind: str,
     train_features,
@@ -111,11 +138,11 @@ def probe_scores(
     weight_decay: float = 1e-4,
 ) -> torch.Tensor:
     """Class scores float (N_test, C) of the frozen-feature classifier `kind`: `"knn"` (`knn_scores`) or `"linear"`
-    (softmax of a `fit_linear_probe` on the training features). Raises `VimpacError` for another `kind`."""
+    (softmax of a `fit_linear_probe` on the training features). Raises `VimpacError` for another `kind`, and for
+    options `ProbeConfig` refuses."""
+    ProbeConfig(str(kind), k, temperature, weight_decay)
     if kind == "knn":
         return knn_scores(train_features, train_labels, test_features, num_classes, k, temperature)
-    if kind == "linear":
-        probe = fit_linear_probe(train_features, train_labels, num_classes, weight_decay)
-        with torch.no_grad():
-            return F.softmax(probe(test_features), -1)
-    raise VimpacError(f"probe {kind!r}: expected 'linear' or 'knn'")
+    probe = fit_linear_probe(train_features, train_labels, num_classes, weight_decay)
+    with torch.no_grad():
+        return F.softmax(probe(test_features), -1)

@@ -7,10 +7,10 @@ Docs: https://vimpac.github.io/vimpac/showcase.html.md"""
 # %% ../nbs/09a_showcase.ipynb #f04673e2
 from __future__ import annotations
 import time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 import torch
-from .utils import write_json, get_device, idle_cpu_threads, renamed_kwargs
+from .utils import DictRecord, write_json, get_device, idle_cpu_threads, renamed_kwargs
 from .video import read_video, sample_videos
 from .store import TokenStore, tokenize_videos
 from .masking import MaskSpec
@@ -19,7 +19,7 @@ from .inference import reconstruct_tokens
 from .viz import plot_curves, plot_reconstruction
 
 # %% auto #0
-__all__ = ['demo_clip', 'demo_mask', 'run_demo']
+__all__ = ['demo_clip', 'demo_mask', 'ShowcaseSummary', 'run_demo']
 
 # %% ../nbs/09a_showcase.ipynb #88045811
 def demo_clip(video, fps: float, frame_size: int, clip_len: int, tok) -> tuple:
@@ -65,6 +65,34 @@ def _demo_figures(video, tok, model, hist, ev, images: Path, fps, frame_size, cf
     return dict(figure_video=name, figure_start=start, figure_masked=masked, figure_acc=acc, figure_title=title)
 
 
+@dataclass(frozen=True)
+class ShowcaseSummary(DictRecord):
+    """What `run_demo` did, as `out/summary.json` records it (`dataclasses.asdict`): the tokenizer's identity, the
+    first and final pre-training loss, the evaluation of the masked tokens (`vimpac.pretrain.MaskingEvaluation`'s
+    fields: mask accuracy beside its floors, InfoNCE accuracy, tokens scored; shares in [0, 1]), the figure's clip
+    (video, first frame, share of its tokens masked, share of those predicted exactly, title), the CPU threads used
+    and the timings in seconds."""
+
+    tokenizer: dict
+    first_loss: float
+    final_loss: float
+    mask_acc: float
+    majority_acc: float
+    copy_acc: float
+    motion_acc: float | None
+    cl_acc: float
+    masked_tokens: int
+    figure_video: str
+    figure_start: int
+    figure_masked: float
+    figure_acc: float
+    figure_title: str
+    threads: int
+    tokenize_s: float
+    pretrain_s: float
+    total_s: float
+
+
 @renamed_kwargs(size="frame_size")
 def run_demo(
     out="runs/demo",
@@ -76,16 +104,14 @@ def run_demo(
     seed: int = 0,
     device=None,
     progress: bool | str = True,
-) -> dict:
+) -> ShowcaseSummary:
     """The main job on the bundled sample videos at `fps` and frame size S = `frame_size`: tokenize them into
     `out/store`, pre-train the `tiny` model for `steps` steps into `out/model`, evaluate its mask accuracy
     (`evaluate_masking`: fresh block masks over the three videos, beside the majority-token baseline), and draw
     `training_curves.png` and `reconstruction.png` (one clip without a scene cut, a masked token in every frame) into
     `images` (default `out`; the README's figures in `images/` change only when asked, `make figures`). On a CPU it
     sets torch's threads to the cores other jobs leave idle (`idle_cpu_threads`): a busy machine runs the same job,
-    slower. Returns the summary written to `out/summary.json`: the tokenizer, first and final loss, the evaluation's
-    `mask_acc`, `majority_acc`, `cl_acc`, `masked_tokens`, the figure's `figure_video`, `figure_start`,
-    `figure_masked`, `figure_acc` (shares in [0, 1]), `figure_title`, `threads`, and timings in seconds."""
+    slower. Returns the `ShowcaseSummary` it writes to `out/summary.json`."""
     t0 = time.perf_counter()
     out = Path(out)
     dev = get_device(device)
@@ -109,9 +135,8 @@ def run_demo(
     ev = evaluate_masking(model.to("cpu"), store, cfg)
     images = out if images is None else Path(images)
     figure = _demo_figures(videos[1], tok, model, hist, ev, images, fps, frame_size, cfg, len(videos))
-    summary = dict(
-        tokenizer=tok.identity, first_loss=hist[0]["loss"], final_loss=hist[-1]["loss"], **asdict(ev), **figure
-    )
-    summary.update(threads=threads, tokenize_s=t1 - t0, pretrain_s=t2 - t1, total_s=time.perf_counter() - t0)
-    write_json(out / "summary.json", summary)
+    timings = dict(tokenize_s=t1 - t0, pretrain_s=t2 - t1, total_s=time.perf_counter() - t0)
+    losses = dict(first_loss=hist[0]["loss"], final_loss=hist[-1]["loss"])
+    summary = ShowcaseSummary(tok.identity, **losses, **asdict(ev), **figure, threads=threads, **timings)
+    write_json(out / "summary.json", asdict(summary))
     return summary

@@ -15,14 +15,15 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 from .utils import VimpacError, write_json, disk_full_error, read_json, check_fields, writer_lock
+from .options import device_field
 from .utils import check_number, get_device, renamed_kwargs
 from .tokenizer import load_tokenizer
-from .video import iter_views, check_fps, list_videos, VIEW_SETS, CENTER_VIEW, parse_view
+from .video import iter_views, list_videos, VIEW_SETS, CENTER_VIEW, parse_view
 
 # %% auto #0
 __all__ = ['STORE_FORMAT', 'MAP_SIZE', 'READABLE_FORMATS', 'video_key', 'expand_inputs', 'shard_name', 'lmdb_env',
-           'lmdb_environments', 'lmdb_header', 'check_shard', 'DecodeVideos', 'StoreSummary', 'build_store',
-           'TokenStore', 'tokenize_videos']
+           'lmdb_environments', 'lmdb_header', 'check_shard', 'DecodeVideos', 'StoreSummary', 'TokenizeConfig',
+           'check_frame_size_multiple', 'build_store', 'TokenStore', 'tokenize_videos']
 
 # %% ../nbs/02_store.ipynb #28c12336
 STORE_FORMAT = "vimpac-token-store/3"  # /3: keys from paths relative to the root given (/2: absolute paths)
@@ -360,6 +361,87 @@ def _writing(out: Path, meta: dict, num_shards: int, shard_index: int):
     ):
         yield
 
+# %% ../nbs/02_store.ipynb #3fdde6f8
+def _view_names(views) -> list[str]:
+    "The view names of `views`: a name of `VIEW_SETS`, one view's name, or a list of views' names."
+    names = list(VIEW_SETS.get(views, [views]) if isinstance(views, str) else views)
+    if not names:
+        raise VimpacError(f"views: expected at least one view, e.g. {', '.join(VIEW_SETS)}")
+    for v in names:
+        parse_view(v)
+    return names
+
+
+@dataclass
+class TokenizeConfig:
+    """The options of tokenizing videos into a token store (`tokenize_videos`, `build_store`; `vimpac-tokenize`'s
+    options are made from these fields): the tokenizer, the sampling (`fps` frames per second, frame size S =
+    `frame_size` pixels, the `views` of each video: §4.2, Table 12) and the work (frames per encoder batch, decoding
+    workers, device, this writer's shard). Every field is checked when the config is made: raises `VimpacError`
+    naming the field, what is allowed and the value given (`fps` 0, NaN or inf, `frame_size` < 1, `batch_size` < 1,
+    `workers` < 0, an unknown view, a `shard_index` not below `num_shards`)."""
+
+    tokenizer: str = field(
+        default="default",
+        metadata={
+            "help": "the tokenizer: default (the kit's VQ-VAE), dalle:ENCODER.pkl,DECODER.pkl (the DALL-E dVAE's "
+            "files) or a saved VQ-VAE folder (vimpac.tokenizer.load_tokenizer)"
+        },
+    )
+    fps: float = field(default=2.0, metadata={"help": "frames per second to sample; the paper's is 2 (§4.2)"})
+    frame_size: int = field(
+        default=128,
+        metadata={"help": "frame size S in pixels, a multiple of the tokenizer's downsample (paper: 128, then 256)"},
+    )
+    views: str = field(
+        default="center",
+        metadata={
+            "help": "center (pre-training), all (Table 12's 12 fine-tuning views) or noflip (the 6 without flips, "
+            "SSV2); in code also a list of view names",
+            "option": {"choices": list(VIEW_SETS)},
+        },
+    )
+    batch_size: int = field(default=64, metadata={"help": "frames per encoder batch"})
+    device: str | None = device_field()
+    workers: int = field(default=0, metadata={"help": "decoding worker processes (0: decode in this one)"})
+    num_shards: int | None = field(
+        default=None, metadata={"help": "number of writers (None: torchrun's WORLD_SIZE, else 1)"}
+    )
+    shard_index: int | None = field(
+        default=None, metadata={"help": "this writer's shard, in [0, num_shards) (None: torchrun's RANK, else 0)"}
+    )
+
+    def __post_init__(self):
+        self.fps = check_number("fps", self.fps, gt=0)
+        self.frame_size = check_number("frame_size", self.frame_size, integer=True, ge=1)
+        self.batch_size = check_number("batch_size", self.batch_size, integer=True, ge=1)
+        self.workers = check_number("workers", self.workers, integer=True, ge=0)
+        if self.num_shards is not None:
+            self.num_shards = check_number("num_shards", self.num_shards, integer=True, ge=1)
+        if self.shard_index is not None:
+            self.shard_index = check_number("shard_index", self.shard_index, integer=True, ge=0)
+            if self.num_shards is not None and self.shard_index >= self.num_shards:
+                n = self.num_shards
+                raise VimpacError(f"shard_index: expected 0 <= index < num_shards = {n}, got {self.shard_index!r}")
+        _view_names(self.views)
+
+    def view_names(self) -> list[str]:
+        "The names of the views each video is tokenized in (`vimpac.video.VIEW_SETS`)."
+        return _view_names(self.views)
+
+
+def check_frame_size_multiple(frame_size: int, downsample: int) -> int:
+    """`frame_size` (pixels) as an int. Raises `VimpacError` unless it is an integer >= 1 and a multiple of the
+    tokenizer's `downsample`, naming the two nearest that are."""
+    frame_size = check_number("frame_size", frame_size, integer=True, ge=1)
+    if frame_size % downsample:
+        lo = max(downsample, frame_size // downsample * downsample)
+        raise VimpacError(
+            f"frame_size: {frame_size} is not a multiple of the tokenizer's downsample {downsample} "
+            f"(e.g. {lo} or {lo + downsample})"
+        )
+    return frame_size
+
 # %% ../nbs/02_store.ipynb #e955ea14
 def _label_items(items, labels: dict, classes: list[str]) -> dict:
     """key -> label for the (key, path, name) `items`: `labels` maps video paths (as given, or as found under a folder;
@@ -386,48 +468,28 @@ def _label_items(items, labels: dict, classes: list[str]) -> dict:
         )
     return out
 
-
-def _check_int(value, name: str, low: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-        raise VimpacError(f"{name}: must be an integer >= {low}, got {value!r}")
-    return int(value)
-
 # %% ../nbs/02_store.ipynb #47740a96
 def _check_build_args(
     tokenizer, out, fps, frame_size, views, batch_size, workers, num_shards, shard_index, labels, classes
 ):
-    "`build_store`'s arguments checked before anything is written: (out, fps, view names, batch_size, workers,"
-    "num_shards, classes)."
+    """`build_store`'s arguments checked before anything is written (`TokenizeConfig`,
+    `check_frame_size_multiple`): (out, the `TokenizeConfig`, classes)."""
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise VimpacError(f"{out}: is a file, expected a store folder (or a new path)")
-    fps = check_fps(fps, "fps")
-    ds = tokenizer.downsample
-    if (
-        isinstance(frame_size, bool)
-        or not isinstance(frame_size, (int, np.integer))
-        or frame_size <= 0
-        or frame_size % ds
-    ):
-        raise VimpacError(
-            f"frame_size: must be a positive multiple of the tokenizer's downsample {ds}, got {frame_size!r}"
-        )
-    batch_size, workers = _check_int(batch_size, "batch_size", 1), _check_int(workers, "workers", 0)
-    num_shards = _check_int(num_shards, "num_shards", 1)
-    if (
-        isinstance(shard_index, bool)
-        or not isinstance(shard_index, (int, np.integer))
-        or not 0 <= shard_index < num_shards
-    ):
-        raise VimpacError(f"shard_index: expected 0 <= index < num_shards = {num_shards}, got {shard_index!r}")
-    view_names = list(VIEW_SETS.get(views, [views]) if isinstance(views, str) else views)
-    if not view_names:
-        raise VimpacError(f"views: expected at least one view, e.g. {', '.join(VIEW_SETS)}")
-    for v in view_names:
-        parse_view(v)
+    c = TokenizeConfig(
+        fps=fps,
+        frame_size=frame_size,
+        views=views,
+        batch_size=batch_size,
+        workers=workers,
+        num_shards=1 if num_shards is None else num_shards,
+        shard_index=0 if shard_index is None else shard_index,
+    )
+    check_frame_size_multiple(c.frame_size, tokenizer.downsample)
     if (labels is None) != (classes is None):
         raise VimpacError("labels and classes: give both (a labelled store) or neither")
-    return out, fps, view_names, batch_size, workers, num_shards, None if classes is None else _check_classes(classes)
+    return out, c, None if classes is None else _check_classes(classes)
 
 
 def _pending(env, out, items, label_of, classes, summary) -> list:
@@ -551,9 +613,11 @@ def build_store(
     `workers` processes, in chunks of `batch_size` frames encoded on `device` as they come. `labels` (video path ->
     class index) and `classes` make a labelled store (see above); `root` names files given directly. Returns a
     `StoreSummary`. Raises `VimpacError`, before anything is written, for bad arguments or a store of other settings."""
-    out, fps, view_names, batch_size, workers, num_shards, classes = _check_build_args(
+    out, c, classes = _check_build_args(
         tokenizer, out, fps, frame_size, views, batch_size, workers, num_shards, shard_index, labels, classes
     )
+    fps, frame_size, view_names, batch_size, workers = c.fps, c.frame_size, c.view_names(), c.batch_size, c.workers
+    num_shards, shard_index = c.num_shards, c.shard_index
     scan_skipped = Counter()
     items = sorted((video_key(name), p, name) for p, name in expand_inputs(inputs, scan_skipped, root))[
         shard_index::num_shards
@@ -806,39 +870,32 @@ def tokenize_videos(
     """Tokenize `inputs` into the store `out` with the tokenizer named `tokenizer` (see `load_tokenizer`; a loaded
     tokenizer is used as it is) at `fps` frames per second and frame size S = `frame_size` pixels. Without
     `num_shards`, the shard comes from torchrun's `WORLD_SIZE` / `RANK` when set, else 1 / 0. `labels`, `classes`
-    and `root` go to `build_store` (a labelled store). Returns (`StoreSummary`, tokenizer). Raises `VimpacError`
-    for a missing path or an empty folder, and before anything is written for a bad option: `fps` not a finite
-    number > 0, `frame_size` < 1 or not a multiple of the tokenizer's downsample, `batch_size` < 1, `workers` < 0,
-    a `device` that does not exist here, an `out` that is a file."""
-    fps = check_number("fps", fps, gt=0)
-    frame_size = check_number("frame_size", frame_size, integer=True, ge=1)
-    batch_size = check_number("batch_size", batch_size, integer=True, ge=1)
-    workers = check_number("workers", workers, integer=True, ge=0)
-    if Path(out).exists() and not Path(out).is_dir():
-        raise VimpacError(f"out: {out} is a file; expected a store folder (new or existing)")
+    and `root` go to `build_store` (a labelled store); the defaults are `TokenizeConfig`'s. Returns (`StoreSummary`,
+    tokenizer). Raises `VimpacError` for a missing path or an empty folder, and before anything is written for a
+    bad option: what `TokenizeConfig` refuses (checked before the tokenizer loads), a `frame_size` that is not a
+    multiple of the tokenizer's downsample, a `device` that does not exist here, an `out` that is a file."""
     if num_shards is None:
         num_shards = int(os.environ.get("WORLD_SIZE", 1))
         shard_index = int(os.environ.get("RANK", 0))
+    knobs = dict(fps=fps, frame_size=frame_size, views=views, batch_size=batch_size, workers=workers)
+    c = TokenizeConfig(**knobs, num_shards=num_shards, shard_index=shard_index or 0)  # before the tokenizer loads
+    if Path(out).exists() and not Path(out).is_dir():
+        raise VimpacError(f"out: {out} is a file; expected a store folder (new or existing)")
     device = get_device(device)
     tok = load_tokenizer(tokenizer, device=device) if isinstance(tokenizer, (str, os.PathLike)) else tokenizer
-    if frame_size % tok.downsample:
-        lo = max(tok.downsample, frame_size // tok.downsample * tok.downsample)
-        raise VimpacError(
-            f"frame size: {frame_size} is not a multiple of the tokenizer's downsample {tok.downsample} "
-            f"(e.g. {lo} or {lo + tok.downsample})"
-        )
+    check_frame_size_multiple(c.frame_size, tok.downsample)
     summary = build_store(
         inputs,
         tok,
         out,
-        fps=fps,
-        frame_size=frame_size,
+        fps=c.fps,
+        frame_size=c.frame_size,
         views=views,
-        batch_size=batch_size,
+        batch_size=c.batch_size,
         device=device,
-        workers=workers,
-        num_shards=num_shards,
-        shard_index=shard_index or 0,
+        workers=c.workers,
+        num_shards=c.num_shards,
+        shard_index=c.shard_index,
         progress=progress,
         labels=labels,
         classes=classes,

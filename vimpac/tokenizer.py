@@ -30,9 +30,9 @@ from vimpac.utils import (
 
 # %% auto #0
 __all__ = ['LOGIT_LAPLACE_EPS', 'DEFAULT_TOKENIZER', 'to_float_frames', 'check_frame_size', 'check_codes', 'weights_hash',
-           'VQVAEConfig', 'ResBlock', 'VQVAE', 'psnr', 'CodebookUsage', 'codebook_usage', 'train_vqvae',
-           'TokenizerReport', 'tokenizer_report', 'map_pixels', 'unmap_pixels', 'DalleConv2d', 'DalleEncoderBlock',
-           'DalleDecoderBlock', 'DalleEncoder', 'DalleDecoder', 'DalleTokenizer', 'load_tokenizer']
+           'VQVAEConfig', 'ResBlock', 'VQVAE', 'psnr', 'CodebookUsage', 'codebook_usage', 'VQVAETrainingReport',
+           'train_vqvae', 'TokenizerReport', 'tokenizer_report', 'map_pixels', 'unmap_pixels', 'DalleConv2d',
+           'DalleEncoderBlock', 'DalleDecoderBlock', 'DalleEncoder', 'DalleDecoder', 'DalleTokenizer', 'load_tokenizer']
 
 # %% ../nbs/01_tokenizer.ipynb #bb4ab7f6
 def to_float_frames(frames, device=None) -> torch.Tensor:
@@ -332,6 +332,20 @@ def _augment(batch: torch.Tensor, crop: int, scale_range: tuple, g: torch.Genera
     return _random_crops(batch, crop, g)
 
 # %% ../nbs/01_tokenizer.ipynb #a26ded22
+@dataclass(frozen=True)
+class VQVAETrainingReport(DictRecord):
+    """What `train_vqvae` measured: the trained tokenizer on the held-out frames (`TokenizerReport`'s fields; on the
+    training frames when none is held out), the steps run, and how many frames trained and were held out.
+    `dataclasses.asdict` gives the JSON the tokenizer run writes (`tokenizer_report.json`)."""
+
+    psnr: float  # dB, held-out frames at full size
+    perplexity: float  # of their tokens' code histogram
+    used_fraction: float  # share of the vocabulary used, in [0, 1]
+    steps: int
+    train_frames: int
+    heldout_frames: int
+
+
 def train_vqvae(
     frames,
     config: VQVAEConfig | None = None,
@@ -346,15 +360,15 @@ def train_vqvae(
     progress: bool = True,
     heldout=None,
     init: VQVAE | None = None,
-) -> tuple[VQVAE, dict]:
+) -> tuple[VQVAE, VQVAETrainingReport]:
     """Train the kit's VQ-VAE on uint8 frames (N, H, W, 3). Every `holdout_every`-th frame is held out, unless
     `heldout` frames (uint8 (M, H', W', 3), e.g. whole video segments never seen in training) are given: then all of
     `frames` train and the report is measured on `heldout`. `init`, a trained VQ-VAE, is the starting point (a copy
     of its weights, codebook included, is trained and `config` is ignored); else training starts from scratch. Each step
     rescales its batch by a random factor in `scale_range` (never below the crop), then takes random crops and flips.
-    Returns the frozen model (eval mode) and a report: `psnr` (dB, held-out frames, full size), `perplexity`,
-    `used_fraction`, `steps`, `train_frames`, `heldout_frames`. Raises `VimpacError` for frames smaller than `crop`,
-    and for `steps`, `batch_size`, `crop` below 1, `lr` not above 0, or a `scale_range` not (smallest, largest) > 0."""
+    Returns the frozen model (eval mode) and its `VQVAETrainingReport`. Raises `VimpacError` for frames smaller than
+    `crop`, and for `steps`, `batch_size`, `crop` below 1, `lr` not above 0, or a `scale_range` not (smallest,
+    largest) > 0."""
     _check_training(steps, batch_size, crop, lr, scale_range)
     x = to_float_frames(frames)
     N, _, H, W = x.shape
@@ -386,9 +400,8 @@ def train_vqvae(
                 mse=f"{rec_loss.item():.4f}", psnr=f"{10 * math.log10(1 / max(rec_loss.item(), 1e-10)):.1f}"
             )
     model.eval().requires_grad_(False)
-    report = asdict(tokenizer_report(model, test if len(test) else train))
-    report.update(steps=steps, train_frames=int(len(train)), heldout_frames=int(len(test)))
-    return model, report
+    measured = asdict(tokenizer_report(model, test if len(test) else train))
+    return model, VQVAETrainingReport(**measured, steps=steps, train_frames=int(len(train)), heldout_frames=len(test))
 
 
 def _check_training(steps, batch_size, crop, lr, scale_range) -> None:
