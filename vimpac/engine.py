@@ -48,7 +48,7 @@ __all__ = ['PRECISIONS', 'KEEP_LAST_HINT', 'RUNTIME_FIELDS', 'OPTIMIZER_IMPL_KEY
            'sync_batchnorm', 'choose_precision', 'device_capability', 'dist_backend', 'param_groups', 'make_optimizer',
            'load_optimizer_state', 'make_schedule', 'StepPlan', 'plan_steps', 'batch_indices', 'StepBatches',
            'step_loader', 'plan_run', 'config_from_spec', 'check_store_tokenizer', 'Engine', 'MetricsLog',
-           'RunEnvironment', 'run_environment', 'summary_line']
+           'RunEnvironment', 'run_environment', 'RunSummary', 'summary_line']
 
 # %% ../nbs/06d_engine.ipynb #240b8d9b
 @dataclass
@@ -989,7 +989,7 @@ class MetricsLog:
     def close(self):
         "Close the record files; rank 0 writes `out/run_summary.json` (`MetricsLog.summary`)."
         if self.file:
-            write_json(self.run.out / "run_summary.json", self.summary())
+            write_json(self.run.out / "run_summary.json", self.summary().json())
             self.file.close()
         if self.tb:
             self.tb.close()
@@ -1019,24 +1019,54 @@ def run_environment(device) -> RunEnvironment:
     )
 
 
+@dataclass(frozen=True)
+class RunSummary(DictRecord):
+    """This process's share of a run (`MetricsLog.summary`), as `run_summary.json` records it (`json`): what ran,
+    how many steps in how long, the median of each rate of `RATE_FIELDS` logged (None: not logged), and where it ran
+    (`RunEnvironment`'s fields)."""
+
+    desc: str  # what ran, e.g. "pre-train"
+    steps: int  # steps this process ran (from its start or its resumed step)
+    wall_s: float  # seconds since the log began
+    videos_per_s: float | None  # pre-training's rate: median over the logged steps after the first
+    clips_per_s: float | None  # fine-tuning's
+    device: str
+    device_name: str
+    threads: int
+    torch: str
+    python: str
+    host: str
+
+    def json(self) -> dict:
+        "The JSON of `run_summary.json`: the fields, without a rate that was not logged."
+        return {k: v for k, v in asdict(self).items() if not (k in RATE_FIELDS and v is None)}
+
+    @classmethod
+    def from_json(cls, record: dict) -> RunSummary:
+        "The summary a `run_summary.json` holds (a field it lacks is None)."
+        return cls(**{f.name: record.get(f.name) for f in fields(cls)})
+
+
 @patch
-def summary(self: MetricsLog) -> dict:
-    """This process's share of the run: `desc`, `steps` run (from `start` to `steps`), `wall_s` (seconds since the log
-    began), for each rate of `RATE_FIELDS` logged its median over the logged steps after the first (whose time holds
-    the start-up), and `run_environment`."""
+def summary(self: MetricsLog) -> RunSummary:
+    """This process's share of the run (`RunSummary`): `desc`, `steps` run (from `start` to `steps`), `wall_s`
+    (seconds since the log began), for each rate of `RATE_FIELDS` logged its median over the logged steps after the
+    first (whose time holds the start-up), and `run_environment`."""
     recs = [h for h in self.history if h["step"] < self.steps]
-    s = dict(desc=self.desc, steps=self.steps - self.start, wall_s=time.perf_counter() - self.began)
+    rates = {}
     for k in RATE_FIELDS:
-        rates = sorted(h[k] for h in recs[1:] or recs if k in h)
-        if rates:
-            s[k] = rates[len(rates) // 2]
-    return {**s, **asdict(run_environment(self.run.device))}
+        logged = sorted(h[k] for h in recs[1:] or recs if k in h)
+        rates[k] = logged[len(logged) // 2] if logged else None
+    head = dict(desc=self.desc, steps=self.steps - self.start, wall_s=time.perf_counter() - self.began)
+    return RunSummary(**head, **rates, **asdict(run_environment(self.run.device)))
 
 
-def summary_line(s: dict) -> str:
-    """`MetricsLog.summary` `s` in one line: `DESC: N steps in H:MM:SS on DEVICE (NAME), K CPU threads, torch V:
-    R videos/s (median of the logged steps)`."""
-    threads = f"{s['threads']} CPU thread" + ("" if s["threads"] == 1 else "s")
-    rate = next((f"{s[k]:.1f} {k.removesuffix('_per_s')}/s" for k in RATE_FIELDS if k in s), "no rate logged")
-    where = f"{s['device']} ({s['device_name']}), {threads}, torch {s['torch']}"
-    return f"{s['desc']}: {s['steps']} steps in {_clock(s['wall_s'])} on {where}: {rate} (median of the logged steps)"
+def summary_line(s: RunSummary | dict) -> str:
+    """A `RunSummary` `s` (or the JSON of one, as `run_summary.json` holds it) in one line: `DESC: N steps in H:MM:SS
+    on DEVICE (NAME), K CPU threads, torch V: R videos/s (median of the logged steps)`."""
+    s = RunSummary.from_json(s) if isinstance(s, dict) else s
+    threads = f"{s.threads} CPU thread" + ("" if s.threads == 1 else "s")
+    logged = [(k, getattr(s, k)) for k in RATE_FIELDS if getattr(s, k) is not None]
+    rate = next((f"{v:.1f} {k.removesuffix('_per_s')}/s" for k, v in logged), "no rate logged")
+    where = f"{s.device} ({s.device_name}), {threads}, torch {s.torch}"
+    return f"{s.desc}: {s.steps} steps in {_clock(s.wall_s)} on {where}: {rate} (median of the logged steps)"
