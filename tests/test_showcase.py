@@ -57,6 +57,7 @@ def test_showcase_writes_under_out_only(tmp_path, monkeypatch, capsys):
     title = s["figure_title"]
     assert f"fresh block masks, {s['masked_tokens']} masked tokens): {s['mask_acc']:.1%}" in title, title
     assert f"the same cell from the nearest visible frame: {s['copy_acc']:.1%})" in out  # the copy floor beside it
+    assert f"the same cell from the nearest visible frame {s['copy_acc']:.1%}" in title, title  # in the figure too
     assert "wrote runs/demo/reconstruction.png" in out
     showcase_main(["--out", "runs/demo", "--steps", "2", "--frame-size", "64", "--images", "figs", "--device", "cpu"])
     assert (tmp_path / "figs" / "reconstruction.png").is_file()  # --images: the README's figures, asked for

@@ -251,7 +251,7 @@ def pretrain_args(a: argparse.Namespace, progress: bool | str = True) -> Masking
     from vimpac.viz import plot_curves  # here: matplotlib is imported for a figure only, not for `--help`
 
     notes = dict(alpha=cfg.alpha, temperature=cfg.temperature, videos=len(store))
-    plot_curves(hist, Path(a.out) / "training_curves.png", baseline=ev.majority_acc, **notes)
+    plot_curves(hist, Path(a.out) / "training_curves.png", baseline=ev.majority_acc, copy_floor=ev.copy_acc, **notes)
     return ev
 
 

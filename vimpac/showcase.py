@@ -48,7 +48,7 @@ def _demo_figures(video, tok, model, hist, ev, images: Path, fps, frame_size, cf
     masked ones recovered, and the figure's title, which also gives the evaluation's mask accuracy `ev` (the one the
     console prints first)."""
     notes = dict(alpha=cfg.alpha, temperature=cfg.temperature, videos=videos)
-    plot_curves(hist, images / "training_curves.png", baseline=ev.majority_acc, **notes)
+    plot_curves(hist, images / "training_curves.png", baseline=ev.majority_acc, copy_floor=ev.copy_acc, **notes)
     steps, seed, clip_len = cfg.steps, cfg.seed, cfg.clip_len
     clip, start = demo_clip(video, fps, frame_size, clip_len, tok)
     mask = demo_mask(clip_len, frame_size // tok.downsample, seed)
@@ -58,7 +58,8 @@ def _demo_figures(video, tok, model, hist, ev, images: Path, fps, frame_size, cf
         f"{name}, frames {start}-{start + clip_len - 1} at {fps:g} FPS, S={frame_size}: tiny VIMPAC after {steps} "
         f"steps\nThis clip: {mask.float().mean():.0%} of its tokens masked in blocks, {acc:.0%} of those predicted "
         f"exactly\nMask accuracy over the {videos} videos (fresh block masks, {ev.masked_tokens} masked tokens): "
-        f"{ev.mask_acc:.1%}; copying the most frequent token: {ev.majority_acc:.1%}"
+        f"{ev.mask_acc:.1%}\nBaselines on the same tokens: copying the most frequent token {ev.majority_acc:.1%}, "
+        f"the same cell from the nearest visible frame {ev.copy_acc:.1%}"
     )
     plot_reconstruction(clip, tok, model, mask, images / "reconstruction.png", title=title)
     masked = float(mask.float().mean())

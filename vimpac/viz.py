@@ -325,7 +325,14 @@ def _loss_panel(a, history: list[dict], alpha, temperature, videos) -> None:
 
 
 def plot_curves(
-    history: list[dict], path=None, baseline: float | None = None, *, alpha=None, temperature=None, videos=None
+    history: list[dict],
+    path=None,
+    baseline: float | None = None,
+    *,
+    copy_floor: float | None = None,
+    alpha=None,
+    temperature=None,
+    videos=None,
 ):
     """Loss, mask loss and CL loss (left) and mask / CL accuracy (right) against the step (integer ticks), from the
     metric dicts that `pretrain` logs; a curve whose field the records lack is left out (a run that masks nothing logs
@@ -333,7 +340,9 @@ def plot_curves(
     the InfoNCE temperature) is drawn dashed on top, as it coincides with L_mask when αγ·L_cl is small; its legend
     gives `alpha` and `temperature` when given. With `videos` (the store's size), a CL loss near 0 over the second
     half is explained in the figure: few videos make the contrastive task easy. `baseline` (the majority-token
-    accuracy) is drawn as a dashed line. Saves a PNG to `path`. Raises `VimpacError` for an empty history."""
+    accuracy) is drawn as a dashed line, `copy_floor` (copying the same cell from the nearest visible frame,
+    `vimpac.pretrain.MaskingEvaluation.copy_acc`) as a dotted one. Saves a PNG to `path`. Raises `VimpacError` for an
+    empty history."""
     if not history:
         raise VimpacError("plot_curves: the history is empty")
     from matplotlib.ticker import MaxNLocator
@@ -346,13 +355,16 @@ def plot_curves(
     b.plot(s, [h["cl_acc"] for h in history], label="CL accuracy (train)")
     if baseline is not None:
         b.axhline(baseline, ls="--", c="k", lw=1, label="majority-token baseline")
+    if copy_floor is not None:
+        b.axhline(copy_floor, ls=":", c="k", lw=1.2, label="copy floor: same cell, nearest visible frame")
     b.set_ylabel("accuracy")
     b.set_ylim(0, 1.02)
     for ax in (a, b):
         ax.set_xlabel("step")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        ax.legend(fontsize=8)
         ax.grid(alpha=0.3)
+    a.legend(fontsize=8)
+    b.legend(fontsize=8, loc="upper right", bbox_to_anchor=(1.0, 0.93))  # under the CL curve, above the floors
     return _finish(fig, path)
 
 # %% ../nbs/09_viz.ipynb #175eff76
