@@ -57,6 +57,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from bench_utils import SDPA_NAMES, pretrain_batch, pretrain_loss_fn, to_device  # noqa: E402
 from traffic import EagerBytes  # noqa: E402
+from vimpac.memory import CUDA_FP32, attention_workspace  # noqa: E402  (the kit's memory plan counts them too)
 
 PRESET_ORDER = ("tiny", "small", "base", "large_half")
 # dense bf16 tensor-core peak (FLOP/s) and HBM bandwidth (bytes/s) from the vendors' data sheets
@@ -134,19 +135,6 @@ class Bytes(EagerBytes):
 ATTENTION = ("pinned", "flash", "efficient", "cudnn", "math")
 
 
-def attention_workspace(backend: str, R: int, n: int, L: int, d: int) -> int:
-    """Bytes of the fp32 query-gradient accumulator a fused backend's backward keeps for R rows of n heads, L positions
-    and head dim d: flash pads the rows to 128 positions, memory-efficient to 64 and the head dim to at least 64;
-    cuDNN and math keep none. On an H100 it is 75-97% of each fused backend's measured backward workspace
-    (`results/gpu-h100-attention.json`: 4096 of 4355 MiB, flash, and 2048 of 2165, efficient, for Small's 16,384
-    six-position rows of 8 heads)."""
-    if backend == "flash":
-        return 4 * R * n * (-(-L // 128) * 128) * d
-    if backend == "efficient":
-        return 4 * R * n * (-(-L // 64) * 64) * max(d, 64)
-    return 0
-
-
 def backend_of(attention: str, length: int, head_dim: int) -> str:
     "The backend (`ATTENTION` but 'pinned') counted for a call of rows of `length` x `head_dim`."
     if attention != "pinned":
@@ -198,22 +186,6 @@ class _FusedAttention(torch.autograd.Function):
             _nbytes(*ctx.saved_tensors, do, dq, dk, dv, ctx.mask) + ctx.lse + 2 * ctx.workspace,
         )
         return dq, dk, dv, None, None, None, None, None
-
-
-# The functions CUDA's autocast runs in fp32 (its "fp32 list") that the model calls under autocast; the CPU's autocast
-# runs them in the input's dtype.
-CUDA_FP32 = {
-    F.layer_norm,
-    F.group_norm,
-    F.softmax,
-    F.log_softmax,
-    F.cross_entropy,
-    F.nll_loss,
-    torch.softmax,
-    torch.log_softmax,
-    torch.Tensor.softmax,
-    torch.Tensor.log_softmax,
-}
 
 
 class GpuStandIns(TorchFunctionMode):
@@ -389,7 +361,7 @@ def kit_plan(preset: str, workload: str, precision: str = "bf16", device_bytes: 
 
         model, least = VimpacForVideoClassification(c, w["num_classes"]), 1
     cfg = Cfg(clip_len=w["clip_len"])
-    mm = memory_model(model, memory_inputs(c, cfg), torch.bfloat16 if precision == "bf16" else None)
+    mm = memory_model(model, memory_inputs(c, cfg), torch.bfloat16 if precision == "bf16" else None, cuda=True)
     micro = plan_steps(cfg, 10**6, 1, mm, device_bytes, least=least)[1]
     return micro, mm.peak(micro)
 

@@ -588,9 +588,9 @@ def plan_run(
 ) -> StepPlan:
     """`plan_steps` for `run`. On a GPU (`device_memory` is not None) it is given the `memory_model` of `model` (its
     forward on `make_inputs(n)`, see `saved_activation_bytes`, with `cfg.gradient_checkpointing` and the run's autocast
-    dtype) and the smallest free memory over the run's processes, so that every process takes the same micro-batch.
-    Elsewhere it is plain `plan_steps`. `least`: the smallest micro-batch the loss can take. Raises what `plan_steps`
-    raises."""
+    dtype, counted as CUDA runs it, with DDP's buckets when the run has several processes) and the smallest free
+    memory over the run's processes, so that every process takes the same micro-batch. Elsewhere it is plain
+    `plan_steps`. `least`: the smallest micro-batch the loss can take. Raises what `plan_steps` raises."""
     free = device_memory(run.device)
     if free is None:
         return plan_steps(cfg, num_videos, run.world, sample=sample, least=least)
@@ -600,7 +600,7 @@ def plan_run(
         free = int(t)
     was = set_gradient_checkpointing(model, cfg.gradient_checkpointing)
     try:
-        memory = memory_model(model, make_inputs, run.amp_dtype)
+        memory = memory_model(model, make_inputs, run.amp_dtype, cuda=run.device.type == "cuda", world_size=run.world)
     finally:
         set_gradient_checkpointing(model, was)
     return plan_steps(cfg, num_videos, run.world, memory, free, sample=sample, least=least)

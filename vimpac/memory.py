@@ -6,19 +6,24 @@ Docs: https://vimpac.github.io/vimpac/memory.html.md"""
 
 # %% ../nbs/06b_memory.ipynb #1b9d9482
 from __future__ import annotations
-import math, re
+import contextlib, math, re
 from dataclasses import dataclass
 import torch
 from torch import nn
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.overrides import TorchFunctionMode
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.autograd.graph import saved_tensors_hooks
 import torch.utils._pytree as pytree
-from .model import set_gradient_checkpointing, uses_gradient_checkpointing
+from .model import attention_backends, set_gradient_checkpointing, uses_gradient_checkpointing
+from .utils import VimpacError
 
 # %% auto #0
-__all__ = ['GPU_PEAK_FLOPS', 'MEMORY_MARGIN', 'RESERVED_BYTES', 'OPTIMIZER_BYTES_PER_PARAM', 'peak_flops_for', 'peak_flops',
-           'MemoryModel', 'device_memory', 'gib', 'saved_activation_bytes', 'recomputed_layer_bytes', 'memory_model',
-           'step_unless', 'tensor_bytes']
+__all__ = ['GPU_PEAK_FLOPS', 'MEMORY_MARGIN', 'RESERVED_BYTES', 'OPTIMIZER_BYTES_PER_PARAM', 'DDP_BUCKET_BYTES_PER_PARAM',
+           'CUDA_FP32', 'FUSED_ATTENTION', 'peak_flops_for', 'peak_flops', 'MemoryModel', 'device_memory', 'gib',
+           'attention_workspace', 'CudaStandIns', 'saved_activation_bytes', 'recomputed_layer_bytes', 'memory_model',
+           'step_peak_bytes', 'step_unless', 'tensor_bytes']
 
 # %% ../nbs/06b_memory.ipynb #f1af0416
 # Dense bf16/fp16 tensor-core peaks in FLOP/s for MFU (NVIDIA data sheets): an H100 is 989 TFLOP/s as SXM, 756 as
@@ -60,6 +65,7 @@ def peak_flops(device, peak_tflops: float | None = None) -> float | None:
 MEMORY_MARGIN = 1.25  # x the saved activations: the backward's transient gradients, CUDA's fp32 LayerNorm
 RESERVED_BYTES = 2 * 2**30  # CUDA context, cuBLAS / cuDNN workspaces, the caching allocator's slack
 OPTIMIZER_BYTES_PER_PARAM = 16  # an fp32 weight, its gradient and AdamW's two moments
+DDP_BUCKET_BYTES_PER_PARAM = 4  # DistributedDataParallel's gradient buckets: a second fp32 copy of the gradients
 
 
 @dataclass(frozen=True)
@@ -88,14 +94,114 @@ def gib(n: float) -> str:
     "Bytes as GiB, for messages: `gib(3 * 2**30)` is '3.0 GiB'."
     return f"{n / 2**30:.1f} GiB"
 
+# %% ../nbs/06b_memory.ipynb #2ddb3be5
+# The functions CUDA's autocast runs in fp32 (its "fp32 list") that the model calls under autocast; the CPU's autocast
+# runs them in the input's dtype (its LayerNorm output on a bf16 input is bf16, CUDA's is fp32).
+CUDA_FP32 = {
+    F.layer_norm,
+    F.group_norm,
+    F.softmax,
+    F.log_softmax,
+    F.cross_entropy,
+    F.nll_loss,
+    torch.softmax,
+    torch.log_softmax,
+    torch.Tensor.softmax,
+    torch.Tensor.log_softmax,
+}
+# `torch.nn.attention.SDPBackend` names of the fused kernels → `attention_workspace`'s names
+FUSED_ATTENTION = {"FLASH_ATTENTION": "flash", "EFFICIENT_ATTENTION": "efficient", "CUDNN_ATTENTION": "cudnn"}
+
+
+def attention_workspace(backend: str, R: int, n: int, L: int, d: int) -> int:
+    """Bytes of the fp32 query-gradient accumulator that a fused attention kernel's backward holds for one call on R
+    rows of n heads, L positions and head dim d: flash ("flash") pads the rows to 128 positions, memory-efficient
+    ("efficient") to 64 and the head dim to at least 64; cuDNN ("cudnn") and the math path ("math") keep none.
+    On an H100 it is 75-97% of each fused backend's measured backward workspace (issue 34,
+    `benchmarks/results/gpu-h100-attention.json`: 4096 of 4355 MiB for flash and 2048 of 2165 for memory-efficient,
+    on Small's 16,384 six-position rows of 8 heads)."""
+    if backend == "flash":
+        return 4 * R * n * (-(-L // 128) * 128) * d
+    if backend == "efficient":
+        return 4 * R * n * (-(-L // 64) * 64) * max(d, 64)
+    return 0
+
+
+class _FusedAttentionMemory(torch.autograd.Function):
+    """The memory of one fused attention kernel on fake tensors (no values): the forward makes the output (q's dtype)
+    and its fp32 log-sum-exp and saves them with q, k and v; the backward holds the kernel's fp32 accumulator
+    (`workspace` bytes) while it makes dq, dk and dv."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, workspace: int):
+        out = torch.empty_like(q)
+        ctx.save_for_backward(q, k, v, out, q.new_empty(q.shape[:-1], dtype=torch.float32))
+        ctx.workspace = workspace
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        q, k, v, _, _ = ctx.saved_tensors
+        accumulator = q.new_empty(ctx.workspace // 4, dtype=torch.float32)  # noqa: F841 (held while dq, dk, dv are made)
+        return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v), None
+
+
+class CudaStandIns(TorchFunctionMode):
+    """While a step runs on fake CPU tensors, what a CUDA device does differently for its memory: the functions of
+    CUDA's autocast fp32 list (`CUDA_FP32`: LayerNorm, softmax, the losses) run in fp32 under the CPU's autocast,
+    and each `scaled_dot_product_attention` call runs as the backend the kit pins on CUDA for its rows
+    (`vimpac.model.attention_backends`): the math path as the CPU runs it, a fused kernel as its saved tensors and
+    its backward's accumulator (`attention_workspace`). `workspace`: the largest accumulator of one call seen, in
+    bytes. Used by `saved_activation_bytes(..., cuda=True)` and `step_peak_bytes(..., cuda=True)`; checkpointed
+    layers keep it in their recomputation (`vimpac.model.recompute_in_forward_modes`). A stand-in for the memory
+    only: the values are not a GPU's (on fake tensors there are none)."""
+
+    def __init__(self):
+        super().__init__()
+        self.workspace = 0
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is F.scaled_dot_product_attention:
+            q, k, v = args[:3]
+            backend = attention_backends("cuda", q.shape[-2], q.shape[-1])[0]
+            if backend not in FUSED_ATTENTION:  # the math path: its own ops (scores, softmax, dropout mask)
+                with sdpa_kernel([SDPBackend.MATH]):
+                    return func(*args, **kwargs)
+            ws = attention_workspace(FUSED_ATTENTION[backend], q.shape[0], *q.shape[1:])
+            self.workspace = max(self.workspace, ws)
+            return _FusedAttentionMemory.apply(q, k, v, ws)
+        if func in CUDA_FP32 and torch.is_autocast_enabled("cpu"):
+            args, kwargs = pytree.tree_map_only(
+                torch.Tensor, lambda t: t.float() if t.dtype in (torch.bfloat16, torch.float16) else t, (args, kwargs)
+            )
+            with torch.autocast("cpu", enabled=False):
+                return func(*args, **kwargs)
+        return func(*args, **kwargs)
+
 # %% ../nbs/06b_memory.ipynb #bb161478
-def saved_activation_bytes(model: nn.Module, make_inputs, n: int, amp_dtype: torch.dtype | None = None) -> int:
+def _saved(model: nn.Module, make_inputs, n: int, amp_dtype, cuda: bool) -> tuple[int, int]:
+    "`saved_activation_bytes` and, with `cuda`, the largest attention accumulator of one call (`CudaStandIns`)."
+    stand_ins = CudaStandIns() if cuda else None
+    with stand_ins or contextlib.nullcontext():
+        saved = _saved_bytes(model, make_inputs, n, amp_dtype)
+    return saved, stand_ins.workspace if cuda else 0
+
+
+def saved_activation_bytes(
+    model: nn.Module, make_inputs, n: int, amp_dtype: torch.dtype | None = None, cuda: bool = False
+) -> int:
     """Bytes of the tensors that `model`'s forward saves for backward on a micro-batch of `n` samples, counted on fake
     tensors (`FakeTensorMode`: nothing is allocated, no value computed; seconds at the paper's sizes). `make_inputs(n)`
     returns the forward's (args, kwargs), CPU tensors made inside the fake mode. The model runs in training mode as it
     is (its gradient checkpointing included, `set_gradient_checkpointing`), on fake CPU copies of its weights wherever
     it lives (the same count, and the same tested path, for a model on a GPU), under the CPU's autocast to `amp_dtype`
-    when given. Tensors sharing storage count once; the parameters themselves do not (`memory_model` counts them)."""
+    when given; with `cuda`, as a CUDA device runs it (`CudaStandIns`: CUDA's fp32 autocast list, the pinned attention
+    kernels). Tensors sharing storage count once; the parameters themselves do not (`memory_model` counts them)."""
+    return _saved(model, make_inputs, n, amp_dtype, cuda)[0]
+
+
+def _saved_bytes(model: nn.Module, make_inputs, n: int, amp_dtype) -> int:
     with FakeTensorMode() as mode:
         state = {
             k: torch.empty_strided(v.shape, v.stride(), dtype=v.dtype).requires_grad_(v.requires_grad)
@@ -125,33 +231,82 @@ def saved_activation_bytes(model: nn.Module, make_inputs, n: int, amp_dtype: tor
     return sum(b for _, b in kept.values())
 
 
-def recomputed_layer_bytes(model: nn.Module, make_inputs, amp_dtype: torch.dtype | None = None) -> int:
+def recomputed_layer_bytes(
+    model: nn.Module, make_inputs, amp_dtype: torch.dtype | None = None, cuda: bool = False
+) -> int:
     """Bytes per sample that one layer of `model` (a VIMPAC model, `config.num_layers` layers) holds while gradient
     checkpointing recomputes it in the backward: the slope of `saved_activation_bytes` without checkpointing, over the
     layers. Counted with gradient checkpointing off for the call and restored after (issue 34: on an H100,
     fine-tuning Small takes 0.51 GB a clip under checkpointing, of which the checkpoints are 0.21)."""
     was = set_gradient_checkpointing(model, False)
     try:
-        one, two = (saved_activation_bytes(model, make_inputs, n, amp_dtype) for n in (1, 2))
+        one, two = (saved_activation_bytes(model, make_inputs, n, amp_dtype, cuda) for n in (1, 2))
     finally:
         set_gradient_checkpointing(model, was)
     return (two - one) // model.config.num_layers
 
 
-def memory_model(model: nn.Module, make_inputs, amp_dtype: torch.dtype | None = None) -> MemoryModel:
-    """The `MemoryModel` of training `model` with AdamW: `per_sample` = the slope of `saved_activation_bytes` from 1 to
-    2 samples, plus under gradient checkpointing the layer being recomputed (`recomputed_layer_bytes`), x
-    `MEMORY_MARGIN`; `fixed` = its intercept + `OPTIMIZER_BYTES_PER_PARAM` per trainable parameter + the buffers +
-    `RESERVED_BYTES`. Checked against peaks measured on an H100 (`benchmarks/README.md`)."""
-    one, two = (saved_activation_bytes(model, make_inputs, n, amp_dtype) for n in (1, 2))
+def memory_model(
+    model: nn.Module, make_inputs, amp_dtype: torch.dtype | None = None, cuda: bool = False, world_size: int = 1
+) -> MemoryModel:
+    """The `MemoryModel` of training `model` with AdamW, in bytes. `per_sample` = (the slope of
+    `saved_activation_bytes` from 1 to 2 samples, plus under gradient checkpointing the layer being recomputed,
+    `recomputed_layer_bytes`) x `MEMORY_MARGIN`, plus with `cuda` the largest attention accumulator of one call
+    per sample (`attention_workspace`). `fixed` = its intercept + `OPTIMIZER_BYTES_PER_PARAM` per trainable
+    parameter + the buffers + `RESERVED_BYTES`, + `DDP_BUCKET_BYTES_PER_PARAM` when `world_size` > 1 (DDP's
+    gradient buckets). `cuda`: count as a CUDA device runs the step (`CudaStandIns`), as `vimpac.engine.plan_run`
+    does for a GPU run. Checked against `step_peak_bytes`, an independent count, and against peaks measured on an
+    H100 (`benchmarks/README.md`, issue 34)."""
+    (one, ws_one), (two, ws_two) = (_saved(model, make_inputs, n, amp_dtype, cuda) for n in (1, 2))
     checkpointed = uses_gradient_checkpointing(model)
-    recomputed = recomputed_layer_bytes(model, make_inputs, amp_dtype) if checkpointed else 0
+    recomputed = recomputed_layer_bytes(model, make_inputs, amp_dtype, cuda) if checkpointed else 0
     params = sum(p.numel() for p in model.parameters() if p.requires_grad)
     buffers = sum(b.numel() * b.element_size() for b in model.buffers())
+    buckets = DDP_BUCKET_BYTES_PER_PARAM * params if world_size > 1 else 0
     return MemoryModel(
-        RESERVED_BYTES + OPTIMIZER_BYTES_PER_PARAM * params + buffers + max(2 * one - two, 0),
-        math.ceil(MEMORY_MARGIN * (two - one + recomputed)),
+        RESERVED_BYTES + OPTIMIZER_BYTES_PER_PARAM * params + buffers + buckets + max(2 * one - two, 0),
+        math.ceil(MEMORY_MARGIN * (two - one + recomputed)) + max(ws_two - ws_one, 0),
     )
+
+# %% ../nbs/06b_memory.ipynb #341e1621
+def _step_loss(out) -> torch.Tensor:
+    "The scalar a training step differentiates: the output's `loss`, plus its InfoNCE `features` (pre-training)."
+    parts = [getattr(out, k) for k in ("loss", "features") if getattr(out, k, None) is not None]
+    if not parts:
+        raise VimpacError(f"step_peak_bytes: the model's output {type(out).__name__} has no loss and no features")
+    return sum(p.float().sum() for p in parts)
+
+
+def step_peak_bytes(make_model, make_inputs, n: int, amp_dtype: torch.dtype | None = None, cuda: bool = False) -> int:
+    """The peak bytes of live tensors over one whole training step of the model `make_model()` (a VIMPAC model with
+    a `loss` or InfoNCE `features` in its output) on `make_inputs(n)`: forward, backward (its gradient checkpointing's
+    recomputation included), then AdamW's step, after a first step that made AdamW's moments. Counted on fake tensors
+    by torch's own tracker (`torch.distributed._tools.mem_tracker.MemTracker`: every tensor made or freed, weights,
+    gradients, moments, activations and the backward's transients alike), not by `memory_model`'s formula: the
+    independent count the plan is checked against (issue 34). Under the CPU's autocast to `amp_dtype` when given;
+    with `cuda`, as a CUDA device runs it (`CudaStandIns`). Left out, as by any count of tensors: the CUDA context,
+    the libraries' workspaces, the allocator's rounding and fragmentation (`RESERVED_BYTES` in the plan)."""
+    from torch.distributed._tools.mem_tracker import MemTracker
+
+    with FakeTensorMode():
+        model = make_model().train()
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=False)
+
+        def step():
+            args, kwargs = make_inputs(n)
+            with CudaStandIns() if cuda else contextlib.nullcontext():
+                with torch.autocast("cpu", amp_dtype or torch.bfloat16, enabled=amp_dtype is not None):
+                    out = model(*args, **kwargs)
+                _step_loss(out).backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+
+        step()
+        tracker = MemTracker()
+        tracker.track_external(model, opt)
+        with tracker:
+            step()
+    return int(sum(v["Total"] for v in tracker.get_tracker_snapshot("peak").values()))
 
 # %% ../nbs/06b_memory.ipynb #6a73da2a
 def step_unless(opt: torch.optim.Optimizer, skip: torch.Tensor, fused: bool):

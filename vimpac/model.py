@@ -31,10 +31,10 @@ from vimpac.utils import (
 __all__ = ['PRESETS', 'LAYOUTS', 'RENAMED_FIELDS', 'SDPA_MAX_BATCH', 'MATH_ATTENTION_MAX', 'HUB_FILES', 'VimpacConfig',
            'parse_layout', 'sdpa_batch_limit', 'attention_backends', 'row_attention', 'AxialAttentionBlock',
            'Embeddings', 'MLPBlock', 'VimpacLayer', 'check_tokens', 'pad_mask', 'fp32', 'VimpacModel',
-           'uses_gradient_checkpointing', 'set_gradient_checkpointing', 'count_parameters', 'TokenHead', 'cls_head',
-           'interpolate_pos_embed', 'load_checked', 'model_folder', 'model_card', 'ModelOutput', 'PreTrainingOutput',
-           'ClassificationOutput', 'label_positions', 'VimpacForPreTraining', 'VimpacForVideoClassification',
-           'model_flops']
+           'uses_gradient_checkpointing', 'set_gradient_checkpointing', 'recompute_in_forward_modes',
+           'count_parameters', 'TokenHead', 'cls_head', 'interpolate_pos_embed', 'load_checked', 'model_folder',
+           'model_card', 'ModelOutput', 'PreTrainingOutput', 'ClassificationOutput', 'label_positions',
+           'VimpacForPreTraining', 'VimpacForVideoClassification', 'model_flops']
 
 # %% ../nbs/04_model.ipynb #900795c5
 PRESETS = {
@@ -522,7 +522,7 @@ class VimpacModel(nn.Module):
         cls = self.embeddings.drop(self.embeddings.norm(self.cls)).expand(x.shape[0], -1).to(x.dtype)
         for layer in self.layers:
             if self.gradient_checkpointing and self.training:
-                x, cls = checkpoint(layer, x, cls, pad, use_reentrant=False)
+                x, cls = checkpoint(layer, x, cls, pad, use_reentrant=False, **recompute_in_forward_modes())
             else:
                 x, cls = layer(x, cls, pad)
         return self.final_norm(x), self.final_norm(cls)
@@ -542,6 +542,27 @@ def set_gradient_checkpointing(model: nn.Module, on: bool) -> bool:
         if isinstance(m, VimpacModel):
             m.gradient_checkpointing = bool(on)
     return was
+
+
+@contextlib.contextmanager
+def _entered(modes):
+    with contextlib.ExitStack() as stack:
+        for mode in modes:
+            stack.enter_context(mode)
+        yield
+
+
+def recompute_in_forward_modes() -> dict:
+    """Keyword arguments for `torch.utils.checkpoint.checkpoint` (non-reentrant) that recompute a layer in the backward
+    under the torch-function modes active in its forward (`torch.overrides.TorchFunctionMode`), which the autograd
+    engine does not carry into the backward: without them a mode that changes what a layer runs (e.g.
+    `vimpac.memory.CudaStandIns`, a GPU's kernels stood in on fake CPU tensors) sees the forward and not its
+    recomputation, and checkpoint refuses the recomputed tensors' other shapes. Empty (checkpoint's default
+    contexts) where no mode is active or under `torch.compile`."""
+    if torch.compiler.is_compiling():
+        return {}
+    modes = torch.overrides._get_current_function_mode_stack()
+    return dict(context_fn=lambda: (contextlib.nullcontext(), _entered(modes))) if modes else {}
 
 # %% ../nbs/04_model.ipynb #7e4d850d
 def count_parameters(module: nn.Module) -> int:
