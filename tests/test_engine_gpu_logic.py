@@ -366,3 +366,42 @@ def test_tf32_precision_turns_on_tf32_matmuls(monkeypatch):
         assert run.amp_dtype is None and not run.use_scaler
     finally:
         torch.backends.cuda.matmul.allow_tf32 = False
+
+
+def test_cpu_checkpoint_resumed_on_a_gpu_seeds_each_process_generator(tmp_path, monkeypatch):
+    """CPU→GPU resume through a CPU stand-in (issue 34): a checkpoint written by a CPU run (plain AdamW, no CUDA
+    generator state) restored by a fused engine whose run is on CUDA, the CUDA generator's calls recorded. The fused
+    AdamW takes the saved moments, the CPU generator its saved state, and the CUDA generator a seed derived from the
+    run's seed, the process and the step: another for each process of the resumed run, the same on a second resume.
+    Then a checkpoint of one process resumed by two: each process its own stream. On main the CUDA generator was
+    left as it was (every process of a resumed GPU run drew the same dropout masks), and a checkpoint of another
+    process count gave every process the first process's state."""
+    import dataclasses
+
+    cfg = TrainConfig(lr=1e-3, save_every=1, keep_last=1, batch_size=8, seed=7)
+    writer = Engine(fresh(), cfg, 4, cpu_run(tmp_path / "w"), fused=False)
+    writer.restore()
+    train(writer, 0, 2)
+    _, state = latest_checkpoint(tmp_path / "w", "test-checkpoint", "a test checkpoint")
+    assert [r["cuda"] for r in state["rng"]] == [None]
+    cuda = []
+    monkeypatch.setattr(torch.cuda, "manual_seed", lambda s: cuda.append(("seed", s)))
+    monkeypatch.setattr(torch.cuda, "set_rng_state", lambda s, d=None: cuda.append(("state", s)))
+
+    def resume(rank=0, world=1):
+        eng = Engine(fresh(), cfg, 4, cpu_run(None), fused=True)  # a GPU's AdamW kernel
+        eng.run = dataclasses.replace(eng.run, rank=rank, world=world, device=torch.device("cuda"))
+        step = eng.restore(state)
+        return step, eng, torch.get_rng_state()
+
+    step, eng, cpu_state = resume()
+    assert step == 2 and eng.fused and torch.equal(cpu_state, state["rng"][0]["torch"])
+    assert all(int(s["step"]) == 2 for s in eng.opt.state.values())
+    resume()
+    state["rng"] = state["rng"] * 2  # the same checkpoint as if written by two processes: rank 1 takes the second
+    resume(rank=1, world=2)
+    seeds = [s for kind, s in cuda]
+    assert [kind for kind, _ in cuda] == ["seed"] * 3 and seeds[0] == seeds[1] != seeds[2], cuda
+    state["rng"] = state["rng"][:1]  # one process's checkpoint, resumed by two
+    streams = [resume(rank, 2)[2] for rank in (0, 1)]
+    assert not torch.equal(*streams) and not any(torch.equal(s, state["rng"][0]["torch"]) for s in streams)

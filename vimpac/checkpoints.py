@@ -152,11 +152,18 @@ def rng_state(device) -> dict:
     return dict(torch=torch.get_rng_state(), cuda=torch.cuda.get_rng_state(device) if device.type == "cuda" else None)
 
 # %% ../nbs/06c_checkpoints.ipynb #9cd89847
-def set_rng_state(s: dict, device):
-    "Restore a `rng_state`."
+def set_rng_state(s: dict, device, seed: int | None = None):
+    """Restore a `rng_state` `s` on `device`. On a GPU, a state without the device's generator (a checkpoint written on
+    a CPU) seeds that generator with `seed` when given (`Engine.restore`: derived from the run's seed, the process and
+    the step), so that a CPU→GPU resume draws reproducible dropout masks of its own on every process; without `seed`
+    the GPU's generator is left as it is."""
     torch.set_rng_state(s["torch"])
-    if torch.device(device).type == "cuda" and s.get("cuda") is not None:
+    if torch.device(device).type != "cuda":
+        return
+    if s.get("cuda") is not None:
         torch.cuda.set_rng_state(s["cuda"], device)
+    elif seed is not None:
+        torch.cuda.manual_seed(seed)
 
 # %% ../nbs/06c_checkpoints.ipynb #59c7129c
 STOP_SIGNALS = ("SIGTERM", "SIGUSR1")  # a scheduler's stop (kill, scancel, pre-emption) and SLURM's --signal=USR1@T

@@ -714,7 +714,9 @@ class Engine:
     def restore(self, state: dict | None = None) -> int:
         """Load the optimizer, schedule, scaler and this process's random state of a checkpoint `state` (the model is
         the caller's, built from it) and return its step; without one, seed this process's random stream (dropout)
-        from (`cfg.seed`, "dropout", rank) and return 0."""
+        from (`cfg.seed`, "dropout", rank) and return 0. A checkpoint of another process count, or written on a CPU
+        and resumed on a GPU (no CUDA generator state), seeds what it lacks from (`cfg.seed`, "dropout", rank,
+        step): each process keeps a stream of its own (before, every process took the first process's state)."""
         if state is None:
             torch.manual_seed(derive_seed(self.cfg.seed, "dropout", self.run.rank))
             return 0
@@ -722,8 +724,12 @@ class Engine:
         self.sched.load_state_dict(state["scheduler"])
         if state.get("scaler"):
             self.scaler.load_state_dict(state["scaler"])
-        rngs = state["rng"]
-        set_rng_state(rngs[self.run.rank] if len(rngs) == self.run.world else rngs[0], self.run.device)
+        rngs, run = state["rng"], self.run
+        seed = derive_seed(self.cfg.seed, "dropout", run.rank, "resumed at", state["step"])
+        if len(rngs) == run.world:  # this process's own state (a CPU's seeds the GPU generator from `seed`)
+            set_rng_state(rngs[run.rank], run.device, seed)
+        else:  # another process count: each process its own stream, not one copied state
+            torch.manual_seed(seed)
         return state["step"]
 
     def forward(self, *args, **kwargs):
