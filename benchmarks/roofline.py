@@ -373,9 +373,11 @@ def roofline(
     traffic_dir=HERE / "results",
     gpu_path: bool = True,
     attention: str = "pinned",
+    plan: bool = True,
 ) -> list[dict]:
     """One row per (preset, workload): the counts (`count`, with the GPU's stand-ins unless `gpu_path` is False), the
-    compiled ratio used and the predictions per GPU (see `predict`)."""
+    compiled ratio used, the predictions per GPU (see `predict`) and, with `plan`, the kit's micro-batch on 80 GiB
+    (`kit_plan`; None without)."""
     presets, ratios, rows = check_presets(presets), compiled_ratios(traffic_dir), []
     for wl in workloads:
         for p in presets:
@@ -393,7 +395,9 @@ def roofline(
                 compiled_memory_bytes=c["memory_bytes"] * ratio,
                 compiled_ratio=ratio,
                 compiled_ratio_source=source,
-                **dict(zip(("micro_batch", "memory_at_micro_batch"), kit_plan(p, wl, precision))),
+                **dict(
+                    zip(("micro_batch", "memory_at_micro_batch"), kit_plan(p, wl, precision) if plan else (None,) * 2)
+                ),
             )
             for g, spec in GPUS.items():
                 row[g] = dict(
@@ -431,6 +435,23 @@ def table(rows: list[dict]) -> str:
     return "\n".join(out)
 
 
+def backend_table(rows_by: dict, gpu: str = "H100 SXM") -> str:
+    """{attention backend: `roofline` rows} as one markdown table: per (preset, workload), each backend's predicted
+    `gpu` samples/s, eager / compiled (the same backend in both), and its memory-bound GB per sample."""
+    names = list(rows_by)
+    head = ["preset", "workload (sample)"] + [f"{b}: eager / compiled per s (GB memory-bound)" for b in names]
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for i, r in enumerate(rows_by[names[0]]):
+        cells = []
+        for b in names:
+            x = rows_by[b][i]
+            cells.append(
+                f"{x[gpu]['eager']['per_s']:.0f} / {x[gpu]['compiled']['per_s']:.0f} ({x['memory_bytes'] / 1e9:.2f})"
+            )
+        out.append(f"| {r['preset']} | {r['workload']} ({r['sample']}) | " + " | ".join(cells) + " |")
+    return "\n".join(out)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--presets", nargs="+", default=list(PRESET_ORDER))
@@ -445,12 +466,15 @@ def main(argv=None) -> int:
     p.add_argument(
         "--attention",
         default="pinned",
-        choices=ATTENTION,
-        help="the attention backend counted on the gpu path (pinned: the kit's choice per row shape)",
+        choices=(*ATTENTION, "all"),
+        help="the attention backend counted on the gpu path (pinned: the kit's choice per row shape; all: each, in "
+        "one table of predictions)",
     )
     p.add_argument("--traffic-dir", type=Path, default=HERE / "results", help="where the traffic_*.json files are")
     p.add_argument("--out", type=Path, help="write the rows and the assumptions as JSON")
     a = p.parse_args(argv)
+    if a.attention == "all":
+        return by_attention(a)
     try:
         rows = roofline(a.presets, a.workloads, a.precision, a.traffic_dir, a.path == "gpu", a.attention)
     except RooflineError as e:
@@ -476,6 +500,36 @@ def main(argv=None) -> int:
         assumed = dict(gpus=GPUS, matmul_efficiency=MATMUL_EFFICIENCY, memory_efficiency=MEMORY_EFFICIENCY)
         assumed.update(optimizer_bytes_per_param=OPTIMIZER_BYTES_PER_PARAM, workloads=WORKLOADS)
         a.out.write_text(json.dumps({**run, **assumed, "rows": rows}, indent=1) + "\n")
+        print("wrote", a.out)
+    return 0
+
+
+def by_attention(a) -> int:
+    "`--attention all`: `roofline` once per backend (no memory plan: it does not depend on the count's backend)."
+    try:
+        rows_by = {
+            b: roofline(a.presets, a.workloads, a.precision, a.traffic_dir, True, b, plan=False) for b in ATTENTION
+        }
+    except RooflineError as e:
+        print(f"roofline: error: {e}", file=sys.stderr)
+        return 2
+    print(f"predicted H100 SXM samples/s per attention backend, {a.precision}, per sample as in the main table")
+    print(backend_table(rows_by))
+    if a.out:
+        a.out.parent.mkdir(parents=True, exist_ok=True)
+        rows = {
+            b: [
+                {
+                    k: r[k]
+                    for k in ("preset", "workload", "memory_bytes", "matmul_bytes", "compiled_memory_bytes", *GPUS)
+                }
+                for r in rs
+            ]
+            for b, rs in rows_by.items()
+        }
+        a.out.write_text(
+            json.dumps(dict(torch=torch.__version__, precision=a.precision, by_attention=rows), indent=1) + "\n"
+        )
         print("wrote", a.out)
     return 0
 

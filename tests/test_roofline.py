@@ -214,6 +214,23 @@ def test_cli_writes_json(tmp_path, capsys):
     assert "| tiny | pretrain" in printed and "compiled memory-bound bytes = eager x" in printed
 
 
+def test_every_attention_backend_in_one_table(tmp_path, capsys):
+    """`--attention all`: one prediction per backend, eager and compiled with that backend, in one table and JSON.
+    The math path moves the most memory-bound bytes (its scores and softmax are ops of their own); the fused kernels
+    move the same memory-bound bytes, and flash's accumulator (rows padded to 128) is no smaller than the
+    memory-efficient kernel's (64 rows, head dim at least 64: the same at tiny's head dim 32)."""
+    out = tmp_path / "by_attention.json"
+    assert rl.main([*"--presets tiny --workloads pretrain --attention all --out".split(), str(out)]) == 0
+    rows = {b: rs[0] for b, rs in json.loads(out.read_text())["by_attention"].items()}
+    assert list(rows) == list(rl.ATTENTION)
+    mb = {b: r["memory_bytes"] for b, r in rows.items()}
+    assert mb["math"] == max(mb.values()) and mb["flash"] == mb["efficient"] == mb["cudnn"], mb
+    kernels = {b: r["matmul_bytes"] for b, r in rows.items()}
+    assert kernels["flash"] >= kernels["efficient"] > kernels["cudnn"], kernels
+    printed = capsys.readouterr().out
+    assert "| tiny | pretrain" in printed and all(f"{b}: eager / compiled" in printed for b in rl.ATTENTION)
+
+
 def test_bad_preset_one_line_no_traceback():
     r = subprocess.run(
         [sys.executable, str(Path(rl.__file__)), "--presets", "tiny", "huge"], capture_output=True, text=True

@@ -35,9 +35,9 @@ from .evaluate import InferenceConfig, evaluate_run, evaluation_views, features_
 from .evaluate import write_predictions
 
 # %% auto #0
-__all__ = ['LOOP_OVERRIDES', 'parse_micro_batch', 'tokenize_parser', 'tokenize_main', 'model_spec', 'pretrain_parser',
-           'pretrain_args', 'pretrain_main', 'print_run_summary', 'showcase_main', 'finetune_parser', 'finetune_config',
-           'finetune_args', 'finetune_main', 'predict_main', 'features_main', 'evaluate_main']
+__all__ = ['LOOP_OVERRIDES', 'parse_micro_batch', 'parse_workers', 'tokenize_parser', 'tokenize_main', 'model_spec',
+           'pretrain_parser', 'pretrain_args', 'pretrain_main', 'print_run_summary', 'showcase_main', 'finetune_parser',
+           'finetune_config', 'finetune_args', 'finetune_main', 'predict_main', 'features_main', 'evaluate_main']
 
 # %% ../nbs/11_cli.ipynb #128b3780
 def parse_micro_batch(text: str) -> int | None:
@@ -46,6 +46,14 @@ def parse_micro_batch(text: str) -> int | None:
     if text.strip().lower() == "auto":
         return None
     return number_option(integer=True, ge=1)(text)
+
+
+def parse_workers(text: str) -> int | None:
+    """An argparse `type=` for `--num-workers`: `auto` (None: `vimpac.engine.loader_workers` chooses, by the
+    device) or an integer >= 0."""
+    if text.strip().lower() == "auto":
+        return None
+    return number_option(integer=True, ge=0)(text)
 
 # %% ../nbs/11_cli.ipynb #81ff9e93
 class _Renamed(argparse.Action):
@@ -161,10 +169,12 @@ def tokenize_main(argv=None):
         sys.exit(1)
 
 # %% ../nbs/11_cli.ipynb #4ca90c78
-# the training-loop options whose parsing is the tool's: at least one step, `auto` micro-batches, named precisions
+# the training-loop options whose parsing is the tool's: at least one step, `auto` micro-batches and loader
+# workers, named precisions
 LOOP_OVERRIDES = dict(
     steps=dict(type=number_option(integer=True, ge=1)),
     micro_batch_size=dict(type=parse_micro_batch, metavar="N|auto"),
+    num_workers=dict(type=parse_workers, metavar="N|auto"),
     precision=dict(choices=PRECISIONS),
 )
 

@@ -42,13 +42,13 @@ from vimpac.checkpoints import (
 )
 
 # %% auto #0
-__all__ = ['PRECISIONS', 'KEEP_LAST_HINT', 'RUNTIME_FIELDS', 'OPTIMIZER_IMPL_KEYS', 'RATE_FIELDS', 'TrainConfig', 'as_json_value',
-           'check_resume_settings', 'init_distributed', 'resolve_precision', 'inference_precision', 'Run',
-           'expandable_segments', 'start_run', 'claim_run_folder', 'GlobalBatchNorm1d', 'batchnorm_sync',
-           'sync_batchnorm', 'choose_precision', 'device_capability', 'dist_backend', 'param_groups', 'make_optimizer',
-           'load_optimizer_state', 'make_schedule', 'StepPlan', 'plan_steps', 'batch_indices', 'StepBatches',
-           'step_loader', 'plan_run', 'config_from_spec', 'check_store_tokenizer', 'Engine', 'MetricsLog',
-           'RunEnvironment', 'run_environment', 'RunSummary', 'summary_line']
+__all__ = ['PRECISIONS', 'KEEP_LAST_HINT', 'RUNTIME_FIELDS', 'OPTIMIZER_IMPL_KEYS', 'LOADER_WORKERS_MAX', 'RATE_FIELDS',
+           'TrainConfig', 'as_json_value', 'check_resume_settings', 'init_distributed', 'resolve_precision',
+           'inference_precision', 'Run', 'expandable_segments', 'start_run', 'claim_run_folder', 'GlobalBatchNorm1d',
+           'batchnorm_sync', 'sync_batchnorm', 'choose_precision', 'device_capability', 'dist_backend', 'param_groups',
+           'make_optimizer', 'load_optimizer_state', 'make_schedule', 'StepPlan', 'plan_steps', 'batch_indices',
+           'StepBatches', 'loader_workers', 'step_loader', 'plan_run', 'config_from_spec', 'check_store_tokenizer',
+           'Engine', 'MetricsLog', 'RunEnvironment', 'run_environment', 'RunSummary', 'summary_line']
 
 # %% ../nbs/06d_engine.ipynb #240b8d9b
 @dataclass
@@ -147,7 +147,14 @@ class TrainConfig:
             "help": "recompute each layer's activations in the backward pass: less memory, about a third more compute"
         },
     )
-    num_workers: int = field(default=0, metadata={"help": "data-loading processes; 0: in the training process"})
+    num_workers: int | None = field(
+        default=None,
+        metadata={
+            "help": "data-loading processes per training process; auto: on a GPU the CPU cores of the process, at "
+            "most 4 (loading, block masks and pinning off the thread that launches the GPU's kernels), on a CPU 0 "
+            "(in the training process)"
+        },
+    )
     max_bad_steps: int = field(
         default=5,
         metadata={"help": "steps in a row with a non-finite loss or gradient (each skipped) before the run stops"},
@@ -559,20 +566,39 @@ class StepBatches(torch.utils.data.Sampler):
                 lo = (j * self.world + self.rank) * self.micro
                 yield [(epoch, i) for i in idx[lo : lo + self.micro]]
 
+# %% ../nbs/06d_engine.ipynb #546c15c8
+LOADER_WORKERS_MAX = 4  # loader processes a GPU run takes by default (`loader_workers`)
+
+
+def loader_workers(cfg: TrainConfig, device) -> int:
+    """The loader processes of a run: `cfg.num_workers` when given; else (auto) on a GPU the CPU cores this process
+    may use (`os.sched_getaffinity`) shared among the processes of its node (torchrun's `LOCAL_WORLD_SIZE`) less the
+    training process itself, from 1 to `LOADER_WORKERS_MAX`: a step's loading, block masking and pinning then run
+    beside the thread that launches the GPU's kernels (issue 34); on a CPU 0, the loader in the training process
+    (its cores compute the step)."""
+    if cfg.num_workers is not None:
+        return cfg.num_workers
+    if torch.device(device).type != "cuda":
+        return 0
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    share = cores // max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
+    return max(1, min(LOADER_WORKERS_MAX, share - 1))
+
 # %% ../nbs/06d_engine.ipynb #87f99ab6
 def step_loader(dataset, sampler: StepBatches, cfg: TrainConfig, device, collate_fn) -> torch.utils.data.DataLoader:
     """The loader of a run: `sampler`'s micro-batches of `dataset` (indexed by (epoch, video) keys), `cfg.num_workers`
-    processes, pinned memory on a GPU. Its own generator keeps the global random stream (dropout) untouched. The
-    worker processes ignore the stop signals (`STOP_SIGNALS`; SLURM signals every process of a job step): the
-    training process stops the run at a step boundary, and its loader's workers must serve it until then."""
+    processes (`loader_workers`), pinned memory on a GPU. Its own generator keeps the global random stream (dropout)
+    untouched. The worker processes ignore the stop signals (`STOP_SIGNALS`; SLURM signals every process of a job
+    step): the training process stops the run at a step boundary, and its loader's workers must serve it until then."""
+    workers = loader_workers(cfg, device)
     return torch.utils.data.DataLoader(
         dataset,
         batch_sampler=sampler,
-        num_workers=cfg.num_workers,
+        num_workers=workers,
         collate_fn=collate_fn,
         pin_memory=torch.device(device).type == "cuda",
         generator=make_generator(cfg.seed),
-        worker_init_fn=ignore_stop_signals if cfg.num_workers else None,
+        worker_init_fn=ignore_stop_signals if workers else None,
     )
 
 # %% ../nbs/06d_engine.ipynb #abc5f0f0

@@ -34,7 +34,10 @@ def _parse_text(s: str):
         return None
 
 # %% ../nbs/00a_options.ipynb #c0a2404d
-AUTO_PARAMETERS = ("micro_batch_size",)  # parameters whose text "auto" means None, the kit's choice (as on the CLI)
+AUTO_PARAMETERS = (
+    "micro_batch_size",
+    "num_workers",
+)  # parameters whose text "auto" means None, the kit's choice (as on the CLI)
 
 
 def coerce_parameter(name: str, value, kind):
