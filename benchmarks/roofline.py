@@ -188,10 +188,56 @@ class _FusedAttention(torch.autograd.Function):
         return dq, dk, dv, None, None, None, None, None
 
 
+# The fused paths the roofline can count (`--fused`): "linear_ce", the token head's last linear layer and the
+# cross-entropy over the vocabulary as one kernel (e.g. Liger's fused linear cross-entropy).
+FUSED = ("linear_ce",)
+
+
+class _FusedLinearCE(torch.autograd.Function):
+    """The token head's logits and their cross-entropy counted as one fused kernel, as Liger's fused linear
+    cross-entropy runs them: in the forward it reads the rows u (M, D), the vocabulary's weight (V, D), the bias and
+    the targets, makes the logits chunk by chunk (each chunk written and read once, bf16: 2 x M x V x 2 bytes) and
+    writes the loss, and the gradients du, dW and db, which it keeps for the backward (so they count as saved); the
+    backward scales them by the loss's gradient (read and written once). No (M, V) logits are kept for the backward.
+    The values and FLOPs: the unfused ops (FlopCounterMode still counts the matmuls); their bytes are not counted."""
+
+    @staticmethod
+    def forward(ctx, u, w, b, targets, reduction, moved, saved):
+        moved.paused = saved.paused = True
+        try:
+            with torch.enable_grad():
+                inner = tuple(t.detach().requires_grad_() for t in (u, w, b))
+                loss = F.cross_entropy(F.linear(*inner).float(), targets, reduction=reduction)
+        finally:
+            moved.paused = saved.paused = False
+        ctx.inner, ctx.loss, ctx.moved = inner, loss, moved
+        M, V = targets.numel(), w.shape[0]
+        grads = 2 * _nbytes(u) + 4 * (w.numel() + b.numel())  # du in u's dtype, dW and db in fp32
+        ctx.grads = grads
+        moved.add("_fused_linear_cross_entropy", _nbytes(u, w, b, targets) + 4 * (M + 1) + 2 * (2 * M * V) + grads)
+        saved.total += grads
+        return loss.detach()
+
+    @staticmethod
+    def backward(ctx, grad):
+        moved = ctx.moved
+        moved.paused = True
+        try:
+            du, dw, db = torch.autograd.grad(ctx.loss, ctx.inner, grad)
+        finally:
+            moved.paused = False
+        moved.add("_fused_linear_cross_entropy_backward", 2 * ctx.grads)
+        return du, dw, db, None, None, None, None
+
+
 class GpuStandIns(TorchFunctionMode):
     """While counting on fake CPU tensors, what a GPU does differently: `fused_attention` counts each
     `scaled_dot_product_attention` as one fused kernel (`_FusedAttention`), `cuda_autocast` runs the functions of
-    CUDA's fp32 autocast list (`CUDA_FP32`: LayerNorm, softmax, the losses) in fp32 under autocast."""
+    CUDA's fp32 autocast list (`CUDA_FP32`: LayerNorm, softmax, the losses) in fp32 under autocast. With
+    `vocabulary_weight` (the token embedding, whose first V rows the token head's last linear layer reads), that layer
+    and the cross-entropy of its logits count as one fused kernel (`_FusedLinearCE`): the logits it returns are
+    detached (the mask accuracy's argmax reads them, counted), and the cross-entropy of them, or of their fp32 copy,
+    is the fused kernel's loss."""
 
     def __init__(
         self,
@@ -200,13 +246,39 @@ class GpuStandIns(TorchFunctionMode):
         fused_attention: bool = True,
         cuda_autocast: bool = True,
         attention: str = "pinned",
+        vocabulary_weight: torch.Tensor | None = None,
     ):
         super().__init__()
         self.moved, self.saved, self.fused, self.cuda = moved, saved, fused_attention, cuda_autocast
         self.attention, self.calls = attention, {}
+        self.vocab = None if vocabulary_weight is None else vocabulary_weight.untyped_storage()._cdata
+        self.heads = {}  # id of a logits tensor → (u, W, b), the fused kernel's inputs
+
+    def _fused_head(self, func, args, kwargs):
+        "The token head's linear layer, its logits' fp32 copy and their cross-entropy, as `_FusedLinearCE`; else None."
+        if func is F.linear and len(args) == 3 and args[1].untyped_storage()._cdata == self.vocab:
+            with torch.no_grad():
+                self.moved.paused = True
+                try:
+                    logits = func(*args)
+                finally:
+                    self.moved.paused = False
+            self.heads[id(logits)] = (logits, *args)
+            return logits
+        if func is torch.Tensor.float and id(args[0]) in self.heads:
+            with torch.no_grad():
+                copy = args[0].float()
+            self.heads[id(copy)] = (copy, *self.heads[id(args[0])][1:])
+            return copy
+        if func is F.cross_entropy and id(args[0]) in self.heads:
+            _, u, w, b = self.heads[id(args[0])]
+            return _FusedLinearCE.apply(u, w, b, args[1], kwargs.get("reduction", "mean"), self.moved, self.saved)
+        return None
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        if self.vocab is not None and (fused := self._fused_head(func, args, kwargs)) is not None:
+            return fused
         if self.fused and func is F.scaled_dot_product_attention:
             q, k, v, *rest = args
             mask = kwargs.get("attn_mask", rest[0] if rest else None)
@@ -235,11 +307,13 @@ def count(
     samples: int = COUNT_SAMPLES,
     gpu: bool = True,
     attention: str = "pinned",
+    fused: tuple = (),
 ) -> dict:
     """FLOPs, bytes and saved bytes per sample of one training step of `preset` on `workload` (`WORKLOADS`), counted on
     fake tensors at `precision` ("bf16": autocast, see the module's docstring; "fp32"). `gpu`: with the GPU's fused
     attention and CUDA's fp32 autocast list stood in (`GpuStandIns`, each attention call as `attention`'s backend,
-    `ATTENTION`); False: what the CPU runs (`traffic.py`'s count). Returns dict(flops, matmul_bytes, memory_bytes,
+    `ATTENTION`, and the paths of `fused`, `FUSED`, as one kernel each); False: what the CPU runs (`traffic.py`'s
+    count). Returns dict(flops, matmul_bytes, memory_bytes,
     saved_bytes (per sample), params, samples, flops_by_op, attention_calls (backend → calls)).
     Raises `RooflineError` for an unknown preset or workload."""
     from torch._subclasses.fake_tensor import FakeTensorMode
@@ -268,7 +342,10 @@ def count(
 
         params = list(model.parameters())
         saved, moved = SavedBytes(exclude=params), Bytes()
-        stand_ins = GpuStandIns(moved, saved, attention=attention) if gpu else contextlib.nullcontext()
+        vocab = model.backbone.embeddings.token.weight if "linear_ce" in fused and workload == "pretrain" else None
+        stand_ins = (
+            GpuStandIns(moved, saved, attention=attention, vocabulary_weight=vocab) if gpu else contextlib.nullcontext()
+        )
         with FlopCounterMode(display=False) as flops, moved:
             with saved.hooks(), stand_ins:
                 loss = forward()
@@ -374,14 +451,16 @@ def roofline(
     gpu_path: bool = True,
     attention: str = "pinned",
     plan: bool = True,
+    fused: tuple = (),
 ) -> list[dict]:
     """One row per (preset, workload): the counts (`count`, with the GPU's stand-ins unless `gpu_path` is False), the
-    compiled ratio used, the predictions per GPU (see `predict`) and, with `plan`, the kit's micro-batch on 80 GiB
+    compiled ratio used, the predictions per GPU (see `predict`) with the `fused` paths (`FUSED`) and, with `plan`,
+    the kit's micro-batch on 80 GiB
     (`kit_plan`; None without)."""
     presets, ratios, rows = check_presets(presets), compiled_ratios(traffic_dir), []
     for wl in workloads:
         for p in presets:
-            c = count(p, wl, precision, gpu=gpu_path, attention=attention)
+            c = count(p, wl, precision, gpu=gpu_path, attention=attention, fused=tuple(fused))
             ratio, source = pick_ratio(p, ratios)
             c["kit_flops"] = kit_flops(p, wl)
             row = dict(
@@ -391,6 +470,7 @@ def roofline(
                 precision=precision,
                 path="gpu" if gpu_path else "cpu",
                 attention=attention if gpu_path else "cpu",
+                fused=list(fused),
                 **c,
                 compiled_memory_bytes=c["memory_bytes"] * ratio,
                 compiled_ratio=ratio,
@@ -470,19 +550,30 @@ def main(argv=None) -> int:
         help="the attention backend counted on the gpu path (pinned: the kit's choice per row shape; all: each, in "
         "one table of predictions)",
     )
+    p.add_argument(
+        "--fused",
+        nargs="*",
+        default=[],
+        choices=FUSED,
+        help="fused paths counted as one kernel each on the gpu path (linear_ce: the token head's linear layer and "
+        "cross-entropy, as Liger's fused linear cross-entropy)",
+    )
     p.add_argument("--traffic-dir", type=Path, default=HERE / "results", help="where the traffic_*.json files are")
     p.add_argument("--out", type=Path, help="write the rows and the assumptions as JSON")
     a = p.parse_args(argv)
     if a.attention == "all":
         return by_attention(a)
     try:
-        rows = roofline(a.presets, a.workloads, a.precision, a.traffic_dir, a.path == "gpu", a.attention)
+        rows = roofline(
+            a.presets, a.workloads, a.precision, a.traffic_dir, a.path == "gpu", a.attention, fused=tuple(a.fused)
+        )
     except RooflineError as e:
         print(f"roofline: error: {e}", file=sys.stderr)
         return 2
     print(
         f"per sample (pre-training: a video of 2 clips, T=5, 16x16 tokens; fine-tuning: a clip, T=10, 32x32 tokens), "
-        f"{a.precision}, {a.path} path, attention {a.attention if a.path == 'gpu' else 'as the CPU runs it'}; "
+        f"{a.precision}, {a.path} path, attention {a.attention if a.path == 'gpu' else 'as the CPU runs it'}, "
+        f"fused paths: {', '.join(a.fused) or 'none'}; "
         f"matmul efficiency {MATMUL_EFFICIENCY}, memory efficiency {MEMORY_EFFICIENCY}"
     )
     print(table(rows))
@@ -496,7 +587,7 @@ def main(argv=None) -> int:
             )
     if a.out:
         a.out.parent.mkdir(parents=True, exist_ok=True)
-        run = dict(torch=torch.__version__, precision=a.precision, path=a.path, attention=a.attention)
+        run = dict(torch=torch.__version__, precision=a.precision, path=a.path, attention=a.attention, fused=a.fused)
         assumed = dict(gpus=GPUS, matmul_efficiency=MATMUL_EFFICIENCY, memory_efficiency=MEMORY_EFFICIENCY)
         assumed.update(optimizer_bytes_per_param=OPTIMIZER_BYTES_PER_PARAM, workloads=WORKLOADS)
         a.out.write_text(json.dumps({**run, **assumed, "rows": rows}, indent=1) + "\n")

@@ -231,6 +231,19 @@ def test_every_attention_backend_in_one_table(tmp_path, capsys):
     assert "| tiny | pretrain" in printed and all(f"{b}: eager / compiled" in printed for b in rl.ATTENTION)
 
 
+def test_fused_linear_cross_entropy_counts_one_kernel():
+    """`fused=("linear_ce",)`: the token head's linear layer and its cross-entropy counted as one kernel (Liger's fused
+    linear cross-entropy). Pre-training then moves fewer memory-bound and matmul-like bytes and saves fewer bytes (no
+    (M, V) logits kept), and does the head's forward matmul once more (the mask accuracy's logits, which the fused
+    kernel does not return); fine-tuning has no token head and counts the same."""
+    plain, fused = (rl.count("tiny", "pretrain", fused=f) for f in ((), ("linear_ce",)))
+    assert fused["memory_bytes"] < 0.9 * plain["memory_bytes"] and fused["saved_bytes"] < plain["saved_bytes"]
+    assert fused["matmul_bytes"] < plain["matmul_bytes"]
+    assert plain["flops"] < fused["flops"] < 1.1 * plain["flops"], (plain["flops"], fused["flops"])
+    ft = [rl.count("tiny", "finetune", fused=f)["memory_bytes"] for f in ((), ("linear_ce",))]
+    assert ft[0] == ft[1]
+
+
 def test_bad_preset_one_line_no_traceback():
     r = subprocess.run(
         [sys.executable, str(Path(rl.__file__)), "--presets", "tiny", "huge"], capture_output=True, text=True
