@@ -163,32 +163,39 @@ def test_several_processes_plan_with_ddps_buckets_and_a_gpu_counts_as_cuda(monke
     assert asked == [dict(cuda=True, world_size=1)], asked
 
 
-def _workload(workload: str, checkpointing: bool):
-    "(make_model, make_inputs) of Small: pre-training at T = 5 on 16 x 16 tokens, fine-tuning at T = 10 on 32 x 32."
+def _workload(workload: str, checkpointing: bool, preset: str = "small"):
+    "(make_model, make_inputs) of `preset`: pre-training at T = 5 on 16 x 16 tokens, fine-tuning at T = 10 on 32 x 32."
     from vimpac.pretrain import PretrainConfig, pretrain_memory_inputs
 
     if workload == "pretrain":
-        c = VimpacConfig.from_preset("small", max_clip_len=5, token_map=(16, 16), gradient_checkpointing=checkpointing)
+        c = VimpacConfig.from_preset(preset, max_clip_len=5, token_map=(16, 16), gradient_checkpointing=checkpointing)
         return (lambda: VimpacForPreTraining(c)), pretrain_memory_inputs(c, PretrainConfig(clip_len=5))
-    c = VimpacConfig.from_preset("small", max_clip_len=10, token_map=(32, 32), gradient_checkpointing=checkpointing)
+    c = VimpacConfig.from_preset(preset, max_clip_len=10, token_map=(32, 32), gradient_checkpointing=checkpointing)
     return (lambda: VimpacForVideoClassification(c, 101)), clips(c, 10)
 
 
 @pytest.mark.parametrize(
-    "workload,checkpointing,micro",
-    [("finetune", False, 16), ("finetune", True, 64), ("pretrain", False, 8), ("pretrain", True, 8)],
+    "preset,workload,checkpointing,micro",
+    [
+        ("small", "finetune", False, 16),
+        ("small", "finetune", True, 64),
+        ("small", "pretrain", False, 8),
+        ("small", "pretrain", True, 8),
+        ("tiny", "pretrain", False, 16),
+    ],
 )
-def test_plan_covers_an_independent_count(workload, checkpointing, micro):
-    """The GPU plan of Small (bf16, counted as CUDA runs the step) against an independent count of the same step: the
-    peak of live tensors over forward, backward (with the recomputation) and AdamW, tracked by torch's `MemTracker`
-    on fake tensors (`step_peak_bytes`), plus the CUDA context's reserve. The plan must cover the count and stay
-    within 1.3 times it: a plan below the count runs out of memory, one far above it takes smaller micro-batches than
-    the GPU holds. Measured here: 1.06-1.26 (`benchmarks/memory_plan.py`). Before this test the plan counted the
-    CPU's autocast and attention: 1.47 times the count for fine-tuning at 16 clips (49.1 GiB against 33.3), and it
-    had no `cuda` argument."""
+def test_plan_covers_an_independent_count(preset, workload, checkpointing, micro):
+    """The GPU plan of Small, and of tiny pre-training (bf16, counted as CUDA runs the step), against an
+    independent count of the same step: the peak of live tensors over forward, backward (with the recomputation)
+    and AdamW, tracked by torch's `MemTracker` on fake tensors (`step_peak_bytes`), plus the CUDA context's reserve.
+    The plan must cover the count and stay within 1.3 times it: a plan below the count runs out of memory, one far
+    above it takes smaller micro-batches than the GPU holds. Measured here: 1.04-1.27 (`benchmarks/memory_plan.py`).
+    Tiny pre-training fell below the count (0.97) until the plan counted the backward's gradients of the largest
+    saved tensor (`TRANSIENT_GRADIENTS`). Before this test the plan counted the CPU's autocast and attention: 1.47
+    times the count for fine-tuning Small at 16 clips (49.1 GiB against 33.3), and it had no `cuda` argument."""
     from vimpac.memory import RESERVED_BYTES, step_peak_bytes
 
-    make_model, make_inputs = _workload(workload, checkpointing)
+    make_model, make_inputs = _workload(workload, checkpointing, preset)
     plan = memory_model(make_model(), make_inputs, torch.bfloat16, cuda=True)
     counted = step_peak_bytes(make_model, make_inputs, micro, torch.bfloat16, cuda=True) + RESERVED_BYTES
     assert counted <= plan.peak(micro) <= 1.3 * counted, (plan.peak(micro) / 2**30, counted / 2**30)

@@ -21,9 +21,9 @@ from .utils import VimpacError
 
 # %% auto #0
 __all__ = ['GPU_PEAK_FLOPS', 'MEMORY_MARGIN', 'RESERVED_BYTES', 'OPTIMIZER_BYTES_PER_PARAM', 'DDP_BUCKET_BYTES_PER_PARAM',
-           'CUDA_FP32', 'FUSED_ATTENTION', 'peak_flops_for', 'peak_flops', 'MemoryModel', 'device_memory', 'gib',
-           'attention_workspace', 'CudaStandIns', 'saved_activation_bytes', 'recomputed_layer_bytes', 'memory_model',
-           'step_peak_bytes', 'step_unless', 'tensor_bytes']
+           'TRANSIENT_GRADIENTS', 'CUDA_FP32', 'FUSED_ATTENTION', 'peak_flops_for', 'peak_flops', 'MemoryModel',
+           'device_memory', 'gib', 'attention_workspace', 'CudaStandIns', 'saved_activation_bytes',
+           'recomputed_layer_bytes', 'memory_model', 'step_peak_bytes', 'step_unless', 'tensor_bytes']
 
 # %% ../nbs/06b_memory.ipynb #f1af0416
 # Dense bf16/fp16 tensor-core peaks in FLOP/s for MFU (NVIDIA data sheets): an H100 is 989 TFLOP/s as SXM, 756 as
@@ -66,6 +66,9 @@ MEMORY_MARGIN = 1.25  # x the saved activations: the backward's transient gradie
 RESERVED_BYTES = 2 * 2**30  # CUDA context, cuBLAS / cuDNN workspaces, the caching allocator's slack
 OPTIMIZER_BYTES_PER_PARAM = 16  # an fp32 weight, its gradient and AdamW's two moments
 DDP_BUCKET_BYTES_PER_PARAM = 4  # DistributedDataParallel's gradient buckets: a second fp32 copy of the gradients
+# x the largest tensor saved, per sample: gradients the backward holds at once beside the saved activations (the
+# cross-entropy over the vocabulary: its fp32 log-probabilities' gradient and that of the fp32 logits, issue 34)
+TRANSIENT_GRADIENTS = 2
 
 
 @dataclass(frozen=True)
@@ -180,12 +183,13 @@ class CudaStandIns(TorchFunctionMode):
         return func(*args, **kwargs)
 
 # %% ../nbs/06b_memory.ipynb #bb161478
-def _saved(model: nn.Module, make_inputs, n: int, amp_dtype, cuda: bool) -> tuple[int, int]:
-    "`saved_activation_bytes` and, with `cuda`, the largest attention accumulator of one call (`CudaStandIns`)."
+def _saved(model: nn.Module, make_inputs, n: int, amp_dtype, cuda: bool) -> tuple[int, int, int]:
+    """`saved_activation_bytes`, the largest tensor saved, and with `cuda` the largest attention accumulator of one
+    call (`CudaStandIns`)."""
     stand_ins = CudaStandIns() if cuda else None
     with stand_ins or contextlib.nullcontext():
-        saved = _saved_bytes(model, make_inputs, n, amp_dtype)
-    return saved, stand_ins.workspace if cuda else 0
+        saved, largest = _saved_bytes(model, make_inputs, n, amp_dtype)
+    return saved, largest, stand_ins.workspace if cuda else 0
 
 
 def saved_activation_bytes(
@@ -201,7 +205,7 @@ def saved_activation_bytes(
     return _saved(model, make_inputs, n, amp_dtype, cuda)[0]
 
 
-def _saved_bytes(model: nn.Module, make_inputs, n: int, amp_dtype) -> int:
+def _saved_bytes(model: nn.Module, make_inputs, n: int, amp_dtype) -> tuple[int, int]:
     with FakeTensorMode() as mode:
         state = {
             k: torch.empty_strided(v.shape, v.stride(), dtype=v.dtype).requires_grad_(v.requires_grad)
@@ -228,7 +232,7 @@ def _saved_bytes(model: nn.Module, make_inputs, n: int, amp_dtype) -> int:
             torch.func.functional_call(model, state, tuple(args), kwargs)
     finally:
         model.train(was)
-    return sum(b for _, b in kept.values())
+    return sum(b for _, b in kept.values()), max((b for _, b in kept.values()), default=0)
 
 
 def recomputed_layer_bytes(
@@ -251,13 +255,14 @@ def memory_model(
 ) -> MemoryModel:
     """The `MemoryModel` of training `model` with AdamW, in bytes. `per_sample` = (the slope of
     `saved_activation_bytes` from 1 to 2 samples, plus under gradient checkpointing the layer being recomputed,
-    `recomputed_layer_bytes`) x `MEMORY_MARGIN`, plus with `cuda` the largest attention accumulator of one call
-    per sample (`attention_workspace`). `fixed` = its intercept + `OPTIMIZER_BYTES_PER_PARAM` per trainable
+    `recomputed_layer_bytes`) x `MEMORY_MARGIN`, plus `TRANSIENT_GRADIENTS` x the largest saved tensor's slope (the
+    backward's gradients of it), plus with `cuda` the largest attention accumulator of one call per sample
+    (`attention_workspace`). `fixed` = its intercept + `OPTIMIZER_BYTES_PER_PARAM` per trainable
     parameter + the buffers + `RESERVED_BYTES`, + `DDP_BUCKET_BYTES_PER_PARAM` when `world_size` > 1 (DDP's
     gradient buckets). `cuda`: count as a CUDA device runs the step (`CudaStandIns`), as `vimpac.engine.plan_run`
     does for a GPU run. Checked against `step_peak_bytes`, an independent count, and against peaks measured on an
     H100 (`benchmarks/README.md`, issue 34)."""
-    (one, ws_one), (two, ws_two) = (_saved(model, make_inputs, n, amp_dtype, cuda) for n in (1, 2))
+    (one, big_one, ws_one), (two, big_two, ws_two) = (_saved(model, make_inputs, n, amp_dtype, cuda) for n in (1, 2))
     checkpointed = uses_gradient_checkpointing(model)
     recomputed = recomputed_layer_bytes(model, make_inputs, amp_dtype, cuda) if checkpointed else 0
     params = sum(p.numel() for p in model.parameters() if p.requires_grad)
@@ -265,7 +270,9 @@ def memory_model(
     buckets = DDP_BUCKET_BYTES_PER_PARAM * params if world_size > 1 else 0
     return MemoryModel(
         RESERVED_BYTES + OPTIMIZER_BYTES_PER_PARAM * params + buffers + buckets + max(2 * one - two, 0),
-        math.ceil(MEMORY_MARGIN * (two - one + recomputed)) + max(ws_two - ws_one, 0),
+        math.ceil(MEMORY_MARGIN * (two - one + recomputed))
+        + TRANSIENT_GRADIENTS * max(big_two - big_one, 0)
+        + max(ws_two - ws_one, 0),
     )
 
 # %% ../nbs/06b_memory.ipynb #341e1621
