@@ -28,28 +28,9 @@ import torch
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from bench_utils import machine_name  # noqa: E402
-from roofline import GPU_BYTES, PRESET_ORDER, WORKLOADS, check_presets  # noqa: E402
+from roofline import GPU_BYTES, PRESET_ORDER, WORKLOADS, check_presets, plan_setup  # noqa: E402
 
 H100 = HERE / "results" / "gpu-h100-attention.json"
-
-
-def setup(preset: str, workload: str, checkpointing: bool):
-    "(make_model, make_inputs, training config, least micro-batch) of `preset` on `workload`."
-    from vimpac.model import VimpacConfig, VimpacForPreTraining, VimpacForVideoClassification
-
-    w = WORKLOADS[workload]
-    c = VimpacConfig.from_preset(
-        preset, max_clip_len=w["clip_len"], token_map=(w["token_map"],) * 2, gradient_checkpointing=checkpointing
-    )
-    if workload == "pretrain":
-        from vimpac.pretrain import PretrainConfig, pretrain_memory_inputs
-
-        cfg = PretrainConfig(clip_len=w["clip_len"])
-        return (lambda: VimpacForPreTraining(c)), pretrain_memory_inputs(c, cfg), cfg, 2
-    from vimpac.finetune import FinetuneConfig, finetune_memory_inputs
-
-    cfg = FinetuneConfig(clip_len=w["clip_len"])
-    return (lambda: VimpacForVideoClassification(c, w["num_classes"])), finetune_memory_inputs(c, cfg), cfg, 1
 
 
 def h100_peaks() -> dict:
@@ -69,7 +50,7 @@ def row(preset: str, workload: str, checkpointing: bool, measured: dict) -> dict
     from vimpac.engine import plan_steps
     from vimpac.memory import RESERVED_BYTES, memory_model, step_peak_bytes
 
-    make_model, make_inputs, cfg, least = setup(preset, workload, checkpointing)
+    make_model, make_inputs, cfg, least = plan_setup(preset, workload, checkpointing)
     t = time.perf_counter()
     model = make_model()
     plan = memory_model(model, make_inputs, torch.bfloat16, cuda=True)

@@ -49,7 +49,6 @@ import argparse, contextlib, json, sys
 from pathlib import Path
 import torch
 import torch.nn.functional as F
-import torch.utils._pytree as pytree
 from torch.overrides import TorchFunctionMode
 from torch.utils.flop_counter import FlopCounterMode
 
@@ -57,7 +56,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from bench_utils import SDPA_NAMES, pretrain_batch, pretrain_loss_fn, to_device  # noqa: E402
 from traffic import EagerBytes  # noqa: E402
-from vimpac.memory import CUDA_FP32, attention_workspace  # noqa: E402  (the kit's memory plan counts them too)
+from vimpac.memory import CUDA_FP32, attention_workspace, call_in_fp32  # noqa: E402  (the kit's memory plan counts them too)
 
 PRESET_ORDER = ("tiny", "small", "base", "large_half")
 # dense bf16 tensor-core peak (FLOP/s) and HBM bandwidth (bytes/s) from the vendors' data sheets
@@ -292,11 +291,7 @@ class GpuStandIns(TorchFunctionMode):
             ws = attention_workspace(backend, q.shape[0], *q.shape[1:])
             return _FusedAttention.apply(q, k, v, mask, kwargs.get("dropout_p", 0.0), self.moved, self.saved, ws)
         if self.cuda and func in CUDA_FP32 and torch.is_autocast_enabled("cpu"):
-            args, kwargs = pytree.tree_map_only(
-                torch.Tensor, lambda t: t.float() if t.dtype in (torch.bfloat16, torch.float16) else t, (args, kwargs)
-            )
-            with torch.autocast("cpu", enabled=False):
-                return func(*args, **kwargs)
+            return call_in_fp32(func, args, kwargs)
         return func(*args, **kwargs)
 
 
@@ -419,26 +414,36 @@ def predict(flops: float, matmul_bytes: float, memory_bytes: float, gpu: dict) -
 GPU_BYTES = 80 * 2**30  # an H100 SXM or A100 80 GB
 
 
+def plan_setup(preset: str, workload: str, checkpointing: bool = False):
+    """(make_model, make_inputs, training config, least micro-batch) of `preset` on `workload` (`WORKLOADS`), as
+    `pretrain` / `finetune` plan it: the model, the forward's inputs its memory plan is counted on
+    (`pretrain_memory_inputs`, `finetune_memory_inputs`), the workload's default config at its T."""
+    from vimpac.model import VimpacConfig, VimpacForPreTraining, VimpacForVideoClassification
+
+    w = WORKLOADS[workload]
+    c = VimpacConfig.from_preset(
+        preset, max_clip_len=w["clip_len"], token_map=(w["token_map"],) * 2, gradient_checkpointing=checkpointing
+    )
+    if workload == "pretrain":
+        from vimpac.pretrain import PretrainConfig, pretrain_memory_inputs
+
+        cfg = PretrainConfig(clip_len=w["clip_len"])
+        return (lambda: VimpacForPreTraining(c)), pretrain_memory_inputs(c, cfg), cfg, 2
+    from vimpac.finetune import FinetuneConfig, finetune_memory_inputs
+
+    cfg = FinetuneConfig(clip_len=w["clip_len"])
+    return (lambda: VimpacForVideoClassification(c, w["num_classes"])), finetune_memory_inputs(c, cfg), cfg, 1
+
+
 def kit_plan(preset: str, workload: str, precision: str = "bf16", device_bytes: int = GPU_BYTES) -> tuple[int, float]:
     """(micro-batch, predicted peak bytes) that the kit plans for one process on a GPU with `device_bytes` free, at
     the workload's default global batch: `vimpac.memory.memory_model` of the model (fake tensors) and `plan_steps`, as
     `pretrain` / `finetune` do on a GPU (`micro_batch_size="auto"`)."""
     from vimpac.engine import plan_steps
     from vimpac.memory import memory_model
-    from vimpac.model import VimpacConfig, VimpacForPreTraining, VimpacForVideoClassification
 
-    w = WORKLOADS[workload]
-    c = VimpacConfig.from_preset(preset, max_clip_len=w["clip_len"], token_map=(w["token_map"],) * 2)
-    if workload == "pretrain":
-        from vimpac.pretrain import PretrainConfig as Cfg, pretrain_memory_inputs as memory_inputs
-
-        model, least = VimpacForPreTraining(c), 2
-    else:
-        from vimpac.finetune import FinetuneConfig as Cfg, finetune_memory_inputs as memory_inputs
-
-        model, least = VimpacForVideoClassification(c, w["num_classes"]), 1
-    cfg = Cfg(clip_len=w["clip_len"])
-    mm = memory_model(model, memory_inputs(c, cfg), torch.bfloat16 if precision == "bf16" else None, cuda=True)
+    make_model, make_inputs, cfg, least = plan_setup(preset, workload)
+    mm = memory_model(make_model(), make_inputs, torch.bfloat16 if precision == "bf16" else None, cuda=True)
     micro = plan_steps(cfg, 10**6, 1, mm, device_bytes, least=least)[1]
     return micro, mm.peak(micro)
 

@@ -22,7 +22,7 @@ from .utils import VimpacError
 # %% auto #0
 __all__ = ['GPU_PEAK_FLOPS', 'MEMORY_MARGIN', 'RESERVED_BYTES', 'OPTIMIZER_BYTES_PER_PARAM', 'DDP_BUCKET_BYTES_PER_PARAM',
            'TRANSIENT_GRADIENTS', 'CUDA_FP32', 'FUSED_ATTENTION', 'peak_flops_for', 'peak_flops', 'MemoryModel',
-           'device_memory', 'gib', 'attention_workspace', 'CudaStandIns', 'saved_activation_bytes',
+           'device_memory', 'gib', 'attention_workspace', 'call_in_fp32', 'CudaStandIns', 'saved_activation_bytes',
            'recomputed_layer_bytes', 'memory_model', 'step_peak_bytes', 'step_unless', 'tensor_bytes']
 
 # %% ../nbs/06b_memory.ipynb #f1af0416
@@ -130,6 +130,17 @@ def attention_workspace(backend: str, R: int, n: int, L: int, d: int) -> int:
     return 0
 
 
+def call_in_fp32(func, args: tuple, kwargs: dict):
+    """`func(*args, **kwargs)` as CUDA's autocast runs a function of its fp32 list (`CUDA_FP32`): bf16 and fp16
+    tensors among the arguments cast to fp32, autocast off for the call. For stand-ins on the CPU, whose autocast
+    runs those functions in the input's dtype (`CudaStandIns`, and `benchmarks/roofline.py`'s byte count)."""
+    args, kwargs = pytree.tree_map_only(
+        torch.Tensor, lambda t: t.float() if t.dtype in (torch.bfloat16, torch.float16) else t, (args, kwargs)
+    )
+    with torch.autocast("cpu", enabled=False):
+        return func(*args, **kwargs)
+
+
 class _FusedAttentionMemory(torch.autograd.Function):
     """The memory of one fused attention kernel on fake tensors (no values): the forward makes the output (q's dtype)
     and its fp32 log-sum-exp and saves them with q, k and v; the backward holds the kernel's fp32 accumulator
@@ -175,11 +186,7 @@ class CudaStandIns(TorchFunctionMode):
             self.workspace = max(self.workspace, ws)
             return _FusedAttentionMemory.apply(q, k, v, ws)
         if func in CUDA_FP32 and torch.is_autocast_enabled("cpu"):
-            args, kwargs = pytree.tree_map_only(
-                torch.Tensor, lambda t: t.float() if t.dtype in (torch.bfloat16, torch.float16) else t, (args, kwargs)
-            )
-            with torch.autocast("cpu", enabled=False):
-                return func(*args, **kwargs)
+            return call_in_fp32(func, args, kwargs)
         return func(*args, **kwargs)
 
 # %% ../nbs/06b_memory.ipynb #bb161478
