@@ -4,6 +4,7 @@ table's notebook through papermill, one line for bad input."""
 
 import json, re, signal, subprocess, sys, time
 from pathlib import Path
+from dataclasses import replace
 import pytest
 from vimpac.experiments import (
     EXPERIMENTS,
@@ -264,6 +265,66 @@ def test_toy_run_resumes_without_running_a_row_again(tmp_path, monkeypatch):
     monkeypatch.setattr(ex, "finetune", refuse)
     again = run_experiment("cl_weight", "toy", seeds=[0], out=out, rows=["α 0", "α 1"])
     assert again.results == first.results
+
+
+def test_a_cut_off_run_resumes_and_one_killed_in_its_first_checkpoint_starts_over(tmp_path, monkeypatch):
+    """A killed sweep leaves its runs' folders. A run with a checkpoint goes on from it, pre-training and fine-tuning
+    alike, in this process and under torchrun. A run killed while writing its first checkpoint holds only that
+    write's temporary file: it starts over (it used to ask for --resume and fail, the flaky CI of 2bca000)."""
+    import vimpac.experiments as ex
+
+    out = tmp_path / "exp"
+    first = run_experiment("cl_weight", "toy", seeds=[0], out=out, rows=["α 2"]).results
+    (pre,) = [p for p in (out / "pretrain").iterdir() if p.is_dir()]
+    (ft,) = (out / "cl_weight" / slug("α 2")).glob("ft-*")
+    calls = []
+    for name in ("pretrain", "finetune"):
+        real = getattr(ex, name)
+
+        def record(*a, _real=real, _name=name, **k):
+            calls.append((_name, k.get("resume", False), k.get("init") is not None))
+            return _real(*a, **k)
+
+        monkeypatch.setattr(ex, name, record)
+
+    def cut_off(folder, checkpoints):
+        (folder / "model.safetensors").unlink()
+        if not checkpoints:  # killed during the first checkpoint's write
+            for p in (folder / "checkpoints").glob("step-*.pt"):
+                p.unlink()
+            (folder / "checkpoints" / ".step-00000002.pt.k1ll3d00.tmp").write_bytes(b"half a checkpoint")
+        (out / "cl_weight" / slug("α 2") / "seed0.json").unlink(missing_ok=True)
+
+    for f in (pre, ft):
+        cut_off(f, checkpoints=True)
+    again = run_experiment("cl_weight", "toy", seeds=[0], out=out, rows=["α 2"]).results
+    assert calls == [("pretrain", True, False), ("finetune", True, False)]
+    assert again == first  # the runs had ended: their last checkpoints hold the finished models
+
+    calls.clear()
+    for f in (pre, ft):
+        cut_off(f, checkpoints=False)
+    with pytest.warns(UserWarning, match="removed 1 temporary checkpoint file"):
+        again = run_experiment("cl_weight", "toy", seeds=[0], out=out, rows=["α 2"]).results
+    assert calls == [("pretrain", False, False), ("finetune", False, True)]
+    timed = ("train_speed",)  # a new run's speed is measured anew
+    assert [{k: v for k, v in r.items() if k not in timed} for r in again] == [
+        {k: v for k, v in r.items() if k not in timed} for r in first
+    ]  # a toy run is deterministic
+    assert not list(pre.glob("checkpoints/.step-*")) and list(pre.glob("checkpoints/step-*.pt"))
+
+    argvs = []  # the cluster scale: torchrun gets --resume, and no starting point (the checkpoint holds the model)
+    monkeypatch.setattr(ex, "_torchrun", lambda script, gpus, argv: argvs.append(argv) or 1 / 0)
+    setup = replace(setup_for("cluster"), gpus=2)
+    for f in (pre, ft):
+        cut_off(f, checkpoints=True)
+    store = type("S", (), {"path": tmp_path / "store"})()
+    with pytest.raises(ZeroDivisionError):
+        ex._pretrain_run(store, {"preset": "tiny"}, PretrainConfig(), setup, "cluster", pre)
+    with pytest.raises(ZeroDivisionError):
+        ex._finetune_top1(store, store, pre, {"preset": "tiny"}, ex.FinetuneConfig(), setup, "cluster", ft)
+    assert "--resume" in argvs[0] and "--preset" in argvs[0]  # pre-training checks the model against its checkpoint
+    assert "--resume" in argvs[1] and "--init" not in argvs[1] and "--preset" not in argvs[1]
 
 
 def test_vimpac_experiment_cli(tmp_path, capsys):

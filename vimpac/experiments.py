@@ -26,6 +26,7 @@ from .finetune import FinetuneConfig, finetune
 from .evaluate import classification_metrics, evaluate, extract_features
 from .probes import probe_scores
 from .runs import load_run
+from .checkpoints import list_checkpoints
 from .store import tokenize_videos
 from .data import tokenize_dataset
 
@@ -697,13 +698,14 @@ def _run_key(values: dict) -> str:
 
 def _pretrain_run(pool, model: dict, cfg: PretrainConfig, setup: Setup, scale: str, folder: Path) -> Path:
     """The pre-training run of `model` and `cfg` on `pool`, in `folder`: reused when its model is saved, resumed from
-    its checkpoints when one was cut off, else run, in this process (toy, cpu) or under `torchrun` with `setup.gpus`
-    processes (cluster). Another process running it (a second experiment on one `--out`, e.g. a SLURM array's task)
-    is waited for (`run_lock`), and its model reused."""
+    its newest checkpoint when one was cut off (a killed job; a checkpoint write killed midway leaves no checkpoint,
+    only a temporary file, and the run starts over), else run, in this process (toy, cpu) or under `torchrun` with
+    `setup.gpus` processes (cluster). Another process running it (a second experiment on one `--out`, e.g. a SLURM
+    array's task) is waited for (`run_lock`), and its model reused."""
     with run_lock(folder, "pre-training run"):
         if (folder / "model.safetensors").is_file():
             return folder
-        resume = (folder / "checkpoints").is_dir() and any((folder / "checkpoints").iterdir())
+        resume = bool(list_checkpoints(folder))
         if scale == "cluster" and setup.gpus > 1:
             argv = ["--store", str(pool.path), "--out", str(folder), "--no-eval", *(["--resume"] if resume else [])]
             argv += ["--preset", model["preset"], *config_argv(VimpacConfig, model)]
@@ -741,14 +743,25 @@ def _finetune_top1(
 ) -> tuple[float, list]:
     """Top-1 (percent) on `test` of a classifier fine-tuned on `train` into `folder` from the pre-training run `init`
     (None: from scratch, `model`), in this process or under `torchrun` (the cluster scale), judged on `views`
-    (default `setup.test_views`), and whether each test video was right (0/1, the store's order: McNemar's test)."""
+    (default `setup.test_views`), and whether each test video was right (0/1, the store's order: McNemar's test).
+    A run whose model is saved is reused; one cut off (a killed job) goes on from its newest checkpoint, as
+    `_pretrain_run`."""
     with run_lock(folder, "fine-tuning run"):
-        if scale == "cluster" and setup.gpus > 1 and not (folder / "model.safetensors").is_file():
-            argv = ["--store", str(train.path), "--out", str(folder), *config_argv(FinetuneConfig, asdict(cfg))]
-            start = ["--init", str(init)] if init else ["--preset", model["preset"], *config_argv(VimpacConfig, model)]
-            _torchrun("vimpac-finetune", setup.gpus, argv + start)
-        elif not (folder / "model.safetensors").is_file():
-            finetune(train, None if init is not None else model, cfg, init=init, out=folder, progress=False)
+        if not (folder / "model.safetensors").is_file():
+            resume = bool(list_checkpoints(folder))
+            if scale == "cluster" and setup.gpus > 1:
+                argv = ["--store", str(train.path), "--out", str(folder), *config_argv(FinetuneConfig, asdict(cfg))]
+                if resume:
+                    start = ["--resume"]
+                elif init:
+                    start = ["--init", str(init)]
+                else:
+                    start = ["--preset", model["preset"], *config_argv(VimpacConfig, model)]
+                _torchrun("vimpac-finetune", setup.gpus, argv + start)
+            elif resume:
+                finetune(train, None, cfg, out=folder, resume=True, progress=False)
+            else:
+                finetune(train, None if init is not None else model, cfg, init=init, out=folder, progress=False)
     clf, _ = load_run(folder)
     ev = evaluate(clf, test, views=views or setup.test_views, progress=False)
     return 100 * ev.metrics.top1, (np.asarray(ev.scores.argmax(-1)) == np.asarray(ev.labels)).astype(int).tolist()
