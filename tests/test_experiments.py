@@ -313,18 +313,47 @@ def test_a_cut_off_run_resumes_and_one_killed_in_its_first_checkpoint_starts_ove
     ]  # a toy run is deterministic
     assert not list(pre.glob("checkpoints/.step-*")) and list(pre.glob("checkpoints/step-*.pt"))
 
-    argvs = []  # the cluster scale: torchrun gets --resume, and no starting point (the checkpoint holds the model)
-    monkeypatch.setattr(ex, "_torchrun", lambda script, gpus, argv: argvs.append(argv) or 1 / 0)
-    setup = replace(setup_for("cluster"), gpus=2)
-    for f in (pre, ft):
-        cut_off(f, checkpoints=True)
-    store = type("S", (), {"path": tmp_path / "store"})()
-    with pytest.raises(ZeroDivisionError):
-        ex._pretrain_run(store, {"preset": "tiny"}, PretrainConfig(), setup, "cluster", pre)
-    with pytest.raises(ZeroDivisionError):
-        ex._finetune_top1(store, store, pre, {"preset": "tiny"}, ex.FinetuneConfig(), setup, "cluster", ft)
-    assert "--resume" in argvs[0] and "--preset" in argvs[0]  # pre-training checks the model against its checkpoint
-    assert "--resume" in argvs[1] and "--init" not in argvs[1] and "--preset" not in argvs[1]
+
+class _Launched(Exception):
+    "Raised by the stand-in torchrun once fine-tuning is launched."
+
+
+def test_cluster_runs_cut_off_resume_under_torchrun(tmp_path, monkeypatch):
+    """At the cluster scale the same: torchrun gets --resume once a run folder holds a checkpoint (fine-tuning without
+    --init or a model: the checkpoint holds it), and not when it holds only a killed write's temporary file."""
+    import vimpac.experiments as ex
+
+    launched = []
+
+    def torchrun(script, gpus, argv):
+        launched.append((script, argv))
+        if script == "vimpac-finetune":
+            raise _Launched
+
+    monkeypatch.setattr(ex, "_torchrun", torchrun)
+    monkeypatch.setattr(ex, "_pretraining_stats", lambda *a: {})
+    store = type("S", (), {"path": tmp_path / "pool"})()
+    data = {128: {"pool": store, "ucf101": {"train": store, "test": type("T", (), {"classes": ["a", "b"]})()}}}
+    setup, exp = replace(setup_for("cluster"), gpus=2), EXPERIMENTS["cl_weight"]
+
+    def launch():
+        launched.clear()
+        with pytest.raises(_Launched):
+            run_row(exp, exp.row("α 2"), 0, "cluster", setup, data, tmp_path / "exp")
+        return [(script, argv[argv.index("--out") + 1], argv) for script, argv in launched]
+
+    (_, pre, first), (_, ft, start) = launch()
+    assert "--resume" not in first and "--init" in start and "--resume" not in start
+    for folder in (pre, ft):
+        (Path(folder) / "checkpoints").mkdir(parents=True)
+        (Path(folder) / "checkpoints" / ".step-00000002.pt.k1ll3d00.tmp").write_bytes(b"half a checkpoint")
+    (_, _, first), (_, _, start) = launch()
+    assert "--resume" not in first and "--resume" not in start and "--init" in start
+    for folder in (pre, ft):
+        (Path(folder) / "checkpoints" / "step-00000002.pt").write_bytes(b"a checkpoint")
+    (_, _, first), (_, _, start) = launch()
+    assert "--resume" in first and "--preset" in first  # pre-training checks the model against its checkpoint
+    assert "--resume" in start and "--init" not in start and "--preset" not in start
 
 
 def test_vimpac_experiment_cli(tmp_path, capsys):
