@@ -28,6 +28,12 @@ dtypes, no values, no memory, seconds per preset):
   (`attention_workspace`: flash pads rows to 128 positions, memory-efficient to 64); math is its own ops (scores,
   softmax, dropout masks), counted as they dispatch. Eager and compiled are predicted with the same backends.
   `--path cpu` counts what the CPU runs instead (then the count is `traffic.py`'s eager count on real tensors).
+- fused paths (`--fused`, `FUSED`; none by default): kernels of well-kept libraries that the kit does not use, each
+  counted as one kernel in place of the ops it replaces, so that a GPU run can decide whether it pays: the token head's
+  linear layer and cross-entropy (`linear_ce`, Liger), residual + dropout + LayerNorm (`add_ln`, flash-attn's
+  `layer_norm_fn`), the MLP's GELU and bias gradient in GEMM epilogues (`gelu_epilogue`, cuBLASLt as Transformer
+  Engine uses it). `--fused each` predicts each alone and all together. `add_ln` changes eager only: inductor fuses
+  that group itself, so the compiled prediction is counted without it.
 - compiled: inductor's byte count after fusion cannot run per preset in a test's time, so the memory-bound bytes of
   the compiled step are eager's times a measured ratio, compiled / eager memory-bound bytes, read from a
   `benchmarks/results/traffic_<preset>_cpu.json` written by `traffic.py` (fp32, the preset's own file, else Small's,
@@ -187,9 +193,15 @@ class _FusedAttention(torch.autograd.Function):
         return dq, dk, dv, None, None, None, None, None
 
 
-# The fused paths the roofline can count (`--fused`): "linear_ce", the token head's last linear layer and the
-# cross-entropy over the vocabulary as one kernel (e.g. Liger's fused linear cross-entropy).
-FUSED = ("linear_ce",)
+# The fused paths the roofline can count (`--fused`), each as the kernels of a well-kept library would run it:
+# - "linear_ce": the token head's last linear layer and the cross-entropy over the vocabulary as one kernel (Liger's
+#   fused linear cross-entropy);
+# - "add_ln": each residual + dropout + LayerNorm of the post-LN blocks as one kernel each way (flash-attn's Triton
+#   `layer_norm_fn` with `residual` and `dropout_p`);
+# - "gelu_epilogue": the MLP's first linear layer with its GELU in the GEMM's epilogue, the GELU's gradient in the
+#   epilogue of the GEMM that makes its input's gradient and the bias gradient in the weight-gradient GEMM
+#   (cuBLASLt's GELU_AUX_BIAS, DGELU and BGRAD epilogues, as Transformer Engine's fused MLP runs them).
+FUSED = ("linear_ce", "add_ln", "gelu_epilogue")
 
 
 class _FusedLinearCE(torch.autograd.Function):
@@ -229,6 +241,82 @@ class _FusedLinearCE(torch.autograd.Function):
         return du, dw, db, None, None, None, None
 
 
+class _FusedAddNorm(torch.autograd.Function):
+    """`layer_norm(x + dropout(h))` of a post-LN block counted as one fused kernel each way, as flash-attn's
+    `layer_norm_fn(h, w, b, residual=x, dropout_p=p, residual_in_fp32=True)` runs it: the forward reads h (the
+    sublayer's output) and the residual x, writes the sum s (kept for the backward) and the output y, in x's dtype
+    (fp32 under CUDA's autocast, as the kit's LayerNorm output: the same numerics), and the row statistics (fp32 mean
+    and 1/std); the dropout mask is drawn again in the backward from its seed, not stored. The backward reads dy, s and
+    the statistics and writes the gradients of h and x. The values and FLOPs: the unfused ops; their bytes are not
+    counted."""
+
+    @staticmethod
+    def forward(ctx, h, x, w, b, p, eps, moved, saved):
+        moved.paused = saved.paused = True
+        try:
+            with torch.enable_grad(), torch.autocast("cpu", enabled=False):
+                inner = tuple(t.detach().requires_grad_() for t in (h, x, w, b))
+                s = inner[1] + F.dropout(inner[0], p, training=True)
+                y = F.layer_norm(s, s.shape[-1:], inner[2], inner[3], eps)
+        finally:
+            moved.paused = saved.paused = False
+        ctx.inner, ctx.y, ctx.moved = inner, y, moved
+        stats = 2 * 4 * (s.numel() // s.shape[-1])  # mean and 1/std per row
+        ctx.bytes = _nbytes(s, w, b) + stats  # read again by the backward
+        moved.add("_fused_add_layer_norm", _nbytes(h, x, w, b, s, y) + stats)
+        saved.total += _nbytes(s) + stats
+        return y.detach()
+
+    @staticmethod
+    def backward(ctx, dy):
+        moved = ctx.moved
+        moved.paused = True
+        try:
+            dh, dx, dw, db = torch.autograd.grad(ctx.y, ctx.inner, dy)
+        finally:
+            moved.paused = False
+        moved.add("_fused_add_layer_norm_backward", ctx.bytes + _nbytes(dy, dh, dx, dw, db))
+        return dh, dx, dw, db, None, None, None, None
+
+
+class _LinearGelu(torch.autograd.Function):
+    """`gelu(linear(x, W, b))` with the GELU in the GEMM's epilogue (cuBLASLt's GELU_AUX_BIAS): the GEMM is counted as
+    it dispatches (its FLOPs, its reads and its write of the pre-activation y, which the epilogue keeps as the
+    backward's auxiliary input) and the epilogue's write of the activation is credited to the GEMM (`addmm`), so no
+    memory-bound GELU kernel runs. Backward: the GELU's gradient is the epilogue of the GEMM that made the activation's
+    gradient (DGELU: its read of y is credited to `mm`), and the bias gradient that of the weight-gradient GEMM
+    (BGRAD: the bias gradient's reduction, the `sum` that `addmm`'s backward dispatches, is taken off the count)."""
+
+    @staticmethod
+    def forward(ctx, x, w, b, moved, saved):
+        with torch.enable_grad():  # W and b themselves: autocast's cast of them is the one cached for other calls
+            inner = (x.detach().requires_grad_(), w, b)
+            y = F.linear(*inner)  # counted: the GEMM, its casts under autocast, what it saves
+            moved.paused = saved.paused = True
+            try:
+                a = F.gelu(y)
+            finally:
+                moved.paused = saved.paused = False
+        ctx.inner, ctx.y, ctx.a, ctx.moved = inner, y, a, moved
+        moved.add("addmm", _nbytes(a))  # the epilogue's second write
+        saved.total += _nbytes(y)  # the auxiliary pre-activation, kept for the backward
+        return a.detach()
+
+    @staticmethod
+    def backward(ctx, da):
+        moved = ctx.moved
+        moved.paused = True
+        try:
+            (dy,) = torch.autograd.grad(ctx.a, ctx.y, da)
+        finally:
+            moved.paused = False
+        moved.add("mm", _nbytes(ctx.y))  # DGELU: the epilogue reads y
+        before = moved.ops.get("sum", 0)
+        dx, dw, db = torch.autograd.grad(ctx.y, ctx.inner, dy)
+        moved.ops["sum"] = before  # BGRAD: the bias gradient comes out of the weight-gradient GEMM
+        return dx, dw, db, None, None
+
+
 class GpuStandIns(TorchFunctionMode):
     """While counting on fake CPU tensors, what a GPU does differently: `fused_attention` counts each
     `scaled_dot_product_attention` as one fused kernel (`_FusedAttention`), `cuda_autocast` runs the functions of
@@ -236,7 +324,10 @@ class GpuStandIns(TorchFunctionMode):
     `vocabulary_weight` (the token embedding, whose first V rows the token head's last linear layer reads), that layer
     and the cross-entropy of its logits count as one fused kernel (`_FusedLinearCE`): the logits it returns are
     detached (the mask accuracy's argmax reads them, counted), and the cross-entropy of them, or of their fp32 copy,
-    is the fused kernel's loss."""
+    is the fused kernel's loss. With `add_norm`, each `layer_norm(x + dropout(h))` counts as one kernel
+    (`_FusedAddNorm`; the dropout's and the add's bytes, counted as they ran, are taken off when their LayerNorm
+    comes: a post-LN model, whose sum feeds that LayerNorm only). With `gelu_weights` (the MLPs' first linear
+    layers' weights), each of those layers and its GELU count as one GEMM with epilogues (`_LinearGelu`)."""
 
     def __init__(
         self,
@@ -246,12 +337,64 @@ class GpuStandIns(TorchFunctionMode):
         cuda_autocast: bool = True,
         attention: str = "pinned",
         vocabulary_weight: torch.Tensor | None = None,
+        add_norm: bool = False,
+        gelu_weights: tuple = (),
     ):
         super().__init__()
         self.moved, self.saved, self.fused, self.cuda = moved, saved, fused_attention, cuda_autocast
         self.attention, self.calls = attention, {}
         self.vocab = None if vocabulary_weight is None else vocabulary_weight.untyped_storage()._cdata
         self.heads = {}  # id of a logits tensor → (u, W, b), the fused kernel's inputs
+        self.add_norm, self.pending = add_norm, {}  # id of a dropout's output or of its sum → what fusing it needs
+        self.gelu, self.activated = {w.untyped_storage()._cdata for w in gelu_weights}, {}
+
+    def _counted(self, func, args, kwargs):
+        "func(*args, **kwargs) and what it added to the count: ({op: bytes}, saved bytes)."
+        ops, total = dict(self.moved.ops), self.saved.total
+        out = func(*args, **kwargs)
+        return (
+            out,
+            {k: v - ops.get(k, 0) for k, v in self.moved.ops.items() if v != ops.get(k, 0)},
+            (self.saved.total - total),
+        )
+
+    def _fused_add_norm(self, func, args, kwargs):
+        "A dropout, its residual add and their LayerNorm, as `_FusedAddNorm` at the LayerNorm; else None."
+        if func is F.dropout:
+            p = args[1] if len(args) > 1 else kwargs.get("p", 0.5)
+            out, ops, kept = self._counted(func, args, kwargs)
+            self.pending[id(out)] = (out, args[0], None, p, ops, kept)
+            return out
+        if func in (torch.add, torch.Tensor.add, torch.Tensor.__add__) and len(args) == 2 and not kwargs:
+            a, b = args
+            d = next((t for t in (b, a) if id(t) in self.pending and self.pending[id(t)][2] is None), None)
+            if d is None:
+                return None
+            _, h, _, p, ops, kept = self.pending.pop(id(d))
+            out, more, kept_more = self._counted(func, args, kwargs)
+            for k, v in more.items():
+                ops[k] = ops.get(k, 0) + v
+            self.pending[id(out)] = (out, h, a if d is b else b, p, ops, kept + kept_more)
+            return out
+        if func is F.layer_norm and id(args[0]) in self.pending and self.pending[id(args[0])][2] is not None:
+            _, h, x, p, ops, kept = self.pending.pop(id(args[0]))
+            for k, v in ops.items():  # the unfused dropout and add, counted as they ran, replaced by the kernel
+                self.moved.ops[k] -= v
+            self.saved.total -= kept
+            w, b = (args[i] if len(args) > i else kwargs.get(n) for i, n in ((2, "weight"), (3, "bias")))
+            eps = args[4] if len(args) > 4 else kwargs.get("eps", 1e-5)
+            return _FusedAddNorm.apply(h, x, w, b, p, eps, self.moved, self.saved)
+        return None
+
+    def _linear_gelu(self, func, args, kwargs):
+        "An MLP's first linear layer and its GELU, as `_LinearGelu`; else None."
+        if func is F.linear and len(args) == 3 and args[1].untyped_storage()._cdata in self.gelu:
+            a = _LinearGelu.apply(*args, self.moved, self.saved)
+            self.activated[id(a)] = a
+            return a
+        if func is F.gelu and id(args[0]) in self.activated:
+            return self.activated.pop(id(args[0]))  # the epilogue applied it
+        return None
 
     def _fused_head(self, func, args, kwargs):
         "The token head's linear layer, its logits' fp32 copy and their cross-entropy, as `_FusedLinearCE`; else None."
@@ -277,6 +420,10 @@ class GpuStandIns(TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         if self.vocab is not None and (fused := self._fused_head(func, args, kwargs)) is not None:
+            return fused
+        if self.gelu and (fused := self._linear_gelu(func, args, kwargs)) is not None:
+            return fused
+        if self.add_norm and (fused := self._fused_add_norm(func, args, kwargs)) is not None:
             return fused
         if self.fused and func is F.scaled_dot_product_attention:
             q, k, v, *rest = args
@@ -309,7 +456,8 @@ def count(
     attention and CUDA's fp32 autocast list stood in (`GpuStandIns`, each attention call as `attention`'s backend,
     `ATTENTION`, and the paths of `fused`, `FUSED`, as one kernel each); False: what the CPU runs (`traffic.py`'s
     count). Returns dict(flops, matmul_bytes, memory_bytes,
-    saved_bytes (per sample), params, samples, flops_by_op, attention_calls (backend → calls)).
+    saved_bytes (per sample), params, samples, flops_by_op, bytes_by_op (aten op or stood-in kernel → bytes, most
+    first), attention_calls (backend → calls)).
     Raises `RooflineError` for an unknown preset or workload."""
     from torch._subclasses.fake_tensor import FakeTensorMode
     from vimpac.model import VimpacConfig, VimpacForPreTraining, VimpacForVideoClassification
@@ -317,8 +465,13 @@ def count(
     check_presets([preset])
     if workload not in WORKLOADS:
         raise RooflineError(f"workload: expected one of {', '.join(WORKLOADS)}, got {workload!r}")
+    unknown = [f for f in fused if f not in FUSED]
+    if unknown:
+        raise RooflineError(f"fused: expected paths of {', '.join(FUSED)}, got {', '.join(map(repr, unknown))}")
     w, amp = WORKLOADS[workload], torch.bfloat16 if precision == "bf16" else None
     c = VimpacConfig.from_preset(preset, max_clip_len=w["clip_len"], token_map=(w["token_map"],) * 2)
+    if "add_ln" in fused and c.norm != "post":
+        raise RooflineError(f"fused add_ln: counted for post-LN models only; {preset} is {c.norm}-LN")
     host = pretrain_batch(c, samples) if workload == "pretrain" else None
     with FakeTensorMode() as fm:  # the model's token-id check skips fake tensors (no values)
         if workload == "pretrain":
@@ -338,8 +491,18 @@ def count(
         params = list(model.parameters())
         saved, moved = SavedBytes(exclude=params), Bytes()
         vocab = model.backbone.embeddings.token.weight if "linear_ce" in fused and workload == "pretrain" else None
+        gelu = tuple(m.fc1.weight for m in model.modules() if hasattr(m, "fc1")) if "gelu_epilogue" in fused else ()
         stand_ins = (
-            GpuStandIns(moved, saved, attention=attention, vocabulary_weight=vocab) if gpu else contextlib.nullcontext()
+            GpuStandIns(
+                moved,
+                saved,
+                attention=attention,
+                vocabulary_weight=vocab,
+                add_norm="add_ln" in fused,
+                gelu_weights=gelu,
+            )
+            if gpu
+            else contextlib.nullcontext()
         )
         with FlopCounterMode(display=False) as flops, moved:
             with saved.hooks(), stand_ins:
@@ -354,6 +517,7 @@ def count(
         params=sum(p.numel() for p in params),
         samples=samples,
         flops_by_op={str(k): v / samples for k, v in flops.get_flop_counts()["Global"].items()},
+        bytes_by_op={k: v / samples for k, v in sorted(moved.ops.items(), key=lambda kv: -kv[1]) if v},
         attention_calls=dict(stand_ins.calls) if gpu else {},
     )
 
@@ -467,6 +631,10 @@ def roofline(
         for p in presets:
             c = count(p, wl, precision, gpu=gpu_path, attention=attention, fused=tuple(fused))
             ratio, source = pick_ratio(p, ratios)
+            unfused = c  # what inductor starts from: add_ln is what it fuses already, so compiled counts without it
+            if "add_ln" in fused:
+                rest = tuple(f for f in fused if f != "add_ln")
+                unfused = count(p, wl, precision, gpu=gpu_path, attention=attention, fused=rest)
             c["kit_flops"] = kit_flops(p, wl)
             row = dict(
                 preset=p,
@@ -477,7 +645,7 @@ def roofline(
                 attention=attention if gpu_path else "cpu",
                 fused=list(fused),
                 **c,
-                compiled_memory_bytes=c["memory_bytes"] * ratio,
+                compiled_memory_bytes=unfused["memory_bytes"] * ratio,
                 compiled_ratio=ratio,
                 compiled_ratio_source=source,
                 **dict(
@@ -559,15 +727,19 @@ def main(argv=None) -> int:
         "--fused",
         nargs="*",
         default=[],
-        choices=FUSED,
+        choices=(*FUSED, "each"),
         help="fused paths counted as one kernel each on the gpu path (linear_ce: the token head's linear layer and "
-        "cross-entropy, as Liger's fused linear cross-entropy)",
+        "cross-entropy, as Liger's; add_ln: residual + dropout + LayerNorm, as flash-attn's layer_norm_fn; "
+        "gelu_epilogue: the MLP's GELU and bias gradient in cuBLASLt GEMM epilogues; each: every path alone and "
+        "all together, in one table of predictions)",
     )
     p.add_argument("--traffic-dir", type=Path, default=HERE / "results", help="where the traffic_*.json files are")
     p.add_argument("--out", type=Path, help="write the rows and the assumptions as JSON")
     a = p.parse_args(argv)
     if a.attention == "all":
         return by_attention(a)
+    if "each" in a.fused:
+        return by_fused(a)
     try:
         rows = roofline(
             a.presets, a.workloads, a.precision, a.traffic_dir, a.path == "gpu", a.attention, fused=tuple(a.fused)
@@ -625,6 +797,58 @@ def by_attention(a) -> int:
         }
         a.out.write_text(
             json.dumps(dict(torch=torch.__version__, precision=a.precision, by_attention=rows), indent=1) + "\n"
+        )
+        print("wrote", a.out)
+    return 0
+
+
+def fused_table(rows_by: dict, gpu: str = "H100 SXM") -> str:
+    """{fused paths (a tuple, () first): `roofline` rows} as one markdown table: per (preset, workload), the predicted
+    `gpu` samples/s eager and compiled as now, then with each set of paths (the change in percent), and the
+    memory-bound GB and saved MB per sample as now and with all the paths."""
+    names = list(rows_by)
+    base, last = rows_by[names[0]], rows_by[names[-1]]
+    label = {n: "all" if len(n) > 1 else n[0] for n in names[1:]}
+    head = ["preset", "workload (sample)", "as now: eager / compiled per s"]
+    head += [f"{label[n]}: eager / compiled" for n in names[1:]]
+    head += [f"memory-bound GB: as now → {label[names[-1]]}", f"saved MB: as now → {label[names[-1]]}"]
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+
+    def change(x, b):
+        pct = 100 * (x / b - 1)
+        return f"{x:.0f} ({pct:+.0f}%)" if abs(pct) >= 0.5 else f"{x:.0f}"
+
+    for i, r in enumerate(base):
+        e, c = r[gpu]["eager"]["per_s"], r[gpu]["compiled"]["per_s"]
+        cells = [f"{e:.0f} / {c:.0f}"]
+        for n in names[1:]:
+            x = rows_by[n][i][gpu]
+            cells.append(f"{change(x['eager']['per_s'], e)} / {change(x['compiled']['per_s'], c)}")
+        cells.append(f"{r['memory_bytes'] / 1e9:.2f} → {last[i]['memory_bytes'] / 1e9:.2f}")
+        cells.append(f"{r['saved_bytes'] / 1e6:.0f} → {last[i]['saved_bytes'] / 1e6:.0f}")
+        out.append(f"| {r['preset']} | {r['workload']} ({r['sample']}) | " + " | ".join(cells) + " |")
+    return "\n".join(out)
+
+
+def by_fused(a) -> int:
+    "`--fused each`: `roofline` as now, with each fused path alone, and with them all (no memory plan)."
+    sets = [(), *((f,) for f in FUSED), FUSED]
+    try:
+        rows_by = {
+            f: roofline(a.presets, a.workloads, a.precision, a.traffic_dir, True, a.attention, plan=False, fused=f)
+            for f in sets
+        }
+    except RooflineError as e:
+        print(f"roofline: error: {e}", file=sys.stderr)
+        return 2
+    print(f"predicted H100 SXM samples/s per fused path, {a.precision}, attention {a.attention}, per sample as above")
+    print(fused_table(rows_by))
+    if a.out:
+        a.out.parent.mkdir(parents=True, exist_ok=True)
+        keep = ("preset", "workload", "memory_bytes", "matmul_bytes", "saved_bytes", "compiled_memory_bytes", *GPUS)
+        rows = {" + ".join(f) or "none": [{k: r[k] for k in keep} for r in rs] for f, rs in rows_by.items()}
+        a.out.write_text(
+            json.dumps(dict(torch=torch.__version__, precision=a.precision, by_fused=rows), indent=1) + "\n"
         )
         print("wrote", a.out)
     return 0

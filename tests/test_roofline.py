@@ -244,6 +244,91 @@ def test_fused_linear_cross_entropy_counts_one_kernel():
     assert ft[0] == ft[1]
 
 
+def test_fused_add_norm_and_linear_gelu_stand_ins_on_real_tensors():
+    """On real tensors (fp32, dropout 0 so that the values compare): `layer_norm(x + dropout(h))` through `GpuStandIns`
+    with `add_norm` gives the plain output and gradients, counts one kernel each way (h, x, the sum, the output, the
+    row statistics; backward the sum again, the statistics and the gradients), and leaves no dropout, add or
+    LayerNorm op in the count, nor the dropout's saved mask. `gelu(linear(x))` with its weight in `gelu_weights` gives
+    the plain values and gradients, moves no GELU bytes and no bias reduction, and the epilogue's write and read of
+    the GEMM's output count as matmul-like."""
+    torch.manual_seed(0)
+    M, D = 12, 8
+    h, x = torch.randn(M, D, requires_grad=True), torch.randn(M, D, requires_grad=True)
+    ln, drop = torch.nn.LayerNorm(D), torch.nn.Dropout(0.0)
+
+    def block():
+        return ln(x + drop(h))
+
+    ref = block()
+    dy = torch.randn_like(ref)
+    gref = torch.autograd.grad(ref, (h, x, ln.weight, ln.bias), dy)
+    moved, saved = rl.Bytes(), rl.SavedBytes(exclude=list(ln.parameters()))
+    with moved:
+        with saved.hooks(), rl.GpuStandIns(moved, saved, add_norm=True):
+            out = block()
+        g = torch.autograd.grad(out, (h, x, ln.weight, ln.bias), dy)
+    torch.testing.assert_close(out, ref)
+    for a, b in zip(g, gref):
+        torch.testing.assert_close(a, b)
+    n, stats, params = 4 * M * D, 8 * M, 8 * D
+    assert moved.ops["_fused_add_layer_norm"] == 4 * n + stats + params  # h, x → s, y
+    assert moved.ops["_fused_add_layer_norm_backward"] == 4 * n + stats + 2 * params  # dy, s → dh, dx; dw, db
+    left = {
+        k: v for k, v in moved.ops.items() if v and ("dropout" in k or k.startswith("native_layer_norm") or k == "add")
+    }
+    assert left == {}, left
+    assert saved.total == n + stats
+
+    lin = torch.nn.Linear(D, 4 * D)
+    ref = torch.nn.functional.gelu(lin(x))
+    dy = torch.randn_like(ref)
+    gref = torch.autograd.grad(ref, (x, lin.weight, lin.bias), dy)
+    moved, saved = rl.Bytes(), rl.SavedBytes(exclude=list(lin.parameters()))
+    with moved:
+        with saved.hooks(), rl.GpuStandIns(moved, saved, gelu_weights=(lin.weight,)):
+            out = torch.nn.functional.gelu(lin(x))
+        g = torch.autograd.grad(out, (x, lin.weight, lin.bias), dy)
+    torch.testing.assert_close(out, ref)
+    for a, b in zip(g, gref):
+        torch.testing.assert_close(a, b)
+    assert not any("gelu" in k for k in moved.ops) and moved.ops.get("sum", 0) == 0, moved.ops
+    y = 4 * M * 4 * D
+    plain = rl.Bytes()
+    with plain:
+        torch.nn.functional.linear(x, lin.weight, lin.bias)
+    assert moved.ops["addmm"] == plain.ops["addmm"] + y  # the epilogue writes the activation beside y
+    assert saved.total == 4 * M * D + y  # x for the weight gradient, y for the GELU's gradient
+
+
+def test_fused_paths_counted_per_preset(tmp_path, capsys):
+    """Each fused path on tiny's pre-training and fine-tuning: the same FLOPs (add_ln, gelu_epilogue); add_ln moves
+    fewer memory-bound bytes and keeps no dropout masks, gelu_epilogue moves fewer memory-bound bytes and more
+    matmul-like ones (the epilogues) and keeps the same; together, fewer than each. The compiled prediction does not
+    change with add_ln (inductor fuses that group already) and does with gelu_epilogue (`--fused each`, one table and
+    JSON); a path of another name is refused."""
+    for wl in ("pretrain", "finetune"):
+        plain, add_ln, gelu, both = (
+            rl.count("tiny", wl, fused=f) for f in ((), ("add_ln",), ("gelu_epilogue",), ("add_ln", "gelu_epilogue"))
+        )
+        assert plain["flops"] == add_ln["flops"] == gelu["flops"] == both["flops"]
+        assert add_ln["memory_bytes"] < 0.95 * plain["memory_bytes"] and add_ln["saved_bytes"] < plain["saved_bytes"]
+        assert add_ln["matmul_bytes"] == plain["matmul_bytes"]
+        assert gelu["memory_bytes"] < 0.97 * plain["memory_bytes"] and gelu["matmul_bytes"] > plain["matmul_bytes"]
+        assert gelu["saved_bytes"] == plain["saved_bytes"]
+        assert both["memory_bytes"] < min(add_ln["memory_bytes"], gelu["memory_bytes"])
+    out = tmp_path / "fused.json"  # `--fused each`: as now, each path, all of them, in one table and JSON
+    assert rl.main([*"--presets tiny --workloads pretrain --fused each --out".split(), str(out)]) == 0
+    rows = {k: rs[0] for k, rs in json.loads(out.read_text())["by_fused"].items()}
+    assert list(rows) == ["none", *rl.FUSED, " + ".join(rl.FUSED)]
+    assert rows["add_ln"]["compiled_memory_bytes"] == pytest.approx(rows["none"]["compiled_memory_bytes"], rel=1e-9)
+    assert rows["add_ln"]["memory_bytes"] < rows["none"]["memory_bytes"]
+    assert rows["gelu_epilogue"]["compiled_memory_bytes"] < rows["none"]["compiled_memory_bytes"]
+    printed = capsys.readouterr().out
+    assert "| tiny | pretrain" in printed and all(f"{f}: eager / compiled" in printed for f in (*rl.FUSED, "all"))
+    with pytest.raises(rl.RooflineError, match="fused: expected paths of linear_ce, add_ln, gelu_epilogue, got 'x'"):
+        rl.count("tiny", fused=("x",))
+
+
 def test_bad_preset_one_line_no_traceback():
     r = subprocess.run(
         [sys.executable, str(Path(rl.__file__)), "--presets", "tiny", "huge"], capture_output=True, text=True
