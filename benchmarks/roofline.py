@@ -121,6 +121,18 @@ class SavedBytes:
         return torch.autograd.graph.saved_tensors_hooks(self.pack, lambda t: t)
 
 
+@contextlib.contextmanager
+def uncounted(*counters):
+    "Pause the counters (`Bytes`, `SavedBytes`) inside the block: the ops a stood-in kernel runs for its values."
+    for c in counters:
+        c.paused = True
+    try:
+        yield
+    finally:
+        for c in counters:
+            c.paused = False
+
+
 class Bytes(EagerBytes):
     "`traffic.EagerBytes` that can be paused (the inside of a fused kernel stood in) and credited a kernel's own bytes."
 
@@ -162,13 +174,10 @@ class _FusedAttention(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, q, k, v, mask, dropout_p, moved, saved, workspace=0):
-        moved.paused = saved.paused = True
-        try:
+        with uncounted(moved, saved):
             with torch.enable_grad():
                 inner = tuple(t.detach().requires_grad_() for t in (q, k, v))
                 out = F.scaled_dot_product_attention(*inner, attn_mask=mask, dropout_p=dropout_p)
-        finally:
-            moved.paused = saved.paused = False
         ctx.inner, ctx.moved, ctx.mask, ctx.workspace = (*inner, out), moved, mask, workspace
         ctx.lse = q.numel() // q.shape[-1] * 4
         o = out.detach()
@@ -181,11 +190,8 @@ class _FusedAttention(torch.autograd.Function):
     def backward(ctx, do):
         *inner, out = ctx.inner
         moved = ctx.moved
-        moved.paused = True
-        try:
+        with uncounted(moved):
             dq, dk, dv = torch.autograd.grad(out, inner, do)
-        finally:
-            moved.paused = False
         moved.add(
             "_scaled_dot_product_fused_attention_backward",
             _nbytes(*ctx.saved_tensors, do, dq, dk, dv, ctx.mask) + ctx.lse + 2 * ctx.workspace,
@@ -214,13 +220,10 @@ class _FusedLinearCE(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, u, w, b, targets, reduction, moved, saved):
-        moved.paused = saved.paused = True
-        try:
+        with uncounted(moved, saved):
             with torch.enable_grad():
                 inner = tuple(t.detach().requires_grad_() for t in (u, w, b))
                 loss = F.cross_entropy(F.linear(*inner).float(), targets, reduction=reduction)
-        finally:
-            moved.paused = saved.paused = False
         ctx.inner, ctx.loss, ctx.moved = inner, loss, moved
         M, V = targets.numel(), w.shape[0]
         grads = 2 * _nbytes(u) + 4 * (w.numel() + b.numel())  # du in u's dtype, dW and db in fp32
@@ -232,11 +235,8 @@ class _FusedLinearCE(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad):
         moved = ctx.moved
-        moved.paused = True
-        try:
+        with uncounted(moved):
             du, dw, db = torch.autograd.grad(ctx.loss, ctx.inner, grad)
-        finally:
-            moved.paused = False
         moved.add("_fused_linear_cross_entropy_backward", 2 * ctx.grads)
         return du, dw, db, None, None, None, None
 
@@ -252,14 +252,11 @@ class _FusedAddNorm(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, h, x, w, b, p, eps, moved, saved):
-        moved.paused = saved.paused = True
-        try:
+        with uncounted(moved, saved):
             with torch.enable_grad(), torch.autocast("cpu", enabled=False):
                 inner = tuple(t.detach().requires_grad_() for t in (h, x, w, b))
                 s = inner[1] + F.dropout(inner[0], p, training=True)
                 y = F.layer_norm(s, s.shape[-1:], inner[2], inner[3], eps)
-        finally:
-            moved.paused = saved.paused = False
         ctx.inner, ctx.y, ctx.moved = inner, y, moved
         stats = 2 * 4 * (s.numel() // s.shape[-1])  # mean and 1/std per row
         ctx.bytes = _nbytes(s, w, b) + stats  # read again by the backward
@@ -270,11 +267,8 @@ class _FusedAddNorm(torch.autograd.Function):
     @staticmethod
     def backward(ctx, dy):
         moved = ctx.moved
-        moved.paused = True
-        try:
+        with uncounted(moved):
             dh, dx, dw, db = torch.autograd.grad(ctx.y, ctx.inner, dy)
-        finally:
-            moved.paused = False
         moved.add("_fused_add_layer_norm_backward", ctx.bytes + _nbytes(dy, dh, dx, dw, db))
         return dh, dx, dw, db, None, None, None, None
 
@@ -292,11 +286,8 @@ class _LinearGelu(torch.autograd.Function):
         with torch.enable_grad():  # W and b themselves: autocast's cast of them is the one cached for other calls
             inner = (x.detach().requires_grad_(), w, b)
             y = F.linear(*inner)  # counted: the GEMM, its casts under autocast, what it saves
-            moved.paused = saved.paused = True
-            try:
+            with uncounted(moved, saved):
                 a = F.gelu(y)
-            finally:
-                moved.paused = saved.paused = False
         ctx.inner, ctx.y, ctx.a, ctx.moved = inner, y, a, moved
         moved.add("addmm", _nbytes(a))  # the epilogue's second write
         saved.total += _nbytes(y)  # the auxiliary pre-activation, kept for the backward
@@ -305,11 +296,8 @@ class _LinearGelu(torch.autograd.Function):
     @staticmethod
     def backward(ctx, da):
         moved = ctx.moved
-        moved.paused = True
-        try:
+        with uncounted(moved):
             (dy,) = torch.autograd.grad(ctx.a, ctx.y, da)
-        finally:
-            moved.paused = False
         moved.add("mm", _nbytes(ctx.y))  # DGELU: the epilogue reads y
         before = moved.ops.get("sum", 0)
         dx, dw, db = torch.autograd.grad(ctx.y, ctx.inner, dy)
@@ -400,11 +388,8 @@ class GpuStandIns(TorchFunctionMode):
         "The token head's linear layer, its logits' fp32 copy and their cross-entropy, as `_FusedLinearCE`; else None."
         if func is F.linear and len(args) == 3 and args[1].untyped_storage()._cdata == self.vocab:
             with torch.no_grad():
-                self.moved.paused = True
-                try:
+                with uncounted(self.moved):
                     logits = func(*args)
-                finally:
-                    self.moved.paused = False
             self.heads[id(logits)] = (logits, *args)
             return logits
         if func is torch.Tensor.float and id(args[0]) in self.heads:
@@ -772,43 +757,41 @@ def main(argv=None) -> int:
     return 0
 
 
-def by_attention(a) -> int:
-    "`--attention all`: `roofline` once per backend (no memory plan: it does not depend on the count's backend)."
+def compare(a, variants: dict, title: str, render, key: str) -> int:
+    """`roofline` once per variant ({name: keyword arguments of `roofline`}; no memory plan: it does not depend on the
+    count's variants), printed under `title` as one table (`render`), and written to `a.out` under `key`."""
     try:
         rows_by = {
-            b: roofline(a.presets, a.workloads, a.precision, a.traffic_dir, True, b, plan=False) for b in ATTENTION
+            n: roofline(a.presets, a.workloads, a.precision, a.traffic_dir, True, plan=False, **kw)
+            for n, kw in variants.items()
         }
     except RooflineError as e:
         print(f"roofline: error: {e}", file=sys.stderr)
         return 2
-    print(f"predicted H100 SXM samples/s per attention backend, {a.precision}, per sample as in the main table")
-    print(backend_table(rows_by))
+    print(title)
+    print(render(rows_by))
     if a.out:
         a.out.parent.mkdir(parents=True, exist_ok=True)
-        rows = {
-            b: [
-                {
-                    k: r[k]
-                    for k in ("preset", "workload", "memory_bytes", "matmul_bytes", "compiled_memory_bytes", *GPUS)
-                }
-                for r in rs
-            ]
-            for b, rs in rows_by.items()
-        }
-        a.out.write_text(
-            json.dumps(dict(torch=torch.__version__, precision=a.precision, by_attention=rows), indent=1) + "\n"
-        )
+        keep = ("preset", "workload", "memory_bytes", "matmul_bytes", "saved_bytes", "compiled_memory_bytes", *GPUS)
+        rows = {n: [{k: r[k] for k in keep} for r in rs] for n, rs in rows_by.items()}
+        a.out.write_text(json.dumps({"torch": torch.__version__, "precision": a.precision, key: rows}, indent=1) + "\n")
         print("wrote", a.out)
     return 0
 
 
+def by_attention(a) -> int:
+    "`--attention all`: `roofline` once per backend."
+    title = f"predicted H100 SXM samples/s per attention backend, {a.precision}, per sample as in the main table"
+    return compare(a, {b: dict(attention=b) for b in ATTENTION}, title, backend_table, "by_attention")
+
+
 def fused_table(rows_by: dict, gpu: str = "H100 SXM") -> str:
-    """{fused paths (a tuple, () first): `roofline` rows} as one markdown table: per (preset, workload), the predicted
-    `gpu` samples/s eager and compiled as now, then with each set of paths (the change in percent), and the
-    memory-bound GB and saved MB per sample as now and with all the paths."""
+    """{fused paths ("none" first, then names joined by " + "): `roofline` rows} as one markdown table: per (preset,
+    workload), the predicted `gpu` samples/s eager and compiled as now, then with each set of paths (the change in
+    percent), and the memory-bound GB and saved MB per sample as now and with the last set."""
     names = list(rows_by)
     base, last = rows_by[names[0]], rows_by[names[-1]]
-    label = {n: "all" if len(n) > 1 else n[0] for n in names[1:]}
+    label = {n: "all" if " + " in n else n for n in names[1:]}
     head = ["preset", "workload (sample)", "as now: eager / compiled per s"]
     head += [f"{label[n]}: eager / compiled" for n in names[1:]]
     head += [f"memory-bound GB: as now → {label[names[-1]]}", f"saved MB: as now → {label[names[-1]]}"]
@@ -831,27 +814,12 @@ def fused_table(rows_by: dict, gpu: str = "H100 SXM") -> str:
 
 
 def by_fused(a) -> int:
-    "`--fused each`: `roofline` as now, with each fused path alone, and with them all (no memory plan)."
-    sets = [(), *((f,) for f in FUSED), FUSED]
-    try:
-        rows_by = {
-            f: roofline(a.presets, a.workloads, a.precision, a.traffic_dir, True, a.attention, plan=False, fused=f)
-            for f in sets
-        }
-    except RooflineError as e:
-        print(f"roofline: error: {e}", file=sys.stderr)
-        return 2
-    print(f"predicted H100 SXM samples/s per fused path, {a.precision}, attention {a.attention}, per sample as above")
-    print(fused_table(rows_by))
-    if a.out:
-        a.out.parent.mkdir(parents=True, exist_ok=True)
-        keep = ("preset", "workload", "memory_bytes", "matmul_bytes", "saved_bytes", "compiled_memory_bytes", *GPUS)
-        rows = {" + ".join(f) or "none": [{k: r[k] for k in keep} for r in rs] for f, rs in rows_by.items()}
-        a.out.write_text(
-            json.dumps(dict(torch=torch.__version__, precision=a.precision, by_fused=rows), indent=1) + "\n"
-        )
-        print("wrote", a.out)
-    return 0
+    "`--fused each`: `roofline` as now, with each fused path alone, and with them all."
+    variants = {
+        " + ".join(f) or "none": dict(attention=a.attention, fused=f) for f in [(), *((f,) for f in FUSED), FUSED]
+    }
+    title = f"predicted H100 SXM samples/s per fused path, {a.precision}, attention {a.attention}, per sample as above"
+    return compare(a, variants, title, fused_table, "by_fused")
 
 
 if __name__ == "__main__":
