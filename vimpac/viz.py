@@ -6,7 +6,7 @@ Docs: https://vimpac.github.io/vimpac/viz.html.md"""
 
 # %% ../nbs/09_viz.ipynb #0c4de8bd
 from __future__ import annotations
-import dataclasses, html, threading, warnings
+import dataclasses, html, io, threading, warnings
 from pathlib import Path
 import numpy as np
 import torch
@@ -21,10 +21,10 @@ from .evaluate import nearest_neighbours, store_frames
 from . import inference
 
 # %% auto #0
-__all__ = ['plot_frames', 'token_colours', 'token_image', 'plot_tokens', 'plot_mask_overlay', 'mask_voxels', 'plot_mask_cube',
-           'plot_reconstruction', 'savefig', 'plot_nn_reconstruction', 'plot_nn_fill', 'masked_clips', 'plot_curves',
-           'ExplorerState', 'explore_state', 'explore', 'plot_confusion', 'plot_retrieval', 'plot_store_retrieval',
-           'evaluation_figures']
+__all__ = ['SAME_TO_THE_EYE', 'plot_frames', 'token_colours', 'token_image', 'plot_tokens', 'plot_mask_overlay', 'mask_voxels',
+           'plot_mask_cube', 'plot_reconstruction', 'savefig', 'plot_nn_reconstruction', 'plot_nn_fill', 'masked_clips',
+           'plot_curves', 'ExplorerState', 'explore_state', 'explore', 'plot_confusion', 'plot_retrieval',
+           'plot_store_retrieval', 'evaluation_figures']
 
 # %% ../nbs/09_viz.ipynb #398a1010
 def _as_float_frames(frames) -> np.ndarray:
@@ -215,12 +215,33 @@ def _frame_grid(rows, figsize, label_size, title, title_size, path):
     return fig
 
 
+SAME_TO_THE_EYE = 1  # levels of 255: a figure within this of the PNG already at its path leaves that file alone
+
+
 def savefig(fig, path, dpi: int = 110) -> Path:
-    "Save `fig` as a PNG at `path` atomically, with no timestamp in the file."
-    path = Path(path)
+    """Save `fig` as a PNG at `path` (a `Path` or str; `dpi` dots per inch) atomically, with no timestamp in the file,
+    and return the path. A PNG already at `path` whose pixels all lie within `SAME_TO_THE_EYE` of 255 of the new
+    figure's is left as it is: the last bit of a decoded frame depends on the CPU's thread count, and running a
+    notebook again should not change the figures that git tracks."""
+    path, buf = Path(path), io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi, metadata={"Software": None})
+    if _same_to_the_eye(path, buf):
+        return path
     with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=dpi, metadata={"Software": None})
+        Path(tmp).write_bytes(buf.getvalue())
     return path
+
+
+def _same_to_the_eye(path: Path, buf: io.BytesIO) -> bool:
+    "Whether the PNG file `path` exists and has the PNG in `buf`'s size, every pixel within `SAME_TO_THE_EYE` of it."
+    if not path.is_file():
+        return False
+    try:
+        old = plt.imread(path)
+    except (OSError, ValueError, SyntaxError):  # not a PNG Pillow can read: written anew
+        return False
+    new = plt.imread(io.BytesIO(buf.getvalue()))
+    return old.shape == new.shape and float(np.abs(old - new).max()) <= (SAME_TO_THE_EYE + 0.5) / 255
 
 
 def _finish(fig, path=None):
