@@ -1451,8 +1451,10 @@ def plot_experiment(result: ExperimentResult, path=None):
     fig.suptitle(f"{exp.title} ({exp.section})")
     fig.tight_layout()
     if path is not None:
+        from vimpac.viz import savefig  # here, as matplotlib above
+
         Path(path).parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, dpi=110)
+        savefig(fig, path)  # atomic: a job killed while writing leaves no half a PNG
     return fig
 
 # %% ../nbs/12_experiments.ipynb #28c8cc9b
