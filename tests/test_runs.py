@@ -42,6 +42,20 @@ def test_pretrain_run_notebook(tmp_path):
         rf"\| ran \| pre-train: 12 steps in \d+:\d\d on cpu \(.*\), \d+ CPU threads?, torch {version}: [\d.]+ videos/s"
     )
     assert re.search(ran, summary), summary
+    # `resume` where a run was killed while writing its first checkpoint (only the write's temporary file): it starts
+    # over, not --resume with no checkpoint
+    again = tmp_path / "again"
+    (again / "model" / "checkpoints").mkdir(parents=True)
+    (again / "model" / "checkpoints" / ".step-00000004.pt.k1ll3d00.tmp").write_bytes(b"half a checkpoint")
+    pm.execute_notebook(
+        str(ROOT / "nbs/runs/pretrain.ipynb"),
+        str(tmp_path / "again.ipynb"),
+        parameters=dict(out=str(again), store=str(out / "store"), steps=4, batch_size=3, resume=True),
+        kernel_name="python3",
+        progress_bar=False,
+    )
+    assert len((again / "model" / "metrics.jsonl").read_text().splitlines()) == 4
+    assert not list((again / "model" / "checkpoints").glob(".step-*"))
 
 
 @pytest.mark.slow
