@@ -17,7 +17,7 @@ def test_finetune_run_notebook(tmp_path):
     pm.execute_notebook(
         NB,
         str(tmp_path / "executed.ipynb"),
-        parameters=dict(out=str(out), steps=3, batch_size=4),
+        parameters=dict(out=str(out), steps=3, batch_size=4, save_every=1),
         kernel_name="python3",
         progress_bar=False,
     )
@@ -48,6 +48,26 @@ def test_finetune_run_notebook(tmp_path):
     assert lines[-1].startswith("fine-tune end: test_acc ")
     summary = "".join(nb["cells"][-1]["outputs"][0]["data"]["text/markdown"])
     assert summary.startswith("| fine-tuning |") and f"| {ev['top1']:.3f} / {ev['top5']:.3f} |" in summary
+    # cut off after step 2 of 3 (its last checkpoint and model gone), then the same command with resume: it goes on
+    # from step 2, and the records cover the whole run
+    (out / "model" / "model.safetensors").unlink()
+    (out / "model" / "checkpoints" / "step-00000003.pt").unlink()
+    pm.execute_notebook(
+        NB,
+        str(tmp_path / "again.ipynb"),
+        parameters=dict(out=str(out), steps=3, batch_size=4, save_every=1, resume=True),
+        kernel_name="python3",
+        progress_bar=False,
+    )
+    nb = json.loads((tmp_path / "again.ipynb").read_text())
+    text = "".join("".join(o.get("text", "")) for c in nb["cells"] for o in c.get("outputs", []))
+    assert [x.split(":")[0] for x in text.splitlines() if x.startswith("fine-tune ")] == [
+        "fine-tune step 3/3",
+        "fine-tune end",
+    ]
+    records = [json.loads(line) for line in (out / "model" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records if "loss" in r] == [0, 1, 2]
+    assert "fine-tuned 3 steps" in text and (out / "model" / "model.safetensors").is_file()
 
 
 def test_finetune_run_starts_from_pretraining_and_refuses_bad_input(tmp_path):
