@@ -2,7 +2,8 @@
 classes one frame tells apart, it learns (loss falls, held-out accuracy far above chance); a run killed with
 SIGKILL and resumed ends with the same weights, bit for bit; bad input is one line and exit status 2."""
 
-import json, os, shutil, signal
+import contextlib, json, os, shutil, signal
+from pathlib import Path
 import pytest
 import torch
 from vimpac.tokenizer import load_tokenizer
@@ -134,10 +135,26 @@ def test_bad_input_is_one_line(stores, tmp_path, capsys):
     assert VimpacForVideoClassification.from_pretrained(tmp_path / "g").num_classes == 3
 
 
-def test_config_records_the_batch_size_used(stores, tmp_path, capsys):
-    "issue 21: a batch of 8 over a 2-video store trains on 2 per step; finetune_config.json said 8."
+def test_config_records_the_batch_size_used_and_the_model_is_written_last(stores, tmp_path, capsys, monkeypatch):
+    """issue 21: a batch of 8 over a 2-video store trains on 2 per step; finetune_config.json said 8. The run folder's
+    files are written with `model.safetensors` last, so that a folder with it is whole even when the writer was
+    killed in between (the experiments reuse a run by that file)."""
+    import vimpac.utils as utils
+
+    written, atomic_path = [], utils.atomic_path
+
+    @contextlib.contextmanager
+    def recorded(path, *a, **k):
+        with atomic_path(path, *a, **k) as tmp:
+            yield tmp
+        written.append(Path(path).name)
+
+    monkeypatch.setattr(utils, "atomic_path", recorded)
     finetune_main(ft(stores["more"], tmp_path / "run", "--steps", 1, "--batch-size", 8))
     assert json.loads((tmp_path / "run" / "finetune_config.json").read_text())["batch_size"] == 2
+    last = [name for name in written if not name.startswith("step-")]
+    assert last[-1] == "model.safetensors", written
+    assert {"finetune_config.json", "classes.json", "config.json"} <= set(last[:-1]), written
 
 
 @pytest.mark.slow

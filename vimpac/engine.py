@@ -910,13 +910,14 @@ def check_stopped(self: Engine, what: str = "training"):
 
 @patch
 def finish(self: Engine, files: dict[str, dict]) -> nn.Module:
-    """The end of a run: the model in eval mode; rank 0 writes `model.safetensors` and `config.json`
-    (`save_pretrained`) and each of `files` (name: JSON object) to the run folder. Returns the model."""
+    """The end of a run: the model in eval mode; rank 0 writes each of `files` (name: JSON object) to the run
+    folder, then `config.json` and `model.safetensors` (`save_pretrained`), the last file of a finished run. Returns
+    the model."""
     self.model.eval()
     if self.run.out is not None and self.run.rank == 0:
-        self.model.save_pretrained(self.run.out)
         for name, obj in files.items():
             write_json(self.run.out / name, obj)
+        self.model.save_pretrained(self.run.out)
     if self.run.world > 1:
         dist.barrier()
     return self.model

@@ -293,14 +293,15 @@ def disk_full_error(path, needed: int, error: BaseException, then: str = "") -> 
 
 # %% ../nbs/00_utils.ipynb #46fc101e
 def save_weights(path, module: torch.nn.Module, config: dict, kind: str) -> Path:
-    """Write the folder `path`: `model.safetensors` (`module`'s state dict, on the CPU, with `kind` in its metadata)
-    and `config.json` (`{"kind": kind, **config}`), each atomically. Returns `path`."""
+    """Write the folder `path`: `config.json` (`{"kind": kind, **config}`), then `model.safetensors` (`module`'s state
+    dict, on the CPU, with `kind` in its metadata), each atomically: a folder with `model.safetensors` is whole, even
+    when the writer was killed (what `vimpac.experiments` reuses a run by). Returns `path`."""
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
     sd = {k: v.detach().cpu().contiguous() for k, v in module.state_dict().items()}
+    write_json(path / "config.json", dict(kind=kind, **config))
     with atomic_path(path / "model.safetensors") as tmp:
         save_file(sd, str(tmp), metadata={"kind": kind})
-    write_json(path / "config.json", dict(kind=kind, **config))
     return path
 
 
