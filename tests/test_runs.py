@@ -353,6 +353,8 @@ def test_papermill_text_parameters_take_the_declared_types(tmp_path):
         ("pretrain", dict(stages=["a", "b"]), 'parameter stages: expected a list of {"store": FOLDER'),
         ("pretrain", dict(gpus=-2), "parameter gpus: expected an integer >= 0, got -2"),
         ("pretrain", dict(betas=[0.9, 0.98, 0.5]), "betas: expected 2 values, got [0.9, 0.98, 0.5]"),
+        ("pretrain", dict(out=None, resume=True), "parameter resume: needs out, the run folder of the job to go on"),
+        ("finetune", dict(out=None, resume=True), "parameter resume: needs out, the run folder of the job to go on"),
         ("finetune", dict(dataset="ucf101"), "parameter video_root: the folder of the ucf101 videos is needed"),
         ("finetune", dict(views="center", test_views="3x2"), "parameter test_views: 3x2 needs the crop 1x-topleft"),
         ("pretraining_benefit", dict(scale="huge"), "parameter scale: expected one of tiny, cpu, got 'huge'"),
