@@ -51,7 +51,7 @@ micro-batch the kit itself plans on an 80 GiB GPU with its predicted peak (`kit_
 which adds the weights, gradients and AdamW moments, a margin and a reserve).
 """
 
-import argparse, contextlib, json, sys
+import argparse, contextlib, copy, functools, json, sys
 from pathlib import Path
 import torch
 import torch.nn.functional as F
@@ -60,9 +60,9 @@ from torch.utils.flop_counter import FlopCounterMode
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from bench_utils import SDPA_NAMES, pretrain_batch, pretrain_loss_fn, to_device  # noqa: E402
+from bench_utils import pretrain_batch, pretrain_loss_fn, to_device  # noqa: E402
 from traffic import EagerBytes  # noqa: E402
-from vimpac.memory import CUDA_FP32, attention_workspace, call_in_fp32  # noqa: E402  (the kit's memory plan counts them too)
+from vimpac.memory import CUDA_FP32, attention_workspace, call_in_fp32, pinned_attention  # noqa: E402  (the kit's memory plan counts them too)
 
 PRESET_ORDER = ("tiny", "small", "base", "large_half")
 # dense bf16 tensor-core peak (FLOP/s) and HBM bandwidth (bytes/s) from the vendors' data sheets
@@ -154,11 +154,7 @@ ATTENTION = ("pinned", "flash", "efficient", "cudnn", "math")
 
 def backend_of(attention: str, length: int, head_dim: int) -> str:
     "The backend (`ATTENTION` but 'pinned') counted for a call of rows of `length` x `head_dim`."
-    if attention != "pinned":
-        return attention
-    from vimpac.model import attention_backends
-
-    return {member: name for name, member in SDPA_NAMES.items()}[attention_backends("cuda", length, head_dim)[0]]
+    return pinned_attention(length, head_dim) if attention == "pinned" else attention
 
 
 def _nbytes(*ts) -> int:
@@ -428,6 +424,22 @@ class GpuStandIns(TorchFunctionMode):
 
 
 def count(
+    preset: str,
+    workload: str = "pretrain",
+    precision: str = "bf16",
+    samples: int = COUNT_SAMPLES,
+    gpu: bool = True,
+    attention: str = "pinned",
+    fused: tuple = (),
+) -> dict:
+    """FLOPs, bytes and saved bytes per sample of one training step (`_count`, which says what each argument and
+    figure is), each set of arguments counted once per process (`--fused each` asks for some counts twice: the step
+    without `add_ln` for its compiled prediction); a copy, the caller's to change. Raises what `_count` raises."""
+    return copy.deepcopy(_count(preset, workload, precision, samples, gpu, attention, tuple(fused)))
+
+
+@functools.lru_cache(maxsize=None)
+def _count(
     preset: str,
     workload: str = "pretrain",
     precision: str = "bf16",

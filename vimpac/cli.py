@@ -43,17 +43,18 @@ __all__ = ['LOOP_OVERRIDES', 'parse_micro_batch', 'parse_workers', 'tokenize_par
 def parse_micro_batch(text: str) -> int | None:
     """An argparse `type=` for `--micro-batch-size`: `auto` (None: the most that fit a GPU, `plan_run`) or an integer
     >= 1."""
-    if text.strip().lower() == "auto":
-        return None
-    return number_option(integer=True, ge=1)(text)
+    return _auto_or_integer(text, ge=1)
 
 
 def parse_workers(text: str) -> int | None:
     """An argparse `type=` for `--num-workers`: `auto` (None: `vimpac.engine.loader_workers` chooses, by the
     device) or an integer >= 0."""
-    if text.strip().lower() == "auto":
-        return None
-    return number_option(integer=True, ge=0)(text)
+    return _auto_or_integer(text, ge=0)
+
+
+def _auto_or_integer(text: str, ge: int) -> int | None:
+    "None for `auto` (any case: the kit chooses), else `text` as an integer >= `ge` (`number_option`'s error)."
+    return None if text.strip().lower() == "auto" else number_option(integer=True, ge=ge)(text)
 
 # %% ../nbs/11_cli.ipynb #81ff9e93
 class _Renamed(argparse.Action):

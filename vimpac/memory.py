@@ -21,9 +21,10 @@ from .utils import VimpacError
 
 # %% auto #0
 __all__ = ['GPU_PEAK_FLOPS', 'MEMORY_MARGIN', 'RESERVED_BYTES', 'OPTIMIZER_BYTES_PER_PARAM', 'DDP_BUCKET_BYTES_PER_PARAM',
-           'TRANSIENT_GRADIENTS', 'CUDA_FP32', 'FUSED_ATTENTION', 'peak_flops_for', 'peak_flops', 'MemoryModel',
-           'device_memory', 'gib', 'attention_workspace', 'call_in_fp32', 'CudaStandIns', 'saved_activation_bytes',
-           'recomputed_layer_bytes', 'memory_model', 'step_peak_bytes', 'step_unless', 'tensor_bytes']
+           'TRANSIENT_GRADIENTS', 'CUDA_FP32', 'ATTENTION_NAMES', 'peak_flops_for', 'peak_flops', 'MemoryModel',
+           'device_memory', 'gib', 'pinned_attention', 'attention_workspace', 'call_in_fp32', 'CudaStandIns',
+           'saved_activation_bytes', 'recomputed_layer_bytes', 'memory_model', 'step_peak_bytes', 'step_unless',
+           'tensor_bytes']
 
 # %% ../nbs/06b_memory.ipynb #f1af0416
 # Dense bf16/fp16 tensor-core peaks in FLOP/s for MFU (NVIDIA data sheets): an H100 is 989 TFLOP/s as SXM, 756 as
@@ -112,8 +113,20 @@ CUDA_FP32 = {
     torch.Tensor.softmax,
     torch.Tensor.log_softmax,
 }
-# `torch.nn.attention.SDPBackend` names of the fused kernels → `attention_workspace`'s names
-FUSED_ATTENTION = {"FLASH_ATTENTION": "flash", "EFFICIENT_ATTENTION": "efficient", "CUDNN_ATTENTION": "cudnn"}
+# `torch.nn.attention.SDPBackend` names → the short names of `attention_workspace` (and of the roofline's backends)
+ATTENTION_NAMES = {
+    "FLASH_ATTENTION": "flash",
+    "EFFICIENT_ATTENTION": "efficient",
+    "CUDNN_ATTENTION": "cudnn",
+    "MATH": "math",
+}
+
+
+def pinned_attention(length: int, head_dim: int) -> str:
+    """The attention kernel the kit pins on CUDA for rows of `length` positions (with [CLS]) of `head_dim`
+    (`vimpac.model.attention_backends`, its first choice), by its short name (`ATTENTION_NAMES`): "math" or a fused
+    kernel's name."""
+    return ATTENTION_NAMES[attention_backends("cuda", length, head_dim)[0]]
 
 
 def attention_workspace(backend: str, R: int, n: int, L: int, d: int) -> int:
@@ -178,11 +191,11 @@ class CudaStandIns(TorchFunctionMode):
         kwargs = kwargs or {}
         if func is F.scaled_dot_product_attention:
             q, k, v = args[:3]
-            backend = attention_backends("cuda", q.shape[-2], q.shape[-1])[0]
-            if backend not in FUSED_ATTENTION:  # the math path: its own ops (scores, softmax, dropout mask)
+            backend = pinned_attention(q.shape[-2], q.shape[-1])
+            if backend == "math":  # the math path: its own ops (scores, softmax, dropout mask)
                 with sdpa_kernel([SDPBackend.MATH]):
                     return func(*args, **kwargs)
-            ws = attention_workspace(FUSED_ATTENTION[backend], q.shape[0], *q.shape[1:])
+            ws = attention_workspace(backend, q.shape[0], *q.shape[1:])
             self.workspace = max(self.workspace, ws)
             return _FusedAttentionMemory.apply(q, k, v, ws)
         if func in CUDA_FP32 and torch.is_autocast_enabled("cpu"):
