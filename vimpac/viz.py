@@ -225,22 +225,22 @@ def savefig(fig, path, dpi: int = 110) -> Path:
     notebook again should not change the figures that git tracks."""
     path, buf = Path(path), io.BytesIO()
     fig.savefig(buf, format="png", dpi=dpi, metadata={"Software": None})
-    if _same_to_the_eye(path, buf):
-        return path
-    with atomic_path(path) as tmp:
-        Path(tmp).write_bytes(buf.getvalue())
+    png = buf.getvalue()
+    if not _same_to_the_eye(path, png):
+        with atomic_path(path) as tmp:
+            Path(tmp).write_bytes(png)
     return path
 
 
-def _same_to_the_eye(path: Path, buf: io.BytesIO) -> bool:
-    "Whether the PNG file `path` exists and has the PNG in `buf`'s size, every pixel within `SAME_TO_THE_EYE` of it."
+def _same_to_the_eye(path: Path, png: bytes) -> bool:
+    "Whether the PNG file `path` exists and has the size of the PNG `png`, every pixel within `SAME_TO_THE_EYE` of it."
     if not path.is_file():
         return False
     try:
         old = plt.imread(path)
     except (OSError, ValueError, SyntaxError):  # not a PNG Pillow can read: written anew
         return False
-    new = plt.imread(io.BytesIO(buf.getvalue()))
+    new = plt.imread(io.BytesIO(png))
     return old.shape == new.shape and float(np.abs(old - new).max()) <= (SAME_TO_THE_EYE + 0.5) / 255
 
 
