@@ -439,15 +439,7 @@ def count(
 
 
 @functools.lru_cache(maxsize=None)
-def _count(
-    preset: str,
-    workload: str = "pretrain",
-    precision: str = "bf16",
-    samples: int = COUNT_SAMPLES,
-    gpu: bool = True,
-    attention: str = "pinned",
-    fused: tuple = (),
-) -> dict:
+def _count(preset: str, workload: str, precision: str, samples: int, gpu: bool, attention: str, fused: tuple) -> dict:
     """FLOPs, bytes and saved bytes per sample of one training step of `preset` on `workload` (`WORKLOADS`), counted on
     fake tensors at `precision` ("bf16": autocast, see the module's docstring; "fp32"). `gpu`: with the GPU's fused
     attention and CUDA's fp32 autocast list stood in (`GpuStandIns`, each attention call as `attention`'s backend,
