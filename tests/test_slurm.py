@@ -132,6 +132,29 @@ def test_pretrain_runs_torchrun_per_node_and_resumes(tmp_path):
     assert parsed(run_script("pretrain.sbatch", ["runs/store128", "runs/small"], tmp_path)[0]).resume
 
 
+# the authors' scripts/pretrain/small.sh (§5's analyses) and large.sh (§4's final model), as data: their lr, warm-up,
+# epochs, CLS head (--nce-proj-layers, --nce-proj-hid-dim), model, T, S and AdamW's betas
+AUTHORS_SCRIPTS = {
+    "pretrain.sbatch": dict(
+        preset="small", lr=1e-3, warmup_ratio=0.1, epochs=10, cls_head_layers=2, cls_head_hidden=2048, clip_len=5
+    ),
+    "pretrain_large.sbatch": dict(
+        preset="large_half", lr=3e-4, warmup_ratio=0.05, epochs=100, cls_head_layers=3, cls_head_hidden=4096, clip_len=5
+    ),
+}
+
+
+@pytest.mark.parametrize("script", sorted(AUTHORS_SCRIPTS))
+def test_pretrain_scripts_run_the_authors_settings(tmp_path, script):
+    """Issue 48: pretrain.sbatch ran --steps 100000 --lr 1e-3 with the default 5% warm-up and 3 x 4096 CLS head,
+    neither small.sh (10 epochs, 1e-3, 10%, 2 x 2048) nor large.sh (100 epochs, 3e-4, 5%, 3 x 4096). Each script now
+    runs one of them, batch 1024, betas (0.9, 0.98), gradient clipping 1."""
+    (cmd,) = run_script(script, ["runs/store128", "runs/x"], tmp_path)
+    a = parsed(cmd)
+    assert {k: getattr(a, k) for k in AUTHORS_SCRIPTS[script]} == AUTHORS_SCRIPTS[script]
+    assert (a.batch_size, tuple(a.betas), a.grad_clip) == (1024, (0.9, 0.98), 1.0) and "--steps" not in cmd
+
+
 def test_finetune_then_evaluate_with_the_dataset_preset(tmp_path):
     "Fine-tune from a run with Table 12's preset, then evaluate with the dataset's views; a re-submission resumes."
     args = ["ucf101", "runs/ucf101", "runs/small", "runs/ft"]

@@ -64,7 +64,7 @@ class TrainConfig:
         default=300,
         metadata={
             "help": "optimizer updates to run; 0: none, the initial model is "
-            "returned (paper: 120K for Pre-Train-S, 12K for Pre-Train-L, Table 12)"
+            "returned (paper: 12K for §5's 10-epoch Small runs, 120K for the 100-epoch Large-half run, Table 12)"
         },
     )
     epochs: float | None = field(
@@ -93,13 +93,18 @@ class TrainConfig:
     )
     lr: float = field(
         default=1e-3,
-        metadata={"help": "peak AdamW learning rate (paper: 1e-3 Pre-Train-L, 3e-4 Pre-Train-S, Table 12)"},
+        metadata={
+            "help": "peak AdamW learning rate (paper: 1e-3 for §5's 10-epoch Small runs, the authors' "
+            "scripts/pretrain/small.sh; 3e-4 for the 100-epoch Large-half run, large.sh; Table 12 prints the two "
+            "under swapped headers)"
+        },
     )
     warmup_ratio: float = field(
         default=0.05,
         metadata={
             "help": "share of the steps of linear warm-up before the "
-            "linear decay to 0 (paper: 0.05 Pre-Train-S, 0.1 Pre-Train-L and fine-tuning)"
+            "linear decay to 0 (paper: 0.1 for §5's Small runs, small.sh, and fine-tuning; 0.05 for the 100-epoch "
+            "Large-half run, large.sh)"
         },
     )
     weight_decay: float = field(
@@ -126,8 +131,8 @@ class TrainConfig:
         default=1000,
         metadata={
             "help": "steps between checkpoints, besides the last step and the one a stop signal (SIGTERM, SLURM's "
-            "--signal=USR1) asks for; 0: only those (default 1000: 1/120 of Pre-Train-S's 120K steps, 1/12 of "
-            "Pre-Train-L's 12K, Table 12, is all a crash no signal announces can lose; keep_last bounds the disk)"
+            "--signal=USR1) asks for; 0: only those (default 1000: 1/120 of the 100-epoch run's 120K steps, 1/12 "
+            "of §5's 12K, Table 12, is all a crash no signal announces can lose; keep_last bounds the disk)"
         },
     )
     keep_last: int = field(

@@ -712,15 +712,26 @@ TEXTURE_FORMAT = "vimpac-synthetic-texture/1"  # the `format` of a written textu
 
 
 def moving_texture(
-    label: int, rng: np.random.Generator, num_frames: int = 8, grid: int = 4, cell: int = 8, directions: int = 8
+    label: int,
+    rng: np.random.Generator,
+    num_frames: int = 8,
+    grid: int = 4,
+    cell: int = 8,
+    directions: int = 8,
+    renew: float = 0.0,
 ) -> np.ndarray:
     """Frames uint8 (T, S, S, 3), S = `grid` x `cell` pixels, of one video of the texture-motion benchmark: every cell
     of a `grid` x `grid` board has a colour drawn uniformly from the 64 bin centres of `CellColourTokenizer` (4 levels
     per channel: what it reads back exactly), and the whole board moves by exactly one cell per frame in direction
-    `TEXTURE_CLASSES[label]` (`TEXTURE_STEPS`), wrapping around the edges. The draws do not depend on `label`, so frame
-    0 is the same in every class and every frame is a uniform random board: only the motion tells the class. Drawn from
-    `rng`. Raises `VimpacError` for a `directions` other than 4 or 8, a label outside 0..directions-1, fewer than 2
-    frames, or a `grid` below 3 (on a 2-cell board, one step right is one step left)."""
+    `TEXTURE_CLASSES[label]` (`TEXTURE_STEPS`), wrapping around the edges. With `renew` > 0 the texture also changes
+    as it moves: at each frame after the first, each cell of the board takes a new colour (a fresh uniform draw) with
+    probability `renew`, so two clips of one video share less of their content the further apart they are (the video
+    keeps its identity, not its pixels: what a positive pair of contrastive learning must bridge, §3.2's d_max), and
+    copying along the motion from d frames away is right for about (1 - `renew`)^d of the cells. The draws do not
+    depend on `label`, so frame 0 is the same in every class and every frame is a uniform random board: only the
+    motion tells the class. Drawn from `rng` (with `renew` = 0, nothing is drawn after the board). Raises
+    `VimpacError` for a `directions` other than 4 or 8, a label outside 0..directions-1, fewer than 2 frames, a
+    `grid` below 3 (on a 2-cell board, one step right is one step left), or a `renew` outside [0, 1)."""
     if directions not in (4, 8):
         raise VimpacError(
             f"directions: expected 4 (right, left, down, up) or 8 (and the diagonals), got {directions!r}"
@@ -730,9 +741,17 @@ def moving_texture(
     check_number("num_frames", num_frames, integer=True, ge=2)
     check_number("grid", grid, integer=True, ge=3)
     check_number("cell", cell, integer=True, ge=2)
+    if isinstance(renew, bool) or not isinstance(renew, (int, float)) or not 0 <= renew < 1:
+        raise VimpacError(f"renew: expected the share of cells that change colour per frame, in [0, 1), got {renew!r}")
     board = (rng.integers(0, 4, (grid, grid, 3)) * 64 + 32).astype(np.uint8)  # bin centres of 4 levels per channel
+    boards = np.repeat(board[None], num_frames, 0)
+    if renew > 0:  # in the board's own coordinates: a renewed cell moves on with the texture
+        fresh = rng.random((num_frames, grid, grid, 1)) < renew
+        colours = (rng.integers(0, 4, (num_frames, grid, grid, 3)) * 64 + 32).astype(np.uint8)
+        for t in range(1, num_frames):
+            boards[t] = np.where(fresh[t], colours[t], boards[t - 1])
     dy, dx = TEXTURE_STEPS[label]
-    frames = np.stack([np.roll(board, (dy * t, dx * t), (0, 1)) for t in range(num_frames)])
+    frames = np.stack([np.roll(boards[t], (dy * t, dx * t), (0, 1)) for t in range(num_frames)])
     return frames.repeat(cell, 1).repeat(cell, 2)
 
 # %% ../nbs/06a_synthetic.ipynb #ef076509
@@ -747,6 +766,8 @@ def write_texture_dataset(
     directions: int = 4,
     cell: int = 8,
     fps: float = 8.0,
+    renew: float = 0.0,
+    shuffled: bool = False,
     progress: bool = False,
 ) -> dict:
     """Write the texture-motion benchmark (`moving_texture`) as lossless H.264 videos (`crf` 0, yuv420p; the 8-pixel
@@ -756,16 +777,24 @@ def write_texture_dataset(
     `out/labelled/{train,test}/<class>/NNNN.mp4` with `train_per_class` and `test_per_class` videos per class of
     `TEXTURE_CLASSES[:directions]`, both in the `folder` layout of `vimpac.data.read_split`. Each video is `num_frames`
     frames of S = `cell` x `grid` pixels (an even `cell`: 8 for a token per cell at S, 16 for a
-    dataset read at S and 2 S) at `fps`; `out/dataset.json` records the arguments (`format` = `TEXTURE_FORMAT`).
+    dataset read at S and 2 S) at `fps`, each cell renewed with probability `renew` per frame (`moving_texture`);
+    with `shuffled`, the frames of each video in a random order of their own (the same videos otherwise: the
+    shuffled-frames control, where the motion's direction is gone and its axis is kept). `out/dataset.json` records
+    the arguments (`format` = `TEXTURE_FORMAT`; `renew` and `shuffled` only when set, so a folder written before they
+    existed is the same dataset).
     A re-run with the same arguments writes only the missing videos; a folder written with other arguments is refused.
     Returns a dict with `root`, `classes`, and `pool`, `train`, `test`: lists of (path, label). Raises `VimpacError`
     for bad arguments, an `out` that is a file, or a folder of another dataset."""
     _check_counts(seed, fps, pool=(pool, 0), train_per_class=(train_per_class, 1), test_per_class=(test_per_class, 0))
-    moving_texture(0, np.random.default_rng(0), num_frames, grid, cell, directions)  # checks the arguments
+    moving_texture(0, np.random.default_rng(0), num_frames, grid, cell, directions, renew)  # checks the arguments
     if cell % 2:
         raise VimpacError(f"cell: expected an even number of pixels (yuv420p keeps 2 x 2 chroma blocks), got {cell}")
     spec = dict(format=TEXTURE_FORMAT, pool=pool, train_per_class=train_per_class, test_per_class=test_per_class)
     spec.update(seed=seed, num_frames=num_frames, grid=grid, directions=directions, cell=cell, fps=float(fps))
+    if renew:
+        spec["renew"] = float(renew)
+    if shuffled:
+        spec["shuffled"] = True
     out = _dataset_folder(out, spec)
     classes = TEXTURE_CLASSES[:directions]
     jobs = [(out / "pool" / classes[i % directions] / f"{i:05d}.mp4", 0, i % directions, i) for i in range(pool)]
@@ -776,9 +805,10 @@ def write_texture_dataset(
     parts = dict(pool=[], train=[], test=[])
     for path, part, label, i in tqdm(jobs, disable=not progress):
         if not path.is_file():
-            frames = moving_texture(
-                label, np.random.default_rng([seed, part, label, i]), num_frames, grid, cell, directions
-            )
+            rng = np.random.default_rng([seed, part, label, i])
+            frames = moving_texture(label, rng, num_frames, grid, cell, directions, renew)
+            if shuffled:  # an order drawn after the video's own draws: the same video, its frames reordered
+                frames = frames[rng.permutation(num_frames)]
             path.parent.mkdir(parents=True, exist_ok=True)
             write_video(frames, path, fps=fps, crf=0)
         parts[("pool", "train", "test")[part]].append((path, label))
