@@ -453,7 +453,8 @@ def _tiny_experiment_notebooks(folder: Path) -> Path:
         "    raise ValueError(f'parameter threads: expected an integer, got {threads!r}')\n"
         "t = pathlib.Path(out) / 'cl_weight'\n"
         "t.mkdir(parents=True, exist_ok=True)\n"
-        "(t / 'results.json').write_text(json.dumps(dict(experiment='cl_weight', scale=scale, seeds=seeds, results=[])))\n"
+        "saved = dict(experiment='cl_weight', scale=scale, seeds=seeds, results=[])\n"
+        "(t / 'results.json').write_text(json.dumps(saved))\n"
         "(t / 'table.md').write_text('# the parameters given')"
     )
     nb.cells = [params, nbformat.v4.new_code_cell(body)]
