@@ -1343,7 +1343,7 @@ def p_text(p: float) -> str:
             return text
     return f"{p:.6g}"
 
-# %% ../nbs/12_experiments.ipynb #f284fad5
+# %% ../nbs/12_experiments.ipynb #1eb95dc1
 @dataclass(frozen=True)
 class ClaimTest:
     """One claim tested on one dataset (`test_claim`):
@@ -1407,7 +1407,7 @@ def test_claim(claim: Claim, results: list, dataset: str | None = None) -> Claim
     status = "tied" if c.test == "sign" and c.diff == 0 else "tested" if c.p is not None or m else "no test"
     return replace(t, status=status, diff=c.diff, comparison=c, mcnemar=m, seeds=seeds)
 
-
+# %% ../nbs/12_experiments.ipynb #a544257a
 def claim_tests(claim: Claim, results: list) -> list[ClaimTest]:
     """`test_claim` of `claim` on each dataset it concerns: its `dataset`, or each downstream dataset of `results`
     (a claim on "temporal": those of `TEMPORALLY_HEAVY`), or None for a pre-training metric; a "not run" test when
@@ -1449,7 +1449,7 @@ def verdict_word(t: ClaimTest, adjusted: list[float]) -> str:
         return "differs" if significant else "no difference shown"
     return "reversed" if -1 in significant else "holds" if significant else "inconclusive"
 
-
+# %% ../nbs/12_experiments.ipynb #ea2f72a4
 def verdict_line(t: ClaimTest, adjusted: list[float]) -> str:
     "A claim test in one sentence: the claim, its dataset, the verdict, the effect, each test's raw and adjusted p."
     where = f" ({t.dataset})" if t.dataset else ""
@@ -1706,7 +1706,7 @@ def run_experiment(
     result.write(out / name)
     return result
 
-
+# %% ../nbs/12_experiments.ipynb #e2397edf
 def family_of(out, scale: str, but: str | None = None) -> list[ExperimentResult]:
     """The results of the §5 tables saved under `out` at `scale` (`ExperimentResult.read`), in the paper's order, less
     the experiment `but`: the family whose claims a table's verdicts are adjusted over."""
