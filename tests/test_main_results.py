@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 import pytest
 from vimpac.experiments import mean_std, synthetic_data
-from vimpac.main_results import TABLE1, TABLE1_DATASETS, TABLE1_SPLITS, run_main_results, toy_official_checkpoint
+from vimpac.main_results import TABLE1, TABLE1_DATASETS, TABLE1_SPLITS, run_main_results, toy_official_run
 from vimpac.utils import VimpacError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -41,7 +41,7 @@ def toy(tmp_path_factory):
     d = tmp_path_factory.mktemp("main")
     data = synthetic_data(d / "data", [16], ("temporal",), train_per_class=1, test_per_class=1, pool=0)[16]
     stores = {"ucf101": {p: str(data["temporal"][p].path) for p in ("train", "test")}}
-    return toy_official_checkpoint(d / "authors"), stores
+    return toy_official_run(d / "authors"), stores
 
 
 def test_toy_run_from_the_authors_checkpoint_prints_beside_the_paper(toy, tmp_path):
@@ -76,3 +76,18 @@ def test_bad_input_is_one_line_before_anything_runs(toy, tmp_path):
     with pytest.raises(VimpacError):  # a folder that is not a token store
         run_main_results(ckpt, {"ssv2": {"train": tmp_path, "test": tmp_path}}, scale="toy", out=tmp_path / "out")
     assert not (tmp_path / "out").exists()
+
+
+def test_the_toy_run_folder_is_the_authors_own(tmp_path):
+    """Issue 48: the toy checkpoint was the kit's widening of their file, in their key names but saved by the kit.
+    Table 1's toy run now starts from a run folder their code wrote, args included: the kit reads its model from
+    their `args.pickle` (layout, width, depth, heads by their rule) and their `classifier.pt`, with nothing else."""
+    import torch
+    from vimpac.official import load_official_pretraining
+
+    folder = toy_official_run(tmp_path / "authors")
+    assert sorted(p.name for p in folder.iterdir()) == ["args.pickle", "classifier.pt"]
+    keys = torch.load(folder / "classifier.pt", weights_only=True).keys()
+    assert any(k.startswith("backbone.") for k in keys) and any(k.startswith("mlm_head.") for k in keys)
+    c = load_official_pretraining(folder).config
+    assert (c.layout, c.hidden_size, c.num_layers, c.num_heads, c.vocab_size) == ("T,H|W", 128, 2, 2, 512)

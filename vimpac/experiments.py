@@ -1812,17 +1812,22 @@ def check_rows(exp: Experiment, rows: list, setup: Setup, scale: str) -> None:
 
 # %% ../nbs/12_experiments.ipynb #265659f3
 def _reference_lines(result: ExperimentResult) -> list[tuple]:
-    "(top-1, colour, line style, label) of chance and of the frame-level control, where they are known."
+    "(top-1, colour, line style, label) of chance, the frame-level and shuffled-frames controls and the motion oracle."
     lines = [(x["chance"], "k", ":", f"chance ({x['chance']:.0f}%)") for x in result.results if "chance" in x][:1]
-    if result.controls:
-        lines.append((float(np.mean([c["top1"] for c in result.controls])), "0.45", "--", "frame-level control"))
+    styles = dict(frame=("0.45", "--", "frame-level control"), shuffled=("0.45", "-.", "shuffled frames"))
+    styles.update(oracle=("tab:green", ":", "motion oracle"))
+    for kind, (colour, style, label) in styles.items():
+        top1 = [c["top1"] for c in result.controls if c.get("kind", "frame") == kind]
+        if top1:
+            lines.append((float(np.mean(top1)), colour, style, label))
     return lines
 
 
 def plot_experiment(result: ExperimentResult, path=None):
     """Two panels, one bar per row: the kit's fine-tuning top-1 (mean ± std over the seeds, each downstream dataset
-    a colour, with chance and the frame-level control as vertical lines where they are known) and the paper's (its
-    UCF101 column, or each dataset's for the pre-training table). Saved to `path` when given; returns the figure."""
+    a colour, with chance, the controls and the motion oracle as vertical lines where they are known) and the
+    paper's (its UCF101 column, or each dataset's for the pre-training table). Saved to `path` when given; returns
+    the figure."""
     import matplotlib.pyplot as plt  # here: `vimpac-experiment --help` does not import matplotlib
 
     exp, res = result.experiment, result.results

@@ -6,12 +6,11 @@ Docs: https://vimpac.github.io/vimpac/main_results.html.md"""
 
 # %% ../nbs/12a_main_results.ipynb #634dca8f
 from __future__ import annotations
-import subprocess, sys, tempfile, time
+import shutil, subprocess, sys, tempfile, time
 from importlib import resources
 from dataclasses import asdict, dataclass
 from pathlib import Path
 import numpy as np
-import torch
 from .utils import VimpacError, atomic_path, write_json
 from .options import config_argv
 from .store import TokenStore
@@ -23,7 +22,7 @@ from .experiments import DATASET_TITLES, mean_std
 
 # %% auto #0
 __all__ = ['TABLE1_DATASETS', 'TABLE1', 'TABLE1_SPLITS', 'MAIN_RESULTS_SCALES', 'main_results_stores', 'main_results_config',
-           'finetune_top1', 'MainResults', 'run_main_results', 'toy_official_checkpoint']
+           'finetune_top1', 'MainResults', 'run_main_results', 'toy_official_run']
 
 # %% ../nbs/12a_main_results.ipynb #bf6aa6dd
 TABLE1_DATASETS = ("ssv2", "diving48", "ucf101", "hmdb51", "kinetics400")  # Table 1's columns, in its order
@@ -176,21 +175,16 @@ def run_main_results(
     return result
 
 # %% ../nbs/12a_main_results.ipynb #67753691
-def toy_official_checkpoint(folder, vocab_size: int = 512, seed: int = 0) -> Path:
-    """Write `folder/classifier.pt`: an authors'-format pre-training checkpoint at toy size, for the toy scale and the
-    tests. Their key names and layout (`T,H|W`, 2 layers) from the file their own code wrote for the kit's tests
-    (`tests/fixtures/official/pretrain_tiny.pt`), widened to hidden size 128 (their rule's 2 heads of 64), MLP 512,
-    with `vocab_size` + 5 embedding rows (the kit's default tokenizer: 512 codes) and values drawn from `seed`.
-    Returns `folder`. Raises `VimpacError` where that fixture is not there (an installed package: use a clone)."""
-    fixture = Path(str(resources.files("vimpac"))).parent / "tests" / "fixtures" / "official" / "pretrain_tiny.pt"
-    if not fixture.is_file():
-        raise VimpacError(f"{fixture}: not there; the toy checkpoint is made from the tests' fixture of a clone")
-    sd, g = torch.load(fixture, weights_only=True), torch.Generator().manual_seed(seed)
-    sizes = {32: 128, 16: 64, 128: 512, 8197: vocab_size + 5}  # hidden, a head group, MLP, embedding rows
-    out = {}
-    for k, v in sd.items():
-        t = v.clone() if v.ndim == 0 else torch.randn([sizes.get(n, n) for n in v.shape], generator=g) * 0.05
-        out[k] = t + 1 if k.endswith(("LayerNorm.weight", "ln.weight", "ln_pre.weight", "running_var")) else t
+def toy_official_run(folder) -> Path:
+    """Copy into `folder` a pre-training run of the authors' at toy size, for the toy scale and the tests: the
+    `args.pickle` and `classifier.pt` their own code wrote (`tests/fixtures/official/pretrain_run`, see its README:
+    their parser's args for `T,H|W`, 2 layers of width 128, S 32, T 2, the kit tokenizer's 512 codes; their model at
+    its initialisation, saved as their `Trainer.save_model` saves it). Returns `folder`. Raises `VimpacError` where
+    that fixture is not there (an installed package: use a clone)."""
+    fixture = Path(str(resources.files("vimpac"))).parent / "tests" / "fixtures" / "official" / "pretrain_run"
+    if not (fixture / "classifier.pt").is_file():
+        raise VimpacError(f"{fixture}: not there; the toy run is the tests' fixture of a clone")
     Path(folder).mkdir(parents=True, exist_ok=True)
-    torch.save(out, Path(folder) / "classifier.pt")
+    for name in ("args.pickle", "classifier.pt"):
+        shutil.copyfile(fixture / name, Path(folder) / name)
     return Path(folder)
