@@ -2091,7 +2091,10 @@ BENCHMARK_SCOPE = (  # what the CPU scale's benchmark can and cannot test, for t
     "30 s and 10 s become 0.5 s and 0.25 s. With 15% of the cells renewed a frame, clips further apart share less of "
     "their pixels (about 0.85^d of the cells d frames apart), so d_max matters as it does on real videos.",
     "Its InfoNCE groups are 4 to 32 clip pairs of a batch of 32, not 128 to 1024; its models are the paper's sizes "
-    "scaled down in their ratios (each row's label says what it runs), on a 4 x 4 x 4 token map.",
+    "scaled down (each row's label says what it runs), on a 4 x 4 x 4 token map.",
+    "Its fine-tuning (200 updates on 16 videos a class) reaches about 50% top-1 where the motion oracle reads 100%, and "
+    "the shuffled-frames control, which keeps only the axis of the motion, reaches about 43%: the fine-tuned models "
+    "read the axis more than the direction, so top-1 differences between rows are small beside the seeds' spread.",
 )
 
 
