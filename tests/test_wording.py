@@ -7,19 +7,17 @@ from pathlib import Path
 from vimpac.experiments import EXPERIMENTS, experiment_main
 
 ROOT = Path(__file__).resolve().parents[1]
-PAPER = ROOT.parent / "shared" / "paper" / "vimpac-paper.tex"
+PAPER = json.loads((ROOT / "tests" / "fixtures" / "paper" / "paper.json").read_text())  # what the tests need of it
 
 
 def _labels() -> list[str]:
     "The paper's table labels, in the order the tables are numbered (each caption's label)."
-    return re.findall(r"\\label\{(tab:[\w]+)\}", PAPER.read_text())
+    return PAPER["table_labels"]
 
 
 def _appendix_letters() -> dict[str, str]:
     "Each appendix section's title mapped to its letter (A, B, ... after `\\appendix`)."
-    text = PAPER.read_text().split("\\appendix", 1)[1]
-    titles = re.findall(r"^\\section\{([^}]*)\}", text, flags=re.M)
-    return {t.strip(): chr(ord("A") + i) for i, t in enumerate(titles)}
+    return {t: chr(ord("A") + i) for i, t in enumerate(PAPER["appendix_sections"])}
 
 
 def _user_text() -> dict[str, str]:
