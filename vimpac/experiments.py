@@ -21,7 +21,7 @@ from .engine import config_from_spec
 from .masking import expected_block_ratio
 from .data import DATASET_PRESETS
 from .synthetic import LABELLED_VARIANTS, CellColourTokenizer, texture_motion, write_labelled_dataset
-from .synthetic import TEXTURE_CLASSES, TEXTURE_STEPS, write_texture_dataset
+from .synthetic import write_texture_dataset
 from .pretrain import PretrainConfig, pretrain, evaluate_masking
 from .finetune import FinetuneConfig, finetune
 from .evaluate import classification_metrics, evaluate, extract_features
@@ -962,14 +962,13 @@ def motion_oracle(store, clip_len: int) -> tuple[float, list]:
     under which consecutive token maps agree the most, and whether each video was right (0/1). Nothing is trained:
     it is what reading the true motion from one clip of the row's length gives, below 100% only where the renewed
     cells (`CPU_RENEW`) hide it. Raises `VimpacError` for a store that is not of the benchmark (`texture_motion`)."""
-    texture_motion(store)  # a labelled store of directions, else one clear error
-    per_cell = store[0].shape[-1] // 4
-    steps = [tuple(np.array(TEXTURE_STEPS[TEXTURE_CLASSES.index(c)]) * per_cell) for c in store.classes]
+    steps = dict(zip(store.labels, map(tuple, texture_motion(store).tolist())))  # class -> its motion, in tokens
+    classes = sorted(steps)
     correct = []
     for i, label in enumerate(store.labels):
         t = store[i][:clip_len].numpy()
-        agree = [(t[1:] == np.roll(t[:-1], s, (1, 2))).mean() for s in steps]
-        correct.append(int(np.argmax(agree) == label))
+        agree = [(t[1:] == np.roll(t[:-1], steps[k], (1, 2))).mean() for k in classes]
+        correct.append(int(classes[int(np.argmax(agree))] == label))
     return 100 * float(np.mean(correct)), correct
 
 
@@ -1001,8 +1000,9 @@ def run_controls(setup: Setup, data: dict, seed: int, scale: str, out) -> list[d
         for kind in kinds if texture else ("frame",):
             done = Path(out) / "control" / f"{kind}-{d}-seed{seed}.json"
             key = _run_key(dict(setup=asdict(setup), scale=scale, dataset=d, kind=kind))
-            if done.is_file() and read_json(done, "a control's results").get("key") == key:
-                results.append(read_json(done, "a control's results")["result"])
+            saved = read_json(done, "a control's results") if done.is_file() else {}
+            if saved.get("key") == key:
+                results.append(saved["result"])
                 continue
             folder = Path(out) / "control" / f"ft-{kind}-{d}-seed{seed}-{key}"
             if kind == "oracle":
@@ -1560,17 +1560,18 @@ class ExperimentResult:
     def verdicts(self) -> list[str]:
         """`verdict_line` of each claim of the experiment, its p adjusted over the claims of this table and of its
         `family` (Holm, `family_adjusted`)."""
-        own = self.claim_tests()
-        others = [t for r in self.family if r.experiment.name != self.experiment.name for t in r.claim_tests()]
+        own, others = self.claim_tests(), [t for r in self._others() for t in r.claim_tests()]
         adjusted = family_adjusted(own + others)
         return [verdict_line(t, q) for t, q in zip(own, adjusted)]
 
+    def _others(self) -> list:
+        "The results of the `family` but this experiment's own."
+        return [r for r in self.family if r.experiment.name != self.experiment.name]
+
     def family_note(self) -> str:
         "The line that says what the adjusted p were adjusted over."
-        names = [self.experiment.table] + [
-            r.experiment.table for r in self.family if r.experiment.name != self.experiment.name
-        ]
-        tests = [t for r in [self, *self.family] for t in r.claim_tests() if t.claim.metric != "speed"]
+        names = [r.experiment.table for r in [self, *self._others()]]
+        tests = [t for r in [self, *self._others()] for t in r.claim_tests() if t.claim.metric != "speed"]
         n = sum(len(t.tests()) for t in tests)
         return (
             f"Verdicts: two-sided p, then Holm's adjusted p over the {n} tests of the claims of the tables run here "
